@@ -1,0 +1,123 @@
+"""Rollouts for PPO: sampling under ZeRO-3, response masks, per-token log-probs (Algorithm 1, lines 2-4).
+
+Layout: ``seq = [left-padded prompt | right-padded response]``, ``[B, T]``. Log-prob tensors are ``[B, T-1]``:
+position ``t`` scores token ``seq[:, t+1]``; ``action_mask`` is 1 exactly where ``seq[:, t+1]`` is a real
+response token (up to and including the first EOS).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, fields
+from typing import Optional
+
+import deepspeed
+import torch
+
+from dschat.utils.model import position_ids
+
+
+@dataclass
+class Experience:
+    """One batch of rollouts with everything the PPO update needs (all tensors on the training device)."""
+
+    seq: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]
+    action_mask: torch.Tensor  # [B, T-1]
+    logprobs: torch.Tensor  # [B, T-1] actor (old policy)
+    ref_logprobs: torch.Tensor  # [B, T-1]
+    values: torch.Tensor  # [B, T-1] critic V(s_t)
+    rewards: torch.Tensor  # [B, T-1] -β·KL plus the clipped score at the last response token
+    scores: torch.Tensor  # [B] reward-model / execution score
+    segment_ids: torch.Tensor  # [B, T-1] macro index per response token, -1 elsewhere
+    advantages: torch.Tensor  # [B, T-1] macro advantage broadcast to its tokens
+    returns: torch.Tensor  # [B, T-1] macro return broadcast to its tokens
+
+    def micro_batches(self, size: int):
+        """Split along the batch dimension for gradient accumulation."""
+        for start in range(0, self.seq.shape[0], size):
+            yield Experience(**{f.name: getattr(self, f.name)[start:start + size] for f in fields(self)})
+
+
+def response_mask(response: torch.Tensor, eos_token_id: int) -> torch.Tensor:
+    """1 on generated tokens up to and including the first EOS (all of them when truncated), 0 after."""
+    is_eos = (response == eos_token_id).long()
+    eos_before = is_eos.cumsum(dim=1) - is_eos
+    return (eos_before == 0).long()
+
+
+def rollout_masks(seq: torch.Tensor, prompt_mask: torch.Tensor, eos_token_id: int) -> tuple:
+    """``(attention_mask [B, T], action_mask [B, T-1])`` for ``seq = [prompt | response]``."""
+    prompt_len = prompt_mask.shape[1]
+    responses = response_mask(seq[:, prompt_len:], eos_token_id)
+    attention_mask = torch.cat([prompt_mask.long(), responses], dim=1)
+    action_mask = torch.zeros_like(seq[:, 1:])
+    action_mask[:, prompt_len - 1:] = responses
+    return attention_mask, action_mask
+
+
+def gather_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log π(token | prefix) from logits, without materialising the full log-softmax twice."""
+    logits = logits.float()
+    return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+
+
+def sequence_logprobs(model, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """``[B, T-1]`` log-probs of ``seq[:, 1:]`` under ``model`` (positions ignore left padding)."""
+    logits = model(input_ids=seq, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
+                   use_cache=False).logits
+    return gather_logprobs(logits[:, :-1], seq[:, 1:])
+
+
+@dataclass
+class SamplingConfig:
+    """Table 5: temperature 0.8, top-k 50, top-p 1.0 for Gemma (1.0 / 5 / 1.0 for CodeGemma)."""
+
+    max_new_tokens: int = 64
+    temperature: float = 0.8
+    top_k: int = 50
+    top_p: float = 1.0
+    do_sample: bool = True
+
+
+@torch.no_grad()
+def generate(engine, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling: SamplingConfig,
+             pad_token_id: int, eos_token_id: int, gather_parameters: bool = True,
+             world_size: int = 1) -> torch.Tensor:
+    """Sample responses with the actor. Under ZeRO-3 the parameters are gathered once for the whole call
+    (not per token); with ``gather_parameters=False`` (models too big to gather) ZeRO-3 fetches per layer and
+    ``synced_gpus`` keeps processes in step."""
+    zero3 = engine.zero_optimization_stage() == 3
+    model = engine.module
+    gather = contextlib.nullcontext()
+    if zero3 and gather_parameters:
+        gather = deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None)
+    was_training = model.training
+    model.eval()
+    with gather:
+        seq = model.generate(
+            input_ids=prompts, attention_mask=prompt_mask, max_new_tokens=sampling.max_new_tokens,
+            do_sample=sampling.do_sample, temperature=sampling.temperature if sampling.do_sample else None,
+            top_k=sampling.top_k if sampling.do_sample else None, top_p=sampling.top_p if sampling.do_sample else None,
+            pad_token_id=pad_token_id, eos_token_id=eos_token_id,
+            synced_gpus=zero3 and not gather_parameters and world_size > 1, use_cache=True,
+        )
+    model.train(was_training)
+    max_len = prompts.shape[1] + sampling.max_new_tokens
+    if seq.shape[1] < max_len:  # every sample stopped early: pad so shapes are fixed per call
+        seq = torch.nn.functional.pad(seq, (0, max_len - seq.shape[1]), value=pad_token_id)
+    return seq
+
+
+def decode_responses(tokenizer, seq: torch.Tensor, action_mask: torch.Tensor) -> list:
+    """The response text of each row (special tokens dropped)."""
+    tokens = seq[:, 1:]
+    return [tokenizer.decode(row[mask.bool()], skip_special_tokens=True) for row, mask in zip(tokens, action_mask)]
+
+
+def macro_view(tokenizer, seq_row: torch.Tensor, segment_row: torch.Tensor) -> str:
+    """One response with its macro actions separated by `` @@ `` (for logged samples)."""
+    tokens = seq_row[1:]
+    pieces = []
+    for macro in range(int(segment_row.max().item()) + 1):
+        pieces.append(tokenizer.decode(tokens[segment_row == macro]))
+    return " @@ ".join(pieces)

@@ -1,0 +1,60 @@
+"""The contract every termination rule ζ (paper §3.2.1, Appendix B.4) fulfils.
+
+A rule reads a batch of sampled responses and returns *segment ids*: for each response token, the 0-based
+index of its macro action within its row (macros are contiguous and in order), and -1 where ``action_mask``
+is 0. Tensors are ``[B, T]`` over log-prob positions: position ``t`` scores token ``seq[:, t + 1]``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+
+@dataclass
+class SegmentationBatch:
+    """What a termination rule may look at.
+
+    action_mask: ``[B, T]`` bool/0-1, 1 exactly on response tokens (any padding side).
+    ref_logprobs: ``[B, T]`` reference-model log-probabilities of the sampled tokens (PPL rule).
+    response_token_ids: ``[B, T]`` the sampled token id at each log-prob position (``seq[:, 1:]``),
+        needed by rules that decode text (parsing).
+    tokenizer: the policy tokenizer, for rules that decode text.
+    """
+
+    action_mask: torch.Tensor
+    ref_logprobs: Optional[torch.Tensor] = None
+    response_token_ids: Optional[torch.Tensor] = None
+    tokenizer: Any = None
+
+
+@dataclass
+class Segmentation:
+    """A rule's answer: ``segment_ids [B, T]`` (long, -1 off the response) and ``fallback [B]`` (bool), true
+    for samples the rule could not segment and cut into token-level macros instead (paper §B.4)."""
+
+    segment_ids: torch.Tensor
+    fallback: torch.Tensor
+
+
+@dataclass
+class TerminationOptions:
+    """Every option any registered rule reads; each rule ignores the ones it does not need.
+
+    ngram: fixed n-gram length; ``None`` means one macro for the whole response (n → ∞), 1 is token-level PPO.
+    lengths / repeat: randomized n-gram length list and how often it is repeated (paper §B.4: (2,3,5,10) × 3).
+    seed: seed of the randomized rule's generator.
+    parser: tree provider for the parsing rule: ``auto | spacy | benepar | code``.
+    parser_cutoff: C of the parsing rule (paper §B.4: 5).
+    """
+
+    ngram: Optional[int] = 1
+    lengths: Sequence[int] = (2, 3, 5, 10)
+    repeat: int = 3
+    seed: int = 0
+    parser: str = "auto"
+    parser_cutoff: int = 5
+
+
+TerminationRule = Callable[[SegmentationBatch], Segmentation]

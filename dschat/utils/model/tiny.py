@@ -1,0 +1,36 @@
+"""The embedded default model: a tiny Gemma built from a ``GemmaConfig`` (no download).
+
+Same architecture family as the paper's Gemma-2B/7B, scaled down so the whole pipeline runs on a CPU in
+minutes. Weights are initialised from a seed, so two builds with the same seed are identical.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import GemmaConfig, GemmaForCausalLM
+
+TINY_GEMMA = "tiny-gemma"
+
+
+def tiny_gemma_config(tokenizer, hidden_size: int = 128, num_layers: int = 4) -> GemmaConfig:
+    """A ~1M-parameter Gemma config whose vocabulary and special ids match ``tokenizer``."""
+    return GemmaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=4 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=hidden_size // 4,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        tie_word_embeddings=True,
+    )
+
+
+def build_tiny_gemma(tokenizer, seed: int = 0) -> GemmaForCausalLM:
+    """A freshly initialised tiny Gemma causal LM (deterministic for a given ``seed``)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return GemmaForCausalLM(tiny_gemma_config(tokenizer))
