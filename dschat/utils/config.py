@@ -72,9 +72,10 @@ def add_optim_args(parser: argparse.ArgumentParser, lr: float) -> None:
     group = parser.add_argument_group("optimisation")
     group.add_argument("--per_device_train_batch_size", type=int, default=8)
     group.add_argument("--per_device_eval_batch_size", type=int, default=16)
-    group.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    group.add_argument("--gradient_accumulation_steps", type=int, default=None,
+                       help="default: global batch / (micro batch x world size), or 1 without --global_batch_size")
     group.add_argument("--global_batch_size", type=int, default=None,
-                       help="checked against micro batch x accumulation x world size")
+                       help="Table 5 batch size; sets the accumulation steps for the number of processes")
     group.add_argument("--learning_rate", type=float, default=lr)
     group.add_argument("--weight_decay", type=float, default=0.0)
     group.add_argument("--num_train_epochs", type=int, default=1)
@@ -99,3 +100,18 @@ def add_runtime_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--no_progress_bar", action="store_true")
     group.add_argument("--local_rank", type=int, default=-1, help="passed by the deepspeed launcher")
     group.add_argument("--config", action="append", default=[], help="YAML file(s) of flag values")
+
+
+def resolve_accumulation(args, world_size: int) -> None:
+    """Set ``args.gradient_accumulation_steps`` from ``--global_batch_size`` when it was not given, so one
+    config (Table 5's global batch) serves any number of GPUs."""
+    if args.gradient_accumulation_steps is not None:
+        return
+    if args.global_batch_size is None:
+        args.gradient_accumulation_steps = 1
+        return
+    per_step = args.per_device_train_batch_size * world_size
+    if args.global_batch_size % per_step:
+        raise ConfigError(f"--global_batch_size {args.global_batch_size} is not a multiple of micro batch "
+                          f"{args.per_device_train_batch_size} x {world_size} processes")
+    args.gradient_accumulation_steps = args.global_batch_size // per_step

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import (add_data_args, add_model_args, add_optim_args, add_runtime_args,
-                                 parse_args_with_config)
+                                 parse_args_with_config, resolve_accumulation)
 from dschat.utils.data import PairDataset, pair_collate
 from dschat.utils.distributed import all_reduce_mean, init_distributed
 from dschat.utils.engine import init_train_engine, prepare_model
@@ -68,6 +68,7 @@ def evaluate_ranking(engine, loader, device) -> dict:
 def main(argv=None) -> dict:
     args = parse_args_with_config(build_parser(), argv)
     rank, world_size, device = init_distributed()
+    resolve_accumulation(args, world_size)
     set_random_seed(args.seed)
     tokenizer = load_tokenizer(args.model_name_or_path)
     train_set = PairDataset(train_pairs(args, phase=1), tokenizer, args.max_seq_len)

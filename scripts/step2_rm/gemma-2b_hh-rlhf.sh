@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Step 2 reward model: gemma-2b on hh-rlhf (Table 5). Env overrides and extra flags: see scripts/launch.sh.
+exec bash "$(dirname "$0")/../launch.sh" rm gemma-2b hh-rlhf "$@"
