@@ -16,7 +16,7 @@ from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import (add_data_args, add_model_args, add_optim_args, add_runtime_args,
                                  parse_args_with_config, resolve_accumulation)
-from dschat.utils.data import SFTDataset, sft_collate
+from dschat.utils.data import SFTCollator, SFTDataset
 from dschat.utils.distributed import all_reduce_mean, init_distributed
 from dschat.utils.engine import init_train_engine, prepare_model
 from dschat.utils.loop import num_update_steps, train_loop
@@ -66,14 +66,14 @@ def main(argv=None) -> dict:
     metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
     eval_loader = torch.utils.data.DataLoader(
         torch.utils.data.Subset(eval_set, range(rank, len(eval_set), world_size)),
-        batch_size=args.per_device_eval_batch_size, collate_fn=sft_collate(tokenizer))
+        batch_size=args.per_device_eval_batch_size, collate_fn=SFTCollator.for_tokenizer(tokenizer))
 
     def step(batch: dict) -> dict:
         batch = {key: value.to(device) for key, value in batch.items()}
         return {"loss": engine(**batch).loss}
 
     metric_logger.log(0, {f"eval/{k}": v for k, v in evaluate_perplexity(engine, eval_loader, device).items()})
-    final = train_loop(engine, train_set, sft_collate(tokenizer), step,
+    final = train_loop(engine, train_set, SFTCollator.for_tokenizer(tokenizer), step,
                        lambda: evaluate_perplexity(engine, eval_loader, device),
                        args, rank, world_size, metric_logger, prefix="sft")
     save_hf_model(engine, tokenizer, args.output_dir)

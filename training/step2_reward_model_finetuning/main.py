@@ -16,7 +16,7 @@ from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import (add_data_args, add_model_args, add_optim_args, add_runtime_args,
                                  parse_args_with_config, resolve_accumulation)
-from dschat.utils.data import PairDataset, pair_collate
+from dschat.utils.data import PairCollator, PairDataset
 from dschat.utils.distributed import all_reduce_mean, init_distributed
 from dschat.utils.engine import init_train_engine, prepare_model
 from dschat.utils.loop import num_update_steps, train_loop
@@ -36,11 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def pair_scores(model, batch: dict, device) -> tuple:
-    """Rewards of the chosen and the rejected responses, ``([B], [B])``."""
-    chosen = sequence_scores(model, batch["chosen_input_ids"].to(device), batch["chosen_attention_mask"].to(device))
-    rejected = sequence_scores(model, batch["rejected_input_ids"].to(device),
-                               batch["rejected_attention_mask"].to(device))
-    return chosen, rejected
+    """Rewards of the chosen and the rejected responses, ``([B], [B])``, from one forward over the
+    ``[chosen..., rejected...]`` batch (row i pairs with row B + i)."""
+    scores = sequence_scores(model, batch["input_ids"].to(device), batch["attention_mask"].to(device))
+    return scores.chunk(2)
 
 
 def pairwise_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
@@ -79,7 +78,7 @@ def main(argv=None) -> dict:
     metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
     eval_loader = torch.utils.data.DataLoader(
         torch.utils.data.Subset(eval_set, range(rank, len(eval_set), world_size)),
-        batch_size=args.per_device_eval_batch_size, collate_fn=pair_collate(tokenizer))
+        batch_size=args.per_device_eval_batch_size, collate_fn=PairCollator.for_tokenizer(tokenizer))
 
     def step(batch: dict) -> dict:
         chosen, rejected = pair_scores(engine.module, batch, device)
@@ -87,7 +86,7 @@ def main(argv=None) -> dict:
                 "margin": (chosen - rejected).mean()}
 
     metric_logger.log(0, {f"eval/{k}": v for k, v in evaluate_ranking(engine, eval_loader, device).items()})
-    final = train_loop(engine, train_set, pair_collate(tokenizer), step,
+    final = train_loop(engine, train_set, PairCollator.for_tokenizer(tokenizer), step,
                        lambda: evaluate_ranking(engine, eval_loader, device),
                        args, rank, world_size, metric_logger, prefix="rm")
     save_hf_model(engine, tokenizer, args.output_dir)

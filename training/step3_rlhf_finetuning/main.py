@@ -23,7 +23,7 @@ from dschat.rlhf.rlhf_engine import RLHFEngine
 from dschat.utils.checkpoint import TrainState, load_resumable, save_hf_model, save_resumable
 from dschat.utils.cli import run_cli
 from dschat.utils.config import add_data_args, parse_args_with_config
-from dschat.utils.data import PromptDataset, prompt_collate
+from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_per_epoch, make_loader
 from dschat.utils.metrics import MetricLogger
@@ -172,7 +172,7 @@ def main(argv=None) -> dict:
                          build_termination(args.termination, termination_options(args)), ppo_config(args),
                          sampling, args.per_device_training_batch_size, world_size,
                          gather_for_generation=not args.no_gather_for_generation)
-    collate = prompt_collate(tokenizer)
+    collate = PromptCollator.for_tokenizer(tokenizer)
     eval_loader = torch.utils.data.DataLoader(
         torch.utils.data.Subset(eval_set, range(rank, len(eval_set), world_size)),
         batch_size=args.per_device_eval_batch_size, collate_fn=collate)

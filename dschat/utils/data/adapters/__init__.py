@@ -1,0 +1,2 @@
+"""One module per dataset; importing this package registers them all (see ``registry``)."""
+from . import apps, hh_rlhf, humaneval, jsonl, synthetic, tldr, webgpt  # noqa: F401  (registration)

@@ -1,0 +1,23 @@
+"""The embedded synthetic preference task (see :mod:`dschat.utils.data.synthetic_task`).
+
+Reads the shipped ``dschat/assets/synthetic/{train,validation}.jsonl`` (canonical schema) unless
+``data_path`` points elsewhere. Needs no network: it is the default dataset of demos, tests and CI.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ..errors import DataError
+from ..registry import DatasetAdapter, register
+from ..schema import PreferencePair
+from ..synthetic_task import SPLIT_SIZES, SYNTHETIC_DATA_DIR
+from .jsonl import load_jsonl_pairs
+
+
+def load_synthetic_pairs(split: str = "train", data_path: Optional[str] = None) -> List[PreferencePair]:
+    if split not in SPLIT_SIZES:
+        raise DataError(f"synthetic: unknown split {split!r}; known splits: {', '.join(SPLIT_SIZES)}")
+    return load_jsonl_pairs(split, str(data_path or SYNTHETIC_DATA_DIR))
+
+
+register(DatasetAdapter(name="synthetic", load_pairs=load_synthetic_pairs))

@@ -1,0 +1,164 @@
+"""Tokenised torch datasets for the three stages.
+
+Every sequence is ``[bos] + prompt + response + [eos]``:
+
+* ``bos`` is prepended when the tokenizer has a ``bos_token`` (Gemma, Llama and the shipped synthetic
+  tokenizer do; GPT-2 style tokenizers do not); ``eos`` is appended after every response (SFT and RM),
+  never after a PPO prompt. Text is encoded with ``add_special_tokens=False`` so nothing is added twice.
+* prompt and response are encoded together (``prompt + response``), not separately, so tokens are those the
+  model sees at generation; the prompt part is the longest common prefix of ``encode(prompt)`` and
+  ``encode(prompt + response)`` (a token merging across the boundary counts as response).
+* an example longer than its token budget is skipped, counted (``num_skipped``, ``skips.counts``) and logged
+  once, never truncated.
+
+Items (lists of ids become 1-D ``torch.long`` tensors):
+
+* :class:`SFTDataset`: ``input_ids``, ``attention_mask``, ``labels`` (``-100`` on bos and prompt tokens:
+  the loss covers response tokens and eos only);
+* :class:`PairDataset`: ``chosen_input_ids``, ``rejected_input_ids`` (pairs without ``rejected`` are skipped);
+* :class:`PromptDataset`: ``input_ids`` (bos + prompt) and ``index``, the prompt's position in the list the
+  dataset was built from (to find its CodeTask or reference text after skips).
+
+Batch them with the collators of :mod:`dschat.utils.data.collators`.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+from torch.utils.data import Dataset
+
+from .errors import DataError, SkipCounter
+from .schema import PreferencePair
+
+logger = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100
+
+
+def special_token_ids(tokenizer) -> Tuple[List[int], int]:
+    """(``[bos_id]`` or ``[]``, ``eos_id``); a DataError when the tokenizer has no eos token."""
+    if tokenizer.eos_token_id is None:
+        raise DataError(f"tokenizer {type(tokenizer).__name__} has no eos_token; set one before tokenising")
+    prefix = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    return prefix, tokenizer.eos_token_id
+
+
+def encode_texts(tokenizer, texts: Sequence[str]) -> List[List[int]]:
+    if not texts:
+        return []
+    return tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+
+
+def common_prefix_length(first: Sequence[int], second: Sequence[int]) -> int:
+    length = 0
+    for a, b in zip(first, second):
+        if a != b:
+            break
+        length += 1
+    return length
+
+
+def encode_prompt_response(tokenizer, prompts: Sequence[str], responses: Sequence[str]) -> List[Tuple[List[int], int]]:
+    """For each pair: the ids of ``prompt + response`` and how many leading ids are the prompt's."""
+    prompt_ids = encode_texts(tokenizer, prompts)
+    full_ids = encode_texts(tokenizer, [prompt + response for prompt, response in zip(prompts, responses)])
+    return [(full, common_prefix_length(prompt, full)) for prompt, full in zip(prompt_ids, full_ids)]
+
+
+def as_tensor(ids: Sequence[int]) -> torch.Tensor:
+    return torch.tensor(ids, dtype=torch.long)
+
+
+class SFTDataset(Dataset):
+    """Prompt + chosen response; labels mask bos, prompt (and, in the collator, padding) with -100."""
+
+    def __init__(self, pairs: Sequence[PreferencePair], tokenizer, max_seq_len: int):
+        prefix, eos = special_token_ids(tokenizer)
+        self.skips = SkipCounter(f"SFT examples (max_seq_len={max_seq_len})")
+        self.examples: List[Tuple[List[int], List[int]]] = []
+        encoded = encode_prompt_response(tokenizer, [p.prompt for p in pairs], [p.chosen for p in pairs])
+        for position, (ids, prompt_length) in enumerate(encoded):
+            input_ids = prefix + ids + [eos]
+            if len(input_ids) > max_seq_len:
+                self.skips.skip(f"longer than max_seq_len={max_seq_len}", f"pair {position} ({len(input_ids)} tokens)")
+                continue
+            masked = len(prefix) + prompt_length
+            self.examples.append((input_ids, [IGNORE_INDEX] * masked + input_ids[masked:]))
+        self.skips.log_summary(logger, len(pairs))
+
+    @property
+    def num_skipped(self) -> int:
+        return self.skips.total
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
+        input_ids, labels = self.examples[index]
+        return {"input_ids": as_tensor(input_ids), "attention_mask": torch.ones(len(input_ids), dtype=torch.long),
+                "labels": as_tensor(labels)}
+
+
+class PairDataset(Dataset):
+    """Reward-model pairs: ``[bos] + prompt + chosen + [eos]`` and the same with ``rejected``."""
+
+    def __init__(self, pairs: Sequence[PreferencePair], tokenizer, max_seq_len: int):
+        prefix, eos = special_token_ids(tokenizer)
+        self.skips = SkipCounter(f"reward-model pairs (max_seq_len={max_seq_len})")
+        complete = [(position, pair) for position, pair in enumerate(pairs) if pair.rejected is not None]
+        for position, pair in enumerate(pairs):
+            if pair.rejected is None:
+                self.skips.skip("no rejected response", f"pair {position}")
+        prompts = [pair.prompt for _, pair in complete]
+        chosen = encode_prompt_response(tokenizer, prompts, [pair.chosen for _, pair in complete])
+        rejected = encode_prompt_response(tokenizer, prompts, [pair.rejected for _, pair in complete])
+        self.examples: List[Tuple[List[int], List[int]]] = []
+        for (position, _), (chosen_ids, _), (rejected_ids, _) in zip(complete, chosen, rejected):
+            chosen_ids, rejected_ids = prefix + chosen_ids + [eos], prefix + rejected_ids + [eos]
+            longest = max(len(chosen_ids), len(rejected_ids))
+            if longest > max_seq_len:
+                self.skips.skip(f"longer than max_seq_len={max_seq_len}", f"pair {position} ({longest} tokens)")
+                continue
+            self.examples.append((chosen_ids, rejected_ids))
+        self.skips.log_summary(logger, len(pairs))
+
+    @property
+    def num_skipped(self) -> int:
+        return self.skips.total
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
+        chosen_ids, rejected_ids = self.examples[index]
+        return {"chosen_input_ids": as_tensor(chosen_ids), "rejected_input_ids": as_tensor(rejected_ids)}
+
+
+class PromptDataset(Dataset):
+    """PPO queries: ``[bos] + prompt`` (no eos) and the prompt's position in ``prompts``."""
+
+    def __init__(self, prompts: Sequence[str], tokenizer, max_prompt_len: int):
+        prefix, _ = special_token_ids(tokenizer)
+        self.skips = SkipCounter(f"PPO prompts (max_prompt_len={max_prompt_len})")
+        self.examples: List[Tuple[List[int], int]] = []
+        for position, ids in enumerate(encode_texts(tokenizer, prompts)):
+            input_ids = prefix + ids
+            if len(input_ids) > max_prompt_len:
+                self.skips.skip(f"longer than max_prompt_len={max_prompt_len}",
+                                f"prompt {position} ({len(input_ids)} tokens)")
+                continue
+            self.examples.append((input_ids, position))
+        self.skips.log_summary(logger, len(prompts))
+
+    @property
+    def num_skipped(self) -> int:
+        return self.skips.total
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
+        input_ids, position = self.examples[index]
+        return {"input_ids": as_tensor(input_ids), "index": torch.tensor(position, dtype=torch.long)}

@@ -1,0 +1,110 @@
+"""Tokenised datasets and collators, checked on a hand-built word-level tokenizer with known ids."""
+import logging
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from dschat.utils.data import (DataError, PairCollator, PairDataset, PreferencePair, PromptCollator, PromptDataset,
+                               SFTCollator, SFTDataset)
+
+VOCAB = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "q1": 4, "q2": 5, "r1": 6, "r2": 7, "x": 8}
+PAD, EOS, BOS = 0, 1, 2
+M = -100
+
+
+def word_tokenizer(bos=True, pad=True):
+    backend = Tokenizer(models.WordLevel(VOCAB, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    specials = {"eos_token": "<eos>", "unk_token": "<unk>"}
+    if bos:
+        specials["bos_token"] = "<bos>"
+    if pad:
+        specials["pad_token"] = "<pad>"
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **specials)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return word_tokenizer()
+
+
+def test_sft_labels_mask_bos_and_prompt_and_keep_response_and_eos(tokenizer):
+    item = SFTDataset([PreferencePair("q1 q2", " r1 r2", " x")], tokenizer, max_seq_len=16)[0]
+    assert item["input_ids"].tolist() == [BOS, 4, 5, 6, 7, EOS]
+    assert item["labels"].tolist() == [M, M, M, 6, 7, EOS]
+    assert item["attention_mask"].tolist() == [1] * 6
+
+
+def test_sft_without_bos_token_prepends_nothing():
+    item = SFTDataset([PreferencePair("q1", " r1")], word_tokenizer(bos=False), max_seq_len=16)[0]
+    assert item["input_ids"].tolist() == [4, 6, EOS] and item["labels"].tolist() == [M, 6, EOS]
+
+
+def test_too_long_examples_are_counted_logged_skips(tokenizer, caplog):
+    pairs = [PreferencePair("q1", " r1"), PreferencePair("q1 q2 q1 q2", " r1 r2"), PreferencePair("q2", " r2")]
+    with caplog.at_level(logging.WARNING):
+        dataset = SFTDataset(pairs, tokenizer, max_seq_len=5)
+    assert len(dataset) == 2 and dataset.num_skipped == 1
+    assert "skipped 1 of 3 rows: longer than max_seq_len=5: 1 (e.g. pair 1 (8 tokens))" in caplog.text
+    assert [dataset[k]["input_ids"].tolist() for k in range(2)] == [[BOS, 4, 6, EOS], [BOS, 5, 7, EOS]]
+
+
+def test_sft_collator_right_pads_with_pad_id_and_ignored_labels(tokenizer):
+    dataset = SFTDataset([PreferencePair("q1", " r1"), PreferencePair("q1 q2", " r1 r2")], tokenizer, 16)
+    batch = SFTCollator.for_tokenizer(tokenizer)([dataset[0], dataset[1]])
+    assert batch["input_ids"].tolist() == [[BOS, 4, 6, EOS, PAD, PAD], [BOS, 4, 5, 6, 7, EOS]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 0, 0], [1] * 6]
+    assert batch["labels"].tolist() == [[M, M, 6, EOS, M, M], [M, M, M, 6, 7, EOS]]
+    assert all(tensor.dtype == torch.long for tensor in batch.values())
+
+
+def test_pair_collator_puts_chosen_rows_first_then_rejected(tokenizer, caplog):
+    pairs = [PreferencePair("q1", " r1 r2", " x"), PreferencePair("q2", " r1"), PreferencePair("q2", " r2", " x x")]
+    with caplog.at_level(logging.WARNING):
+        dataset = PairDataset(pairs, tokenizer, max_seq_len=16)
+    assert dataset.num_skipped == 1 and "no rejected response: 1 (e.g. pair 1)" in caplog.text
+    batch = PairCollator.for_tokenizer(tokenizer)([dataset[0], dataset[1]])
+    assert batch["input_ids"].tolist() == [
+        [BOS, 4, 6, 7, EOS],        # chosen of pair 0
+        [BOS, 5, 7, EOS, PAD],      # chosen of pair 2
+        [BOS, 4, 8, EOS, PAD],      # rejected of pair 0
+        [BOS, 5, 8, 8, EOS],        # rejected of pair 2
+    ]
+    assert batch["attention_mask"].tolist() == [[1] * 5, [1, 1, 1, 1, 0], [1, 1, 1, 1, 0], [1] * 5]
+
+
+def test_pair_too_long_when_either_side_is(tokenizer):
+    dataset = PairDataset([PreferencePair("q1", " r1", " x x x")], tokenizer, max_seq_len=4)
+    assert len(dataset) == 0 and dataset.num_skipped == 1
+
+
+def test_prompt_collator_left_pads_and_keeps_original_positions(tokenizer):
+    dataset = PromptDataset(["q1 q2 q1 q2", "q1", "q1 q2"], tokenizer, max_prompt_len=3)
+    assert dataset.num_skipped == 1
+    batch = PromptCollator.for_tokenizer(tokenizer)([dataset[0], dataset[1]])
+    assert batch["input_ids"].tolist() == [[PAD, BOS, 4], [BOS, 4, 5]]
+    assert batch["attention_mask"].tolist() == [[0, 1, 1], [1, 1, 1]]
+    assert batch["index"].tolist() == [1, 2]
+
+
+def test_missing_special_tokens_are_clear_errors():
+    with pytest.raises(DataError, match="has no pad_token; set one"):
+        SFTCollator.for_tokenizer(word_tokenizer(pad=False))
+    no_eos = word_tokenizer()
+    no_eos.eos_token = None
+    with pytest.raises(DataError, match="has no eos_token"):
+        SFTDataset([PreferencePair("q1", " r1")], no_eos, 8)
+
+
+def test_synthetic_tokenizer_end_to_end_masks_exactly_the_prompt():
+    from dschat.utils.data import load_pairs, load_synthetic_tokenizer
+
+    tokenizer = load_synthetic_tokenizer()
+    pair = load_pairs("synthetic", "validation")[0]
+    item = SFTDataset([pair], tokenizer, 64)[0]
+    prompt_ids = tokenizer(pair.prompt, add_special_tokens=False)["input_ids"]
+    response_ids = tokenizer(pair.chosen, add_special_tokens=False)["input_ids"]
+    assert item["input_ids"].tolist() == [tokenizer.bos_token_id] + prompt_ids + response_ids + [tokenizer.eos_token_id]
+    assert item["labels"].tolist() == [M] * (1 + len(prompt_ids)) + response_ids + [tokenizer.eos_token_id]

@@ -1,0 +1,98 @@
+"""Model loading, the reward-model format, the DeepSpeed config builder and config files."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+from dschat.utils.config import ConfigError, parse_args_with_config, resolve_accumulation
+from dschat.utils.ds_utils import get_train_ds_config
+from dschat.utils.model import (ModelLoadError, last_token_index, load_causal_lm, load_reward_model,
+                                resolve_model_path, sequence_scores, token_values)
+
+
+def test_tiny_gemma_is_deterministic_and_matches_tokenizer(tokenizer):
+    first = load_causal_lm("tiny-gemma", tokenizer, seed=3)
+    second = load_causal_lm("tiny-gemma", tokenizer, seed=3)
+    assert first.config.model_type == "gemma"
+    assert first.get_input_embeddings().num_embeddings == len(tokenizer)
+    assert first.config.pad_token_id == tokenizer.pad_token_id != tokenizer.eos_token_id
+    for (name, a), (_, b) in zip(first.named_parameters(), second.named_parameters()):
+        assert torch.equal(a, b), name
+
+
+def test_missing_model_path_is_one_clear_error():
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        resolve_model_path("./no/such/checkpoint")
+
+
+def test_last_token_index_any_padding_side():
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [0, 1, 1, 1, 0]])
+    assert last_token_index(mask).tolist() == [4, 2, 3]
+
+
+def test_saved_reward_model_scores_identically_with_auto_class(tokenizer, tmp_path):
+    model = load_reward_model("tiny-gemma", tokenizer, seed=1)
+    with torch.no_grad():
+        model.score.weight.normal_()  # a non-trivial head
+    texts = ["Write a review of the lamp.\nReview: It is lovely.", "Review: bad"]
+    tokenizer.padding_side = "right"
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    ours = sequence_scores(model, batch.input_ids, batch.attention_mask)
+    model.save_pretrained(tmp_path)
+    reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path)
+    with torch.no_grad():
+        theirs = reloaded(**batch).logits.squeeze(-1)
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    # the same scores for left-padded input: positions are counted from the first real token
+    tokenizer.padding_side = "left"
+    left = tokenizer(texts, padding=True, return_tensors="pt")
+    tokenizer.padding_side = "right"
+    assert torch.allclose(sequence_scores(model, left.input_ids, left.attention_mask), ours, atol=1e-5)
+    values = token_values(model, batch.input_ids, batch.attention_mask)
+    assert values.shape == batch.input_ids.shape
+
+
+def test_ds_config_batch_arithmetic_and_errors():
+    config = get_train_ds_config(micro_batch_size=4, gradient_accumulation_steps=2, world_size=8, zero_stage=3,
+                                 dtype="bf16", offload=True)
+    assert config["train_batch_size"] == 64
+    assert config["zero_optimization"]["stage"] == 3
+    assert config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    assert config["bf16"]["enabled"] and not config["fp16"]["enabled"]
+    with pytest.raises(ValueError, match="--global_batch_size 100"):
+        get_train_ds_config(micro_batch_size=4, gradient_accumulation_steps=2, world_size=8, global_batch_size=100)
+    with pytest.raises(ValueError, match="--offload_params needs --zero_stage 3"):
+        get_train_ds_config(micro_batch_size=1, zero_stage=2, offload_params=True)
+
+
+def _parser():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--learning_rate", type=float, default=1.0)
+    parser.add_argument("--per_device_train_batch_size", type=int, default=8)
+    parser.add_argument("--gradient_accumulation_steps", type=int, default=None)
+    parser.add_argument("--global_batch_size", type=int, default=None)
+    parser.add_argument("--config", action="append", default=[])
+    return parser
+
+
+def test_config_file_values_are_defaults_the_command_line_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("learning_rate: 0.5\nglobal_batch_size: 64\n")
+    args = parse_args_with_config(_parser(), ["--config", str(path)])
+    assert args.learning_rate == 0.5
+    args = parse_args_with_config(_parser(), ["--config", str(path), "--learning_rate", "0.25"])
+    assert args.learning_rate == 0.25
+    resolve_accumulation(args, world_size=2)
+    assert args.gradient_accumulation_steps == 4  # 64 / (8 x 2)
+
+
+def test_config_file_errors_name_the_file_and_key(tmp_path):
+    bad_key = tmp_path / "bad.yaml"
+    bad_key.write_text("learning_rat: 0.5\n")
+    with pytest.raises(ConfigError, match="bad.yaml: unknown key 'learning_rat'"):
+        parse_args_with_config(_parser(), ["--config", str(bad_key)])
+    with pytest.raises(ConfigError, match="file not found"):
+        parse_args_with_config(_parser(), ["--config", str(tmp_path / "missing.yaml")])
