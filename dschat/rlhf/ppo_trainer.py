@@ -65,7 +65,7 @@ class PPOTrainer:
         ref_logprobs = sequence_logprobs(self.engines.ref.module, seq, attention_mask)
         values = token_values(self.engines.critic.module, seq, attention_mask)[:, :-1]
         responses = decode_responses(self.tokenizer, seq, action_mask)
-        scores, reward_counts = self.reward_source(seq, attention_mask, responses, batch.get("meta", []))
+        scores, reward_counts = self.reward_source(seq, attention_mask, responses, batch.get("index"))
         scores = scores.to(self.device).float()
         rewards, kl = token_rewards(logprobs, ref_logprobs, scores, action_mask, cfg.kl_coef, cfg.reward_clip,
                                     cfg.kl_estimator)
@@ -148,7 +148,7 @@ class PPOTrainer:
             prompt_mask = batch["attention_mask"].to(self.device)
             seq, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling)
             responses = decode_responses(self.tokenizer, seq, action_mask)
-            batch_scores, _ = self.reward_source(seq, attention_mask, responses, batch.get("meta", []))
+            batch_scores, _ = self.reward_source(seq, attention_mask, responses, batch.get("index"))
             scores.append(batch_scores.float().to(self.device))
             lengths.append(action_mask.sum(dim=1).float())
         scores = torch.cat(scores)

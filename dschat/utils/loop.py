@@ -30,10 +30,13 @@ def batches_per_epoch(num_examples: int, world_size: int, batch_size: int) -> in
 
 def make_loader(dataset: Dataset, collate_fn, batch_size: int, seed: int, epoch: int, rank: int,
                 world_size: int, skip_batches: int = 0) -> DataLoader:
-    """Batches of ``epoch`` in their seeded order, starting after ``skip_batches`` (for resume)."""
+    """Batches of ``epoch`` in their seeded order, starting after ``skip_batches`` (for resume).
+
+    The loader gets its own generator: iterating a DataLoader otherwise draws from the global RNG, which would
+    make a resumed run (restored RNG, new iterator) sample differently from an uninterrupted one."""
     order = epoch_order(len(dataset), seed, epoch, rank, world_size, batch_size)
     return DataLoader(dataset, batch_size=batch_size, sampler=order[skip_batches * batch_size:],
-                      collate_fn=collate_fn)
+                      collate_fn=collate_fn, generator=torch.Generator().manual_seed(seed + epoch))
 
 
 def num_update_steps(num_examples: int, args, world_size: int) -> int:

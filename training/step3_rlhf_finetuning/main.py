@@ -127,9 +127,10 @@ def validate(args) -> None:
         args.reward_model_name_or_path if args.reward == "model" else args.actor_model_name_or_path)
 
 
-def termination_options(args) -> TerminationOptions:
+def termination_options(args, rank: int) -> TerminationOptions:
+    """Rule options; the randomized rule gets a different seed per process so ranks draw different cuts."""
     return TerminationOptions(ngram=args.ngram, lengths=tuple(int(x) for x in args.random_lengths.split(",")),
-                              repeat=args.random_repeat, seed=args.seed, parser=args.parser,
+                              repeat=args.random_repeat, seed=args.seed + rank, parser=args.parser,
                               parser_cutoff=args.parser_cutoff)
 
 
@@ -169,7 +170,7 @@ def main(argv=None) -> dict:
                                    temperature=args.eval_temperature or args.temperature,
                                    top_k=args.top_k, top_p=args.top_p)
     trainer = PPOTrainer(engines, tokenizer, make_reward_source(args, engines, tokenizer),
-                         build_termination(args.termination, termination_options(args)), ppo_config(args),
+                         build_termination(args.termination, termination_options(args, rank)), ppo_config(args),
                          sampling, args.per_device_training_batch_size, world_size,
                          gather_for_generation=not args.no_gather_for_generation)
     collate = PromptCollator.for_tokenizer(tokenizer)

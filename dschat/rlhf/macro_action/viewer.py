@@ -1,0 +1,166 @@
+"""Segmentation viewer: print a text cut into macro actions by any registered termination rule (paper §3.2.1,
+Appendix B.4), with ``@@`` after each macro as in the review discussion's examples::
+
+    python -m dschat.rlhf.macro_action.viewer --termination parsing --parser spacy \\
+        --text "20M, moved to Europe, met some people but they quickly disappeared."
+    python -m dschat.rlhf.macro_action.viewer --termination parsing --parser code --file solution.py
+    python -m dschat.rlhf.macro_action.viewer --termination fixed --ngram 5 --file answer.txt
+    python -m dschat.rlhf.macro_action.viewer --termination ppl --model path/to/causal_lm --text "..."
+
+The whole text is treated as one response of the policy tokenizer (``--tokenizer``, default
+``dschat/assets/tokenizer``). Rules are looked up in the registry only, so every registered rule works here.
+``ppl`` needs log-probabilities: ``--model`` (any Hugging Face causal LM) scores the text, the first token
+conditioned on the tokenizer's BOS (or EOS) token.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from dschat.rlhf.macro_action.parsers import PARSERS
+from dschat.rlhf.macro_action.parsers.alignment import text_decoder, token_pieces
+from dschat.rlhf.macro_action.termination import (SegmentationBatch, TerminationOptions,
+                                                  available_terminations, build_termination)
+
+DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
+SEPARATOR = "@@"
+
+
+class ViewerError(Exception):
+    """A user error reported as one line."""
+
+
+def parse_ngram(value: str) -> Optional[int]:
+    """``--ngram``: a positive integer, or ``inf`` for one macro per response (n → ∞)."""
+    if value.lower() in ("inf", "none"):
+        return None
+    return int(value)
+
+
+def build_arg_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dschat.rlhf.macro_action.viewer",
+        description="Print a text cut into macro actions by a termination rule ('@@' after each macro).")
+    parser.add_argument("--termination", required=True, choices=available_terminations())
+    parser.add_argument("--ngram", type=parse_ngram, default=argparse.SUPPRESS,
+                        help="fixed n-gram length (default: the trainer's default, 1); 'inf' = whole response")
+    parser.add_argument("--lengths", type=int, nargs="+", default=None, help="randomized n-gram length list")
+    parser.add_argument("--repeat", type=int, default=None, help="how often the randomized list is repeated")
+    parser.add_argument("--seed", type=int, default=None, help="seed of the randomized rule")
+    parser.add_argument("--parser", choices=PARSERS, default=None, help="tree provider of the parsing rule")
+    parser.add_argument("--parser-cutoff", "--parser_cutoff", dest="parser_cutoff", type=int, default=None,
+                        help="C of the parsing rule (paper: 5)")
+    parser.add_argument("--tokenizer", default=None,
+                        help=f"policy tokenizer path (default: {DEFAULT_TOKENIZER} if present)")
+    parser.add_argument("--model", default=None, help="causal LM that scores the text (needed by ppl)")
+    parser.add_argument("--sep", default=SEPARATOR, help="text printed after each macro (default '@@')")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text to segment")
+    source.add_argument("--file", type=Path, help="a file holding the text to segment")
+    return parser
+
+
+def termination_options(args: argparse.Namespace) -> TerminationOptions:
+    """The options given on the command line; the others keep the trainer's defaults."""
+    given = {name: getattr(args, name) for name in ("lengths", "repeat", "seed", "parser", "parser_cutoff")
+             if getattr(args, name) is not None}
+    if "ngram" in vars(args):
+        given["ngram"] = args.ngram
+    return TerminationOptions(**given)
+
+
+def load_tokenizer(path: Optional[str]):
+    """The policy tokenizer at ``path``, or the shipped one; ViewerError if there is none."""
+    if path is None:
+        if not DEFAULT_TOKENIZER.is_dir():
+            raise ViewerError(f"no tokenizer: pass --tokenizer PATH ({DEFAULT_TOKENIZER} is not installed)")
+        path = str(DEFAULT_TOKENIZER)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+@torch.no_grad()
+def score_logprobs(model, tokenizer, token_ids: Sequence[int]) -> torch.Tensor:
+    """``[1, n]`` log-probabilities of ``token_ids`` under ``model``, each conditioned on the tokens before it
+    and, for the first, on the tokenizer's BOS (or EOS) token."""
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    if start is None:
+        raise ViewerError("ppl needs a tokenizer with a BOS or EOS token to score the first token")
+    sequence = torch.tensor([[start] + list(token_ids)])
+    logits = model(input_ids=sequence).logits[:, :-1].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, sequence[:, 1:, None]).squeeze(-1)
+
+
+def macro_texts(token_ids: Sequence[int], segment_ids: Sequence[int], tokenizer) -> List[str]:
+    """The text of each macro; characters split across tokens are shown whole, in the macro completing them."""
+    aligned = token_pieces(token_ids, text_decoder(tokenizer))
+    texts: List[str] = []
+    for index, segment in enumerate(segment_ids):
+        piece = aligned[1][index] if aligned is not None else tokenizer.decode([token_ids[index]])
+        if segment == len(texts):
+            texts.append(piece)
+        else:
+            texts[-1] += piece
+    return texts
+
+
+def segment_text(text: str, tokenizer, termination: str, options: TerminationOptions,
+                 model=None) -> Tuple[List[str], bool]:
+    """(macro texts, fell back to token level) of ``text`` as one response under rule ``termination``."""
+    token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([token_ids], dtype=torch.long)
+    batch = SegmentationBatch(
+        action_mask=torch.ones_like(ids, dtype=torch.bool), response_token_ids=ids, tokenizer=tokenizer,
+        ref_logprobs=score_logprobs(model, tokenizer, token_ids) if model is not None and token_ids else None)
+    segmentation = build_termination(termination, options)(batch)
+    return macro_texts(token_ids, segmentation.segment_ids[0].tolist(), tokenizer), bool(segmentation.fallback[0])
+
+
+def render(macros: Sequence[str], separator: str = SEPARATOR) -> str:
+    """The macros, each followed by ``separator`` (the review discussion's format); the separator goes before
+    a macro's trailing whitespace so that a code macro ending in a newline shows ``return x@@`` + newline."""
+    out = []
+    for macro in macros:
+        body = macro.rstrip()
+        out.append(body + separator + macro[len(body):])
+    return "".join(out)
+
+
+def run(args: argparse.Namespace) -> str:
+    if args.termination == "ppl" and args.model is None:
+        raise ViewerError("--termination ppl scores the text with a language model: pass --model PATH "
+                          "(any Hugging Face causal LM)")
+    text = args.text if args.text is not None else args.file.read_text(encoding="utf-8")
+    tokenizer = load_tokenizer(args.tokenizer)
+    model = None
+    if args.model is not None:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(args.model).eval()
+    try:
+        macros, fell_back = segment_text(text, tokenizer, args.termination, termination_options(args), model)
+    except (ValueError, RuntimeError) as error:
+        raise ViewerError(str(error)) from None
+    if fell_back:
+        print(f"note: {args.termination} could not segment this text; showing token-level macros",
+              file=sys.stderr)
+    return render(macros, args.sep)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_arg_parser().parse_args(argv)
+    try:
+        print(run(args))
+    except (ViewerError, OSError) as error:
+        print(f"viewer: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
