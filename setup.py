@@ -7,5 +7,5 @@ setup(
     packages=find_packages(include=["dschat", "dschat.*"]),
     package_data={"dschat": ["assets/**/*"]},
     include_package_data=True,
-    python_requires=">=3.9",
+    python_requires=">=3.10",
 )

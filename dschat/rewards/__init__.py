@@ -1,0 +1,12 @@
+"""Execution rewards for program synthesis (paper Appendix B.5): sandboxed execution, test verdicts, reward."""
+from .code_execution import (ExecutionResult, MalformedTaskError, ProgramOutcome, StopPolicy, TestOutcome,
+                             apps_test_cases, call_output_matches, execute_program, execute_programs,
+                             humaneval_program, stdio_output_matches, validate_task)
+from .code_reward import code_reward, extract_code, score_completions
+from .sandbox import SandboxError, SandboxLimits
+
+__all__ = [
+    "ExecutionResult", "MalformedTaskError", "ProgramOutcome", "StopPolicy", "TestOutcome", "apps_test_cases",
+    "call_output_matches", "execute_program", "execute_programs", "humaneval_program", "stdio_output_matches",
+    "validate_task", "code_reward", "extract_code", "score_completions", "SandboxError", "SandboxLimits",
+]

