@@ -22,3 +22,27 @@ class ModelReward:
     @torch.no_grad()
     def __call__(self, seq, attention_mask, responses, meta):
         return sequence_scores(self.engine.module, seq, attention_mask), {}
+
+
+class CodeExecutionReward:
+    """r(x, y) = the Appendix B.5 execution reward of the program in ``y`` on the task of prompt ``x``.
+
+    ``tasks`` is the list the prompt dataset was built from: a batch's ``index`` (from ``PromptCollator``)
+    says which task each row answers. Counts of each program outcome are returned for logging.
+    """
+
+    def __init__(self, tasks: list, max_workers: int = 2, test_timeout_s: float = 4.0):
+        from dschat.rewards.sandbox import SandboxLimits
+
+        self.tasks = tasks
+        self.max_workers = max_workers
+        self.limits = SandboxLimits(test_timeout_s=test_timeout_s)
+
+    def __call__(self, seq, attention_mask, responses, meta):
+        from dschat.rewards.code_reward import score_completions
+
+        if meta is None:
+            raise ValueError("--reward code needs the prompt batch's task index (PromptCollator's 'index')")
+        tasks = [self.tasks[i] for i in meta.tolist()]
+        rewards, counts = score_completions(responses, tasks, self.limits, self.max_workers)
+        return torch.tensor(rewards, dtype=torch.float32), counts
