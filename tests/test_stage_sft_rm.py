@@ -100,3 +100,17 @@ def test_interrupted_sft_resumes_with_the_same_data_order(tmp_path, monkeypatch)
     assert sorted(resumed_losses) == list(range(1, 9))
     for step in range(5, 9):
         assert resumed_losses[step] == pytest.approx(full_losses[step], rel=1e-5, abs=1e-6), step
+
+
+def test_lora_sft_trains_adapters_and_saves_a_merged_plain_checkpoint(tmp_path, tokenizer):
+    final = sft_main(SFT_FLAGS + ["--output_dir", str(tmp_path), "--max_steps", "6", "--lora_dim", "8",
+                                  "--max_train_samples", "200"])
+    assert final["loss"] > 0
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert not any("lora" in name for name, _ in saved.named_parameters())
+    from dschat.utils.model import load_causal_lm
+
+    initial = dict(load_causal_lm("tiny-gemma", tokenizer, seed=1234).named_parameters())
+    changed = [name for name, param in saved.named_parameters() if not torch.equal(param, initial[name])]
+    assert any("q_proj" in name for name in changed) and any("down_proj" in name for name in changed)
+    assert not any("norm" in name for name in changed)  # LoRA leaves non-linear weights frozen

@@ -18,7 +18,8 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list:
     for name, param in model.named_parameters():
         if param.requires_grad:
             (no_decay if name.lower().endswith(NO_DECAY) else decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return [group for group in groups if group["params"]]  # DeepSpeed drops empty groups; so do we
 
 
 def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, offload: bool):
