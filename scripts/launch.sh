@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Launch one stage for one model and task with the paper's Table 5 hyper-parameters from configs/.
 #   bash scripts/launch.sh STAGE MODEL TASK [extra flags...]
-#   STAGE: sft | rm | ppo     MODEL: gemma-2b | gemma-7b | gemma2-27b | codegemma-2b | codegemma-7b
+#   STAGE: sft | rm | dpo | ppo     MODEL: gemma-2b | gemma-7b | gemma2-27b | codegemma-2b | codegemma-7b
 #   TASK:  tldr | hh-rlhf | webgpt | apps
 # Environment overrides:
 #   MODEL_PATH   base model for sft (default: the hub id of MODEL)
-#   SFT_PATH     SFT checkpoint for rm/ppo (default: outputs/sft/MODEL/TASK)
+#   SFT_PATH     SFT checkpoint for rm/dpo/ppo (default: outputs/sft/MODEL/TASK)
 #   RM_PATH      reward model for ppo (default: outputs/rm/MODEL/TASK; unused for code tasks)
 #   OUTPUT_DIR   default: outputs/STAGE/MODEL/TASK[/RUN_NAME]
-#   RUN_NAME     sub-directory for the run (ppo variants use it: ppo, mappo-fixed5, ...)
+#   RUN_NAME     sub-directory for the run (ppo variants use it: ppo, mappo-fixed5, rloo, ...)
 #   NUM_GPUS     processes on this node (default: all visible GPUs, or 1)
 #   HOSTFILE     DeepSpeed hostfile for multi-node runs
 #   MASTER_PORT  rendezvous port (default 29500)
@@ -33,10 +33,11 @@ fi
 case $STAGE in
   sft) MAIN=training/step1_supervised_finetuning/main.py; MODEL_ARGS=(--model_name_or_path "${MODEL_PATH:-$HUB}") ;;
   rm) MAIN=training/step2_reward_model_finetuning/main.py; MODEL_ARGS=(--model_name_or_path "$SFT_PATH") ;;
+  dpo) MAIN=training/step2_dpo_finetuning/main.py; MODEL_ARGS=(--model_name_or_path "$SFT_PATH") ;;
   ppo) MAIN=training/step3_rlhf_finetuning/main.py
        MODEL_ARGS=(--actor_model_name_or_path "$SFT_PATH")
        [ "$TASK" = apps ] || MODEL_ARGS+=(--critic_model_name_or_path "$RM_PATH" --reward_model_name_or_path "$RM_PATH") ;;
-  *) echo "error: STAGE must be sft, rm or ppo (got $STAGE)" >&2; exit 2 ;;
+  *) echo "error: STAGE must be sft, rm, dpo or ppo (got $STAGE)" >&2; exit 2 ;;
 esac
 LAUNCH=(deepspeed --num_gpus "$NUM_GPUS" --master_port "${MASTER_PORT:-29500}")
 [ -n "${HOSTFILE:-}" ] && LAUNCH=(deepspeed --hostfile "$HOSTFILE" --master_port "${MASTER_PORT:-29500}")

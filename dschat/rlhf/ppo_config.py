@@ -35,3 +35,10 @@ class PPOConfig:
     """Termination rule ζ (§3.2.1); with ``ngram`` = 1 MA-PPO is token-level PPO."""
     ngram: Optional[int] = 1
     """Fixed n-gram length; None = the whole response is one macro (n → ∞)."""
+    algo: str = "ppo"
+    """Advantage estimator (``dschat.rlhf.baselines``): ppo (critic + macro GAE) | rloo | grpo | reinforce
+    (critic-free, one macro per response: the n → ∞ limit of §3.2.3; Appendix C.3)."""
+    num_samples_per_prompt: int = 1
+    """K: each prompt of a generation batch is sampled K times, in contiguous rows (RLOO: K = 4, App. C.3)."""
+    reinforce_baseline: str = "none"
+    """REINFORCE only: none (raw sequence return) | batch_mean (subtract the batch's mean return)."""

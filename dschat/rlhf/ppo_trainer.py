@@ -1,7 +1,9 @@
 """PPO and MA-PPO (paper §3.2, Algorithm 1): experience → rewards → (macro) advantages → clipped losses.
 
 No macro-action logic lives here: the termination rule comes from the registry and the macro math from
-``dschat.rlhf.macro_action``; with ``--ngram 1`` the same code is token-level PPO.
+``dschat.rlhf.macro_action``; with ``--ngram 1`` the same code is token-level PPO. The advantage estimator
+comes from ``dschat.rlhf.baselines`` (``--algo``): PPO's macro GAE with a critic, or the critic-free RLOO /
+GRPO / REINFORCE baselines (n → ∞, §3.2.3), for which no critic exists and none is touched.
 """
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from typing import Dict, Optional
 
 import torch
 
+from dschat.rlhf.baselines import build_advantage_estimator
 from dschat.rlhf.experience import (Experience, SamplingConfig, decode_responses, generate, macro_view,
                                     rollout_masks, sequence_logprobs)
 from dschat.rlhf.kl import token_rewards
-from dschat.rlhf.macro_action import compute_macro_advantages, masked_whiten, policy_loss, value_loss
+from dschat.rlhf.macro_action import masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.utils.distributed import all_reduce_mean
@@ -38,6 +41,7 @@ class PPOTrainer:
         self.micro_batch_size = micro_batch_size
         self.world_size = world_size
         self.gather_for_generation = gather_for_generation
+        self.advantage_estimator = build_advantage_estimator(config)
 
     @property
     def device(self) -> torch.device:
@@ -52,29 +56,40 @@ class PPOTrainer:
         return seq, attention_mask, action_mask
 
     @torch.no_grad()
+    def critic_values(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """V(s_t) ``[B, T-1]`` from the critic; zeros when the algorithm has no critic (nothing reads them)."""
+        critic = self.engines.critic
+        if critic is None:
+            return torch.zeros(seq.shape[0], seq.shape[1] - 1, device=seq.device)
+        critic.eval()
+        return token_values(critic.module, seq, attention_mask)[:, :-1]
+
+    @torch.no_grad()
     def make_experience(self, batch: dict) -> tuple:
-        """Algorithm 1, lines 2-9 for a prompt batch: sample, score, segment, pool, GAE. Returns
-        ``(Experience, stats)``."""
+        """Algorithm 1, lines 2-9 for a prompt batch: sample (each prompt ``num_samples_per_prompt`` times, in
+        contiguous rows), score, segment, estimate advantages. Returns ``(Experience, stats)``."""
         cfg = self.config
-        prompts = batch["input_ids"].to(self.device)
-        prompt_mask = batch["attention_mask"].to(self.device)
+        samples = cfg.num_samples_per_prompt
+        prompts = batch["input_ids"].to(self.device).repeat_interleave(samples, dim=0)
+        prompt_mask = batch["attention_mask"].to(self.device).repeat_interleave(samples, dim=0)
+        meta = batch.get("index")
+        if meta is not None:
+            meta = meta.repeat_interleave(samples, dim=0)
         seq, attention_mask, action_mask = self.sample(prompts, prompt_mask)
         self.engines.actor.eval()
-        self.engines.critic.eval()
         logprobs = sequence_logprobs(self.engines.actor.module, seq, attention_mask)
         ref_logprobs = sequence_logprobs(self.engines.ref.module, seq, attention_mask)
-        values = token_values(self.engines.critic.module, seq, attention_mask)[:, :-1]
+        values = self.critic_values(seq, attention_mask)
         responses = decode_responses(self.tokenizer, seq, action_mask)
-        scores, reward_counts = self.reward_source(seq, attention_mask, responses, batch.get("index"))
+        scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
         scores = scores.to(self.device).float()
         rewards, kl = token_rewards(logprobs, ref_logprobs, scores, action_mask, cfg.kl_coef, cfg.reward_clip,
                                     cfg.kl_estimator)
         segmentation = self.termination_rule(SegmentationBatch(
             action_mask=action_mask, ref_logprobs=ref_logprobs, response_token_ids=seq[:, 1:],
             tokenizer=self.tokenizer))
-        advantages, returns, macro_stats = compute_macro_advantages(
-            values, rewards, segmentation.segment_ids, action_mask, sigma=cfg.sigma, reward_agg=cfg.macro_reward,
-            gamma=cfg.gamma, lam=cfg.lam)
+        advantages, returns, estimator_stats = self.advantage_estimator(values, rewards, segmentation.segment_ids,
+                                                                        action_mask)
         if cfg.whiten_advantages:
             advantages = masked_whiten(advantages, action_mask)
         mask = action_mask.float()
@@ -88,21 +103,33 @@ class PPOTrainer:
                 -cfg.reward_clip, cfg.reward_clip).mean(),
             "ppo/returns_mean": (returns * mask).sum() / mask.sum().clamp(min=1),
             "ppo/advantages_mean": (advantages * mask).sum() / mask.sum().clamp(min=1),
-            "ppo/values_mean": (values * mask).sum() / mask.sum().clamp(min=1),
             "response/length": mask.sum(dim=1).mean(),
             "macro/fallback_samples": segmentation.fallback.float().sum(),
-            **{f"macro/{key}": torch.as_tensor(value, dtype=torch.float32) for key, value in macro_stats.items()},
+            **{key: torch.as_tensor(value, dtype=torch.float32) for key, value in estimator_stats.items()},
             **{f"reward/{key}": torch.as_tensor(float(value)) for key, value in reward_counts.items()},
         }
         return experience, stats
 
-    def train_on_experience(self, experience: Experience) -> Dict[str, torch.Tensor]:
-        """Clipped policy and critic updates (Algorithm 1, lines 10-11), ``ppo_epochs`` passes, gradient
-        accumulation over micro-batches so each engine steps once per pass."""
-        cfg = self.config
-        actor, critic = self.engines.actor, self.engines.critic
-        actor.train()
+    def critic_update(self, micro: Experience) -> Dict[str, torch.Tensor]:
+        """Clipped value update on one micro-batch (Algorithm 1, line 11); nothing without a critic."""
+        critic = self.engines.critic
+        if critic is None:
+            return {}
         critic.train()
+        values = token_values(critic.module, micro.seq, micro.attention_mask)[:, :-1]
+        critic_loss, critic_stats = value_loss(values, micro.values, micro.returns, micro.action_mask,
+                                               self.config.value_clip)
+        critic.backward(critic_loss)
+        critic.step()
+        return {"loss/value": critic_loss.detach(),
+                **{f"value/{k}": torch.as_tensor(v).detach() for k, v in critic_stats.items()}}
+
+    def train_on_experience(self, experience: Experience) -> Dict[str, torch.Tensor]:
+        """Clipped policy and (with a critic) value updates (Algorithm 1, lines 10-11), ``ppo_epochs`` passes,
+        gradient accumulation over micro-batches so each engine steps once per pass."""
+        cfg = self.config
+        actor = self.engines.actor
+        actor.train()
         history = []
         for _ in range(cfg.ppo_epochs):
             for micro in experience.micro_batches(self.micro_batch_size):
@@ -112,14 +139,9 @@ class PPOTrainer:
                     segment_ids=micro.segment_ids, ratio=cfg.ma_ratio)
                 actor.backward(actor_loss)
                 actor.step()
-                values = token_values(critic.module, micro.seq, micro.attention_mask)[:, :-1]
-                critic_loss, critic_stats = value_loss(values, micro.values, micro.returns, micro.action_mask,
-                                                       cfg.value_clip)
-                critic.backward(critic_loss)
-                critic.step()
-                history.append({"loss/policy": actor_loss.detach(), "loss/value": critic_loss.detach(),
+                history.append({"loss/policy": actor_loss.detach(),
                                 **{f"policy/{k}": torch.as_tensor(v).detach() for k, v in actor_stats.items()},
-                                **{f"value/{k}": torch.as_tensor(v).detach() for k, v in critic_stats.items()}})
+                                **self.critic_update(micro)})
         return {key: torch.stack([h[key].float() for h in history]).mean() for key in history[0]}
 
     def step(self, batch: dict) -> tuple:
@@ -127,7 +149,8 @@ class PPOTrainer:
         experience, stats = self.make_experience(batch)
         stats.update(self.train_on_experience(experience))
         stats["lr/actor"] = torch.tensor(self.engines.actor.get_lr()[0])
-        stats["lr/critic"] = torch.tensor(self.engines.critic.get_lr()[0])
+        if self.engines.critic is not None:
+            stats["lr/critic"] = torch.tensor(self.engines.critic.get_lr()[0])
         metrics = {key: all_reduce_mean(value.to(self.device).float()).item() for key, value in stats.items()}
         return metrics, experience
 
@@ -140,7 +163,7 @@ class PPOTrainer:
         return "\n".join(lines)
 
     @torch.no_grad()
-    def evaluate(self, loader, sampling: SamplingConfig) -> Dict[str, float]:
+    def evaluate(self, loader, sampling: SamplingConfig, reward_source=None) -> Dict[str, float]:
         """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score)."""
         scores, lengths = [], []
         for batch in loader:
@@ -148,7 +171,8 @@ class PPOTrainer:
             prompt_mask = batch["attention_mask"].to(self.device)
             seq, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling)
             responses = decode_responses(self.tokenizer, seq, action_mask)
-            batch_scores, _ = self.reward_source(seq, attention_mask, responses, batch.get("index"))
+            batch_scores, _ = (reward_source or self.reward_source)(seq, attention_mask, responses,
+                                                                    batch.get("index"))
             scores.append(batch_scores.float().to(self.device))
             lengths.append(action_mask.sum(dim=1).float())
         scores = torch.cat(scores)

@@ -1,9 +1,11 @@
 """The four models of RLHF (paper §B.2): actor (from SFT), frozen reference (SFT), critic (from the RM, or from
-the SFT model for code tasks) and frozen reward model — each wrapped by DeepSpeed with its own ZeRO stage."""
+the SFT model for code tasks) and frozen reward model — each wrapped by DeepSpeed with its own ZeRO stage.
+Critic-free algorithms (``--algo rloo | grpo | reinforce``, Appendix C.3) get no critic at all."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+from dschat.rlhf.baselines import get_algorithm
 from dschat.utils.engine import init_eval_engine, init_train_engine, prepare_model
 from dschat.utils.model import load_causal_lm, load_reward_model
 
@@ -19,7 +21,8 @@ def _role_args(args, role: str) -> SimpleNamespace:
         dtype=args.dtype,
         offload=args.offload,
         offload_params=args.offload_params,
-        gradient_accumulation_steps=args.per_device_generation_batch_size // args.per_device_training_batch_size,
+        gradient_accumulation_steps=(args.per_device_generation_batch_size * args.num_samples_per_prompt
+                                     // args.per_device_training_batch_size),
         per_device_train_batch_size=args.per_device_training_batch_size,
         weight_decay=args.weight_decay,
         lr_scheduler_type=args.lr_scheduler_type,
@@ -29,7 +32,8 @@ def _role_args(args, role: str) -> SimpleNamespace:
 
 
 class RLHFEngine:
-    """Creates and holds ``actor``, ``ref``, ``critic`` and (unless the reward is code execution) ``reward``."""
+    """Creates and holds ``actor``, ``ref``, ``critic`` (None for critic-free ``--algo``) and (unless the reward
+    is code execution) ``reward``."""
 
     def __init__(self, args, tokenizer, world_size: int, num_update_steps: int):
         actor_args = _role_args(args, "actor")
@@ -39,10 +43,12 @@ class RLHFEngine:
                                        lr=args.actor_learning_rate, warmup_steps=args.num_warmup_steps)
         reference = load_causal_lm(args.actor_model_name_or_path, tokenizer, args.dtype, args.seed)
         self.ref = init_eval_engine(reference, actor_args, world_size, args.per_device_generation_batch_size)
-        critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed)
-        self.critic = init_train_engine(prepare_model(critic, critic_args, task_type="SEQ_CLS"), critic_args,
-                                        world_size, num_update_steps, lr=args.critic_learning_rate,
-                                        warmup_steps=args.num_warmup_steps)
+        self.critic = None
+        if get_algorithm(args.algo).needs_critic:
+            critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed)
+            self.critic = init_train_engine(prepare_model(critic, critic_args, task_type="SEQ_CLS"), critic_args,
+                                            world_size, num_update_steps, lr=args.critic_learning_rate,
+                                            warmup_steps=args.num_warmup_steps)
         self.reward = None
         if args.reward == "model":
             reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed)

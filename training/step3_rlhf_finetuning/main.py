@@ -5,6 +5,10 @@
         --critic_model_name_or_path outputs/rm --output_dir outputs/ppo --termination fixed --ngram 5
 
 ``--ngram 1`` is vanilla token-level PPO; ``--ngram inf`` one macro per response (n → ∞).
+
+The critic-free baselines of Appendix C.3 share everything else (sampling, reward, KL, logging, checkpoints):
+``--algo rloo`` (K = 4 samples per prompt by default), ``--algo grpo``, ``--algo reinforce``; they treat the
+whole response as one macro action (§3.2.3) and build no critic.
 """
 from __future__ import annotations
 
@@ -14,11 +18,12 @@ import os
 import torch
 from tqdm.auto import tqdm
 
+from dschat.rlhf.baselines import ALGORITHMS, REINFORCE_BASELINES, get_algorithm
 from dschat.rlhf.experience import SamplingConfig
 from dschat.rlhf.macro_action.termination import TerminationOptions, available_terminations, build_termination
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
-from dschat.rlhf.reward_sources import ModelReward
+from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rlhf_engine import RLHFEngine
 from dschat.utils.checkpoint import TrainState, load_resumable, save_hf_model, save_resumable
 from dschat.utils.cli import run_cli
@@ -29,7 +34,7 @@ from dschat.utils.loop import batches_per_epoch, make_loader
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.model import load_tokenizer
 from dschat.utils.seeding import set_random_seed
-from dschat.utils.stage_data import eval_prompts, train_prompts
+from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
 
 def ngram_flag(text: str):
@@ -49,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--critic_model_name_or_path", default=None,
                         help="critic init (the RM for text; the SFT model for code); default: the reward model")
     models.add_argument("--reward_model_name_or_path", default=None, help="reward model (with --reward model)")
-    models.add_argument("--reward", choices=["model", "code"], default="model", help="score source")
+    models.add_argument("--reward", choices=["model", "code"], default="model",
+                        help="score source: a reward model, or program execution (code tasks, paper §B.5)")
+    models.add_argument("--code_workers", type=int, default=2, help="programs executed in parallel")
+    models.add_argument("--code_test_timeout", type=float, default=4.0, help="seconds per test case")
     models.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     for role in ("actor", "critic"):
         models.add_argument(f"--{role}_zero_stage", type=int, choices=[0, 1, 2, 3], default=0)
@@ -90,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     ppo.add_argument("--lam", type=float, default=0.95)
     ppo.add_argument("--ppo_epochs", type=int, default=1)
     ppo.add_argument("--whiten_advantages", action="store_true")
+    algo = parser.add_argument_group("algorithm (§3.2.3, Appendix C.3)")
+    algo.add_argument("--algo", choices=sorted(ALGORITHMS), default="ppo",
+                      help="ppo: critic + (macro) GAE; rloo / grpo / reinforce: critic-free, one macro per response")
+    algo.add_argument("--num_samples_per_prompt", type=int, default=None,
+                      help="K samples per prompt, contiguous (default: 4 for rloo and grpo, 1 otherwise)")
+    algo.add_argument("--reinforce_baseline", choices=REINFORCE_BASELINES, default="none",
+                      help="--algo reinforce: subtract nothing or the batch's mean return")
     macro = parser.add_argument_group("macro actions (§3.2)")
     macro.add_argument("--termination", default="fixed", choices=available_terminations(),
                        help="termination rule ζ")
@@ -116,10 +131,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def validate_algorithm(args) -> None:
+    """Resolve K and check the flags of ``--algo``; critic-free algorithms use one macro per response."""
+    algorithm = get_algorithm(args.algo)
+    if args.num_samples_per_prompt is None:
+        args.num_samples_per_prompt = algorithm.default_samples_per_prompt
+    if args.num_samples_per_prompt < algorithm.min_samples_per_prompt:
+        raise ValueError(f"--num_samples_per_prompt {args.num_samples_per_prompt}: --algo {args.algo} needs at "
+                         f"least {algorithm.min_samples_per_prompt}")
+    if args.reinforce_baseline != "none" and args.algo != "reinforce":
+        raise ValueError(f"--reinforce_baseline {args.reinforce_baseline} applies to --algo reinforce only")
+    if not algorithm.needs_critic:
+        if args.termination not in ("fixed", "ngram") or args.ngram not in (1, None):
+            raise ValueError(f"--termination/--ngram: --algo {args.algo} treats each response as one macro action "
+                             "(n → ∞, §3.2.3); leave them unset")
+        args.termination, args.ngram = "fixed", None
+
+
 def validate(args) -> None:
-    if args.per_device_generation_batch_size % args.per_device_training_batch_size:
-        raise ValueError(f"--per_device_generation_batch_size {args.per_device_generation_batch_size} must be a "
-                         f"multiple of --per_device_training_batch_size {args.per_device_training_batch_size}")
+    validate_algorithm(args)
+    rollouts = args.per_device_generation_batch_size * args.num_samples_per_prompt
+    if rollouts % args.per_device_training_batch_size:
+        raise ValueError(f"--per_device_generation_batch_size {args.per_device_generation_batch_size} x "
+                         f"--num_samples_per_prompt {args.num_samples_per_prompt} must be a multiple of "
+                         f"--per_device_training_batch_size {args.per_device_training_batch_size}")
     if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
         raise ValueError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
     args.reward_model_name_or_path = args.reward_model_name_or_path or args.critic_model_name_or_path
@@ -128,9 +163,11 @@ def validate(args) -> None:
 
 
 def termination_options(args, rank: int) -> TerminationOptions:
-    """Rule options; the randomized rule gets a different seed per process so ranks draw different cuts."""
+    """Rule options; the randomized rule gets a different seed per process so ranks draw different cuts, and
+    ``--parser auto`` parses Python (statement-level macros) when the responses are programs."""
+    parser = "code" if args.parser == "auto" and args.reward == "code" else args.parser
     return TerminationOptions(ngram=args.ngram, lengths=tuple(int(x) for x in args.random_lengths.split(",")),
-                              repeat=args.random_repeat, seed=args.seed + rank, parser=args.parser,
+                              repeat=args.random_repeat, seed=args.seed + rank, parser=parser,
                               parser_cutoff=args.parser_cutoff)
 
 
@@ -139,15 +176,27 @@ def ppo_config(args) -> PPOConfig:
                      clip_ratio=args.clip_ratio, value_clip=args.value_clip, gamma=args.gamma, lam=args.lam,
                      ppo_epochs=args.ppo_epochs, whiten_advantages=args.whiten_advantages,
                      sigma=args.value_function, macro_reward=args.macro_reward, ma_ratio=args.ma_ratio,
-                     termination=args.termination, ngram=args.ngram)
+                     termination=args.termination, ngram=args.ngram, algo=args.algo,
+                     num_samples_per_prompt=args.num_samples_per_prompt, reinforce_baseline=args.reinforce_baseline)
 
 
-def make_reward_source(args, engines, tokenizer):
+def load_prompts(args) -> tuple:
+    """``(train prompts, eval prompts, train tasks, eval tasks)``; the tasks (for ``--reward code``) are None
+    when a reward model scores the responses."""
+    if args.reward == "code":
+        train_tasks, eval_tasks = train_code_tasks(args), eval_code_tasks(args)
+        return [t.prompt for t in train_tasks], [t.prompt for t in eval_tasks], train_tasks, eval_tasks
+    return train_prompts(args), eval_prompts(args), None, None
+
+
+def make_reward_sources(args, engines, train_tasks, eval_tasks) -> tuple:
+    """``(training reward source, evaluation reward source)``: the reward model for both, or program execution
+    against the tasks each prompt set was built from (paper §B.5)."""
     if args.reward == "model":
-        return ModelReward(engines.reward)
-    from dschat.rewards.code_reward import CodeExecutionReward
-
-    return CodeExecutionReward()
+        source = ModelReward(engines.reward)
+        return source, source
+    return (CodeExecutionReward(train_tasks, args.code_workers, args.code_test_timeout),
+            CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))
 
 
 def main(argv=None) -> dict:
@@ -156,8 +205,9 @@ def main(argv=None) -> dict:
     rank, world_size, device = init_distributed()
     set_random_seed(args.seed)
     tokenizer = load_tokenizer(args.actor_model_name_or_path, padding_side="left")
-    prompt_set = PromptDataset(train_prompts(args), tokenizer, args.max_prompt_seq_len)
-    eval_set = PromptDataset(eval_prompts(args), tokenizer, args.max_prompt_seq_len)
+    train_texts, eval_texts, train_tasks, eval_tasks = load_prompts(args)
+    prompt_set = PromptDataset(train_texts, tokenizer, args.max_prompt_seq_len)
+    eval_set = PromptDataset(eval_texts, tokenizer, args.max_prompt_seq_len)
     per_epoch = batches_per_epoch(len(prompt_set), world_size, args.per_device_generation_batch_size)
     if per_epoch == 0:
         raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
@@ -169,7 +219,8 @@ def main(argv=None) -> dict:
     eval_sampling = SamplingConfig(max_new_tokens=args.max_answer_seq_len,
                                    temperature=args.eval_temperature or args.temperature,
                                    top_k=args.top_k, top_p=args.top_p)
-    trainer = PPOTrainer(engines, tokenizer, make_reward_source(args, engines, tokenizer),
+    reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
+    trainer = PPOTrainer(engines, tokenizer, reward_source,
                          build_termination(args.termination, termination_options(args, rank)), ppo_config(args),
                          sampling, args.per_device_training_batch_size, world_size,
                          gather_for_generation=not args.no_gather_for_generation)
@@ -179,14 +230,18 @@ def main(argv=None) -> dict:
         batch_size=args.per_device_eval_batch_size, collate_fn=collate)
     metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
 
+    def evaluate() -> dict:
+        return trainer.evaluate(eval_loader, eval_sampling, eval_reward_source)
+
     state = TrainState()
     if args.resume:
         loaded = load_resumable(engines.actor, os.path.join(args.output_dir, "actor"))
         if loaded is not None:
             state = loaded[0]
-            load_resumable(engines.critic, os.path.join(args.output_dir, "critic"))
+            if engines.critic is not None:
+                load_resumable(engines.critic, os.path.join(args.output_dir, "critic"))
     if state.global_step == 0:
-        metric_logger.log(0, {f"eval/{k}": v for k, v in trainer.evaluate(eval_loader, eval_sampling).items()})
+        metric_logger.log(0, {f"eval/{k}": v for k, v in evaluate().items()})
     progress = tqdm(total=total_steps, initial=state.global_step, desc="ppo",
                     disable=args.no_progress_bar or not is_main_process())
     while state.global_step < total_steps:
@@ -204,21 +259,22 @@ def main(argv=None) -> dict:
                     metric_logger.log_text(state.global_step, "samples", samples)
                     tqdm.write(samples)
             if args.eval_steps and state.global_step % args.eval_steps == 0 and state.global_step < total_steps:
-                metric_logger.log(state.global_step,
-                                  {f"eval/{k}": v for k, v in trainer.evaluate(eval_loader, eval_sampling).items()})
+                metric_logger.log(state.global_step, {f"eval/{k}": v for k, v in evaluate().items()})
             if args.save_steps and state.global_step % args.save_steps == 0 and state.global_step < total_steps:
                 save_resumable(engines.actor, os.path.join(args.output_dir, "actor"), state)
-                save_resumable(engines.critic, os.path.join(args.output_dir, "critic"), state)
+                if engines.critic is not None:
+                    save_resumable(engines.critic, os.path.join(args.output_dir, "critic"), state)
             if state.global_step >= total_steps:
                 break
         else:
             state.epoch += 1
             state.batch_in_epoch = 0
     progress.close()
-    final = trainer.evaluate(eval_loader, eval_sampling)
+    final = evaluate()
     metric_logger.log(state.global_step, {f"eval/{k}": v for k, v in final.items()})
     save_hf_model(engines.actor, tokenizer, os.path.join(args.output_dir, "actor"))
-    save_hf_model(engines.critic, tokenizer, os.path.join(args.output_dir, "critic"))
+    if engines.critic is not None:
+        save_hf_model(engines.critic, tokenizer, os.path.join(args.output_dir, "critic"))
     metric_logger.close()
     return final
 

@@ -6,7 +6,9 @@ collator           padding    output keys (shapes)
 SFTCollator        right      input_ids, attention_mask, labels (B, L); labels -100 on padding
 PairCollator       right      input_ids, attention_mask (2B, L): rows 0..B-1 are the chosen
                               sequences, rows B..2B-1 the rejected ones, row i and row B+i one pair
-                              (the DeepSpeed-Chat layout: one forward pass scores both halves)
+                              (the DeepSpeed-Chat layout: one forward pass scores both halves);
+                              response_mask (2B, L): 1 on response tokens and eos, 0 on bos,
+                              prompt and padding (what DPO sums log-probs over)
 PromptCollator     LEFT       input_ids, attention_mask (B, P), index (B,): prompts end at the
                               right edge so generation continues every row from position P
 =================  =========  ==================================================================
@@ -55,6 +57,13 @@ def ones_like_each(sequences: Sequence[torch.Tensor]) -> List[torch.Tensor]:
     return [torch.ones_like(sequence) for sequence in sequences]
 
 
+def response_ones(sequence: torch.Tensor, prompt_length: int) -> torch.Tensor:
+    """0 on the first ``prompt_length`` ids (bos and prompt), 1 on the rest (response and eos)."""
+    mask = torch.ones_like(sequence)
+    mask[:prompt_length] = 0
+    return mask
+
+
 @dataclass(frozen=True)
 class SFTCollator:
     pad_token_id: int
@@ -82,9 +91,13 @@ class PairCollator:
 
     def __call__(self, items: Sequence[Batch]) -> Batch:
         sequences = [item["chosen_input_ids"] for item in items] + [item["rejected_input_ids"] for item in items]
+        prompt_lengths = ([int(item["chosen_prompt_length"]) for item in items]
+                          + [int(item["rejected_prompt_length"]) for item in items])
         return {
             "input_ids": pad_right(sequences, self.pad_token_id),
             "attention_mask": pad_right(ones_like_each(sequences), 0),
+            "response_mask": pad_right([response_ones(sequence, prompt_length)
+                                        for sequence, prompt_length in zip(sequences, prompt_lengths)], 0),
         }
 
 

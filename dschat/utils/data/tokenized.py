@@ -15,7 +15,9 @@ Items (lists of ids become 1-D ``torch.long`` tensors):
 
 * :class:`SFTDataset`: ``input_ids``, ``attention_mask``, ``labels`` (``-100`` on bos and prompt tokens:
   the loss covers response tokens and eos only);
-* :class:`PairDataset`: ``chosen_input_ids``, ``rejected_input_ids`` (pairs without ``rejected`` are skipped);
+* :class:`PairDataset`: ``chosen_input_ids``, ``rejected_input_ids`` (pairs without ``rejected`` are skipped),
+  and ``chosen_prompt_length``, ``rejected_prompt_length`` (0-dim: how many leading ids, bos included, are the
+  prompt's, so that DPO can sum log-probs over the response and eos only);
 * :class:`PromptDataset`: ``input_ids`` (bos + prompt) and ``index``, the prompt's position in the list the
   dataset was built from (to find its CodeTask or reference text after skips).
 
@@ -115,13 +117,16 @@ class PairDataset(Dataset):
         chosen = encode_prompt_response(tokenizer, prompts, [pair.chosen for _, pair in complete])
         rejected = encode_prompt_response(tokenizer, prompts, [pair.rejected for _, pair in complete])
         self.examples: List[Tuple[List[int], List[int]]] = []
-        for (position, _), (chosen_ids, _), (rejected_ids, _) in zip(complete, chosen, rejected):
+        self.prompt_lengths: List[Tuple[int, int]] = []
+        for (position, _), (chosen_ids, chosen_prompt), (rejected_ids, rejected_prompt) in zip(complete, chosen,
+                                                                                              rejected):
             chosen_ids, rejected_ids = prefix + chosen_ids + [eos], prefix + rejected_ids + [eos]
             longest = max(len(chosen_ids), len(rejected_ids))
             if longest > max_seq_len:
                 self.skips.skip(f"longer than max_seq_len={max_seq_len}", f"pair {position} ({longest} tokens)")
                 continue
             self.examples.append((chosen_ids, rejected_ids))
+            self.prompt_lengths.append((len(prefix) + chosen_prompt, len(prefix) + rejected_prompt))
         self.skips.log_summary(logger, len(pairs))
 
     @property
@@ -133,7 +138,10 @@ class PairDataset(Dataset):
 
     def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
         chosen_ids, rejected_ids = self.examples[index]
-        return {"chosen_input_ids": as_tensor(chosen_ids), "rejected_input_ids": as_tensor(rejected_ids)}
+        chosen_prompt, rejected_prompt = self.prompt_lengths[index]
+        return {"chosen_input_ids": as_tensor(chosen_ids), "rejected_input_ids": as_tensor(rejected_ids),
+                "chosen_prompt_length": torch.tensor(chosen_prompt, dtype=torch.long),
+                "rejected_prompt_length": torch.tensor(rejected_prompt, dtype=torch.long)}
 
 
 class PromptDataset(Dataset):

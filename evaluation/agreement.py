@@ -1,0 +1,182 @@
+"""Agreement between reward-model preferences, LLM-judge verdicts and human labels (paper Table 1).
+
+    python -m evaluation.agreement --rm_a mappo_scores.jsonl --rm_b ppo_scores.jsonl \\
+        --judge verdicts.jsonl --human human.csv --size 2b
+
+Every source yields one preference per (prompt, occurrence) pair of responses A and B: "a", "b" or "tie".
+
+- RM (``--rm_a`` / ``--rm_b``): score JSONL files with "prompt" and "score" (``evaluation.rm_score``); the
+  response with the higher RM score is preferred (§4.2: "we determine the reward model's win rate by selecting
+  the summary with the higher RM score").
+- judge (``--judge``): the ``--output`` JSONL of ``evaluation.judge`` ("prompt", "verdict"); unparseable
+  verdicts are left out.
+- human (``--human``): CSV or JSONL with "prompt" and "preferred" (a / b / tie; A / B / E accepted).
+
+The agreement of two sources is the fraction of the pairs both judged on which they give the same preference.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from collections import defaultdict
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from evaluation.judge import PREFER_A, PREFER_B, TIE, UNPARSEABLE
+
+PairKey = Tuple[str, int]
+HUMAN_LABELS = {"a": PREFER_A, "b": PREFER_B, "tie": TIE, "e": TIE, "equal": TIE, "draw": TIE}
+
+
+def preference_from_scores(score_a: float, score_b: float) -> str:
+    """The RM's preference between two responses: the higher score wins; equal scores are a tie."""
+    if score_a > score_b:
+        return PREFER_A
+    return PREFER_B if score_b > score_a else TIE
+
+
+def key_by_occurrence(labelled: Sequence[Tuple[str, str]]) -> Dict[PairKey, str]:
+    """(prompt, label) rows → {(prompt, k): label}, k counting earlier rows with the same prompt, so that
+    repeated prompts pair up in file order across sources."""
+    seen: Dict[str, int] = defaultdict(int)
+    keyed = {}
+    for prompt, label in labelled:
+        keyed[(prompt, seen[prompt])] = label
+        seen[prompt] += 1
+    return keyed
+
+
+def agreement(x: Mapping[PairKey, str], y: Mapping[PairKey, str]) -> Tuple[Optional[float], int]:
+    """(fraction of shared, judged pairs with equal preferences, number of such pairs); None when none."""
+    shared = [k for k in x if k in y and UNPARSEABLE not in (x[k], y[k])]
+    if not shared:
+        return None, 0
+    return sum(x[k] == y[k] for k in shared) / len(shared), len(shared)
+
+
+def agreement_matrix(sources: Mapping[str, Mapping[PairKey, str]]) -> Dict[Tuple[str, str], Tuple[Optional[float], int]]:
+    """Table 1's lower triangle: (row, column) → agreement for every pair of sources, row after column."""
+    names = list(sources)
+    return {(row, col): agreement(sources[row], sources[col])
+            for i, row in enumerate(names) for col in names[:i]}
+
+
+def format_agreement(matrix: Mapping[Tuple[str, str], Tuple[Optional[float], int]], names: Sequence[str],
+                     paper: Optional[Mapping[Tuple[str, str], float]] = None) -> str:
+    """Table 1 layout: a lower-triangular matrix with 100% on the diagonal; "(paper X%)" where it reports one."""
+    width = 24
+    lines = [" " * 8 + "".join(f"{n:>{width}}" for n in names)]
+    for i, row in enumerate(names):
+        cells = []
+        for j, col in enumerate(names):
+            if j > i:
+                cells.append(f"{'-':>{width}}")
+            elif j == i:
+                cells.append(f"{'100%':>{width}}")
+            else:
+                rate, count = matrix[(row, col)]
+                text = "n/a" if rate is None else f"{100 * rate:.0f}% (n={count})"
+                reference = (paper or {}).get((row, col))
+                text += f" [paper {100 * reference:.0f}%]" if reference is not None else ""
+                cells.append(f"{text:>{width}}")
+        lines.append(f"{row:<8}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def _read_jsonl(path: str) -> List[Tuple[int, dict]]:
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    rows = []
+    with open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            if line.strip():
+                try:
+                    rows.append((number, json.loads(line)))
+                except ValueError:
+                    raise ValueError(f"{path} row {number}: not valid JSON") from None
+    return rows
+
+
+def _field(path: str, number: int, row, key: str):
+    if not isinstance(row, dict) or key not in row:
+        raise ValueError(f"{path} row {number}: needs {key!r}")
+    return row[key]
+
+
+def read_rm_preferences(path_a: str, path_b: str) -> Dict[PairKey, str]:
+    """RM preferences from two score files aligned by prompt (k-th occurrence with k-th occurrence)."""
+    scored = []
+    for path in (path_a, path_b):
+        labelled = [(_field(path, n, row, "prompt"), float(_field(path, n, row, "score"))) for n, row in _read_jsonl(path)]
+        scored.append(key_by_occurrence(labelled))
+    scores_a, scores_b = scored
+    missing = [k for k in scores_a if k not in scores_b]
+    if missing:
+        raise ValueError(f"{path_b}: no score for prompt #{missing[0][1] + 1} {missing[0][0][:60]!r} of {path_a}")
+    return {k: preference_from_scores(scores_a[k], scores_b[k]) for k in scores_a}
+
+
+def read_judge_preferences(path: str) -> Dict[PairKey, str]:
+    labelled = []
+    for number, row in _read_jsonl(path):
+        verdict = _field(path, number, row, "verdict")
+        if verdict not in (PREFER_A, PREFER_B, TIE, UNPARSEABLE):
+            raise ValueError(f"{path} row {number}: verdict {verdict!r} is not a, b, tie or unparseable")
+        labelled.append((_field(path, number, row, "prompt"), verdict))
+    return key_by_occurrence(labelled)
+
+
+def read_human_preferences(path: str) -> Dict[PairKey, str]:
+    """Human labels from a CSV (header with "prompt" and "preferred") or a JSONL file."""
+    if path.endswith(".csv"):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no such file")
+        with open(path, newline="") as handle:
+            rows = list(enumerate(csv.DictReader(handle), 2))
+    else:
+        rows = _read_jsonl(path)
+    labelled = []
+    for number, row in rows:
+        label = str(_field(path, number, row, "preferred")).strip().lower()
+        if label not in HUMAN_LABELS:
+            raise ValueError(f"{path} row {number}: preferred {label!r} is not a, b or tie")
+        labelled.append((_field(path, number, row, "prompt"), HUMAN_LABELS[label]))
+    return key_by_occurrence(labelled)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rm_a", help="RM scores of response A (JSONL: prompt, score)")
+    parser.add_argument("--rm_b", help="RM scores of response B")
+    parser.add_argument("--judge", help="evaluation.judge --output verdicts (JSONL)")
+    parser.add_argument("--judge_name", default="gpt-4", help="row label of the judge (paper: GPT-4)")
+    parser.add_argument("--human", help="human labels (CSV or JSONL: prompt, preferred)")
+    parser.add_argument("--size", choices=["2b", "7b"], default=None, help="show the paper's Table 1 for this size")
+    args = parser.parse_args(argv)
+    try:
+        sources: Dict[str, Mapping[PairKey, str]] = {}
+        if bool(args.rm_a) != bool(args.rm_b):
+            raise ValueError("--rm_a and --rm_b go together")
+        if args.rm_a:
+            sources["rm"] = read_rm_preferences(args.rm_a, args.rm_b)
+        if args.judge:
+            sources[args.judge_name] = read_judge_preferences(args.judge)
+        if args.human:
+            sources["human"] = read_human_preferences(args.human)
+        if len(sources) < 2:
+            raise ValueError("need at least two of --rm_a/--rm_b, --judge, --human")
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    from evaluation.paper_numbers import TABLE1_AGREEMENT
+
+    paper = TABLE1_AGREEMENT[args.size] if args.size else None
+    print("Table 1 - agreement between preference sources" + (f" (paper: TL;DR, Gemma-{args.size.upper()})"
+                                                             if paper else ""))
+    print(format_agreement(agreement_matrix(sources), list(sources), paper))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,559 @@
+"""LLM-as-judge pairwise win rates (paper Fig. 4, Fig. 5 right, Fig. 17; prompts of Appendix F.1) against any
+OpenAI-compatible chat-completions server.
+
+    python -m evaluation.judge --task tldr --a mappo.jsonl --b ppo.jsonl --model gpt-4o
+    python -m evaluation.judge --task tldr --a mappo.jsonl --b ppo.jsonl \\
+        --base_url http://127.0.0.1:8011/v1 --model smollm2 --constrain logprobs
+
+Each input file is JSONL with "prompt" and "response" per line; rows are paired by prompt (the k-th occurrence
+of a prompt in --a with its k-th occurrence in --b). For every pair the order in which the two responses are
+shown is drawn from --seed (paper §4.1: "randomizing the order of responses") and undone when scoring, so a
+verdict always reads "A's file wins / tie / B's file wins". Completions are cached on disk (JSONL keyed by a
+hash of model, messages and sampling parameters): an interrupted run resumes without paying twice.
+
+Small judges (a 135M model does not follow "answer with one character") can be constrained: ``--constrain
+logit_bias`` biases the A/B/E token ids with ``max_tokens=1``; ``--constrain logprobs`` reads the first token's
+``top_logprobs`` and takes the most probable of A / B / E. Both ask one single-character question per
+criterion (``evaluation.judge_prompts.render_single_char``).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import threading
+import time
+from collections import defaultdict, deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from evaluation.judge_prompts import JSON_CHOICE, JSON_CRITERIA, SINGLE_CHAR, JudgeTask, get_task, render, \
+    render_single_char
+
+LETTERS = ("A", "B", "E")
+PREFER_A, PREFER_B, TIE, UNPARSEABLE = "a", "b", "tie", "unparseable"
+CONSTRAIN_MODES = ("none", "logit_bias", "logprobs")
+
+# ---------------------------------------------------------------------------------------------- parsing
+_STRIP_CHARS = " \t\r\n'\"`*_.:;,!?()[]{}<>"
+_TIE_WORDS = {"tie", "equal", "equally good", "equally bad", "both", "same", "neither", "draw"}
+_LEADING_LETTER = re.compile(r"^[\s'\"`*_(\[]*([ABE])(?:$|[ \t]*(?:\r?\n|[()\[\].:;,!'\"`*_\-])|\s+(?i:is|wins|because|since)\b)")
+_NAMED_LETTER = re.compile(r"(?i:\b(?:summary|response|answer|option|choice|assistant)\s*[:#\-]?\s*\(?['\"]?)([ABEabe])\b")
+_BETTER_LETTER = re.compile(r"\b([ABE])['\"]?\s+(?i:is\s+(?:the\s+)?(?:better|more|preferred|superior))")
+_CODE_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+
+
+def parse_letter(text: str) -> Optional[str]:
+    """The verdict letter 'A', 'B' or 'E' in a short answer, or None when it names none or both.
+
+    Accepts "A", "a", "'B'.", "**E**", "B - it is concise", "Response A", "Summary B is better", "tie"."""
+    text = str(text)
+    cleaned = text.strip(_STRIP_CHARS)
+    if cleaned.upper() in LETTERS:
+        return cleaned.upper()
+    if cleaned.lower() in _TIE_WORDS:
+        return "E"
+    leading = _LEADING_LETTER.match(text)
+    if leading:
+        return leading.group(1)
+    for pattern in (_NAMED_LETTER, _BETTER_LETTER):
+        named = {letter.upper() for letter in pattern.findall(text)}
+        if len(named) == 1:
+            return named.pop()
+    return None
+
+
+def extract_json_object(text: str) -> Optional[dict]:
+    """The first JSON object in ``text`` (inside a ```json code fence or between the outer braces); Python-style
+    single quotes are accepted. None when there is none."""
+    fenced = _CODE_FENCE.search(text)
+    body = fenced.group(1) if fenced else text
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    candidate = body[start:end + 1]
+    for load in (json.loads, ast.literal_eval):
+        try:
+            value = load(candidate)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _normalise_key(key) -> str:
+    return re.sub(r"[^a-z]+", " ", str(key).lower()).strip()
+
+
+def _choice_value(value) -> Optional[str]:
+    """A criterion's value: a letter string, or a nested object with a choice-like key."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if _normalise_key(key) in ("choice", "answer", "value", "verdict", "winner"):
+                return parse_letter(inner)
+        return None
+    return parse_letter(value)
+
+
+def parse_single_char(text: str) -> Dict[str, Optional[str]]:
+    """TL;DR (Appendix F.1): a single character."""
+    return {"overall": parse_letter(text)}
+
+
+def parse_json_choice(text: str) -> Dict[str, Optional[str]]:
+    """HH-RLHF (Appendix F.1): JSON with "comparison" and "choice"; without JSON, a "choice:" line or the last
+    line (the prompt asks for the letter "on a new line")."""
+    obj = extract_json_object(text)
+    if obj is not None:
+        for key, value in obj.items():
+            if _normalise_key(key) == "choice":
+                return {"helpfulness": _choice_value(value)}
+    choice_line = re.search(r"(?i)\bchoice\b['\"]?\s*[:=]\s*(.+)", text)
+    if choice_line:
+        return {"helpfulness": parse_letter(choice_line.group(1).strip().rstrip("},"))}
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return {"helpfulness": parse_letter(lines[-1]) if lines else None}
+
+
+def parse_json_criteria(text: str, criteria: Sequence[str]) -> Dict[str, Optional[str]]:
+    """WebGPT (Appendix F.1): JSON mapping each criterion to a letter (keys matched by their first word, so
+    "Factual accuracy", "factual_accuracy" and "FACTUAL ACCURACY" all count); without JSON, "criterion: X"
+    lines. A criterion that is missing is None."""
+    obj = extract_json_object(text)
+    verdicts: Dict[str, Optional[str]] = {}
+    for criterion in criteria:
+        keyword = criterion.split()[0]
+        verdict = None
+        if obj is not None:
+            for key, value in obj.items():
+                if keyword in _normalise_key(key).split():
+                    verdict = _choice_value(value)
+                    break
+        else:
+            line = re.search(rf"(?im)^[\s*\-\"']*{keyword}[^:\n]*[:=]\s*(.+)$", text)
+            verdict = parse_letter(line.group(1)) if line else None
+        verdicts[criterion] = verdict
+    return verdicts
+
+
+def parse_answer(task: JudgeTask, text: str) -> Dict[str, Optional[str]]:
+    """Criterion → presented letter ('A', 'B', 'E') or None (unparseable) for a free-text judge answer."""
+    if task.style == SINGLE_CHAR:
+        return parse_single_char(text)
+    if task.style == JSON_CHOICE:
+        return parse_json_choice(text)
+    if task.style == JSON_CRITERIA:
+        return parse_json_criteria(text, task.criteria)
+    raise ValueError(f"unknown answer style {task.style!r}")
+
+
+def letter_from_top_logprobs(top_logprobs: Sequence[Tuple[str, float]]) -> Optional[str]:
+    """The most probable of A / B / E among the first token's top log-probabilities (probabilities of tokens
+    that strip to the same letter, e.g. "A" and " A", are added); None when none of them is listed."""
+    mass: Dict[str, float] = defaultdict(float)
+    for token, logprob in top_logprobs:
+        letter = token.strip()
+        if letter in LETTERS:
+            mass[letter] += math.exp(logprob)
+    return max(mass, key=mass.get) if mass else None
+
+
+# ------------------------------------------------------------------------------------ order randomisation
+def presentation_swapped(seed: int, index: int, prompt: str) -> bool:
+    """Whether pair ``index`` is shown as (B's response, A's response): a fair coin drawn from a hash of the
+    seed, the pair's position and its prompt, so it does not depend on the thread schedule or on --limit."""
+    digest = hashlib.sha256(f"{seed}\x00{index}\x00{prompt}".encode()).digest()
+    return bool(digest[0] & 1)
+
+
+def undo_order(letter: Optional[str], swapped: bool) -> str:
+    """A presented letter → which input file won: ``"a"``, ``"b"``, ``"tie"`` or ``"unparseable"``."""
+    if letter is None:
+        return UNPARSEABLE
+    if letter == "E":
+        return TIE
+    first_shown_wins = letter == "A"
+    return PREFER_A if first_shown_wins != swapped else PREFER_B
+
+
+# ------------------------------------------------------------------------------------------- requests
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What is sent to the judge. ``verdict_token_ids`` are the judge tokenizer's ids of A / B / E (needed by
+    ``constrain="logit_bias"`` only)."""
+
+    model: str = "gpt-4o"
+    temperature: float = 0.0
+    max_tokens: int = 256
+    constrain: str = "none"
+    verdict_token_ids: Tuple[int, ...] = ()
+    top_logprobs: int = 20
+    logit_bias: float = 100.0
+
+    def __post_init__(self):
+        if self.constrain not in CONSTRAIN_MODES:
+            raise ValueError(f"--constrain {self.constrain}: choose one of {', '.join(CONSTRAIN_MODES)}")
+        if self.constrain == "logit_bias" and not self.verdict_token_ids:
+            raise ValueError("--constrain logit_bias needs the judge's A/B/E token ids "
+                             "(--verdict_token_ids or --judge_tokenizer)")
+
+
+def chat_request(settings: JudgeSettings, content: str) -> dict:
+    """Keyword arguments of ``client.chat.completions.create`` for one judge prompt."""
+    request = {"model": settings.model, "messages": [{"role": "user", "content": content}],
+               "temperature": settings.temperature, "max_tokens": settings.max_tokens}
+    if settings.constrain == "logit_bias":
+        request.update(max_tokens=1, logit_bias={str(i): settings.logit_bias for i in settings.verdict_token_ids})
+    elif settings.constrain == "logprobs":
+        request.update(max_tokens=1, logprobs=True, top_logprobs=settings.top_logprobs)
+    return request
+
+
+def pair_requests(task: JudgeTask, settings: JudgeSettings, prompt: str, first: str, second: str
+                  ) -> List[Tuple[Tuple[str, ...], dict]]:
+    """(criteria answered, request) for one presented pair: one F.1 request covering every criterion, or one
+    single-character request per criterion when the verdict is constrained."""
+    if settings.constrain == "none":
+        return [(task.criteria, chat_request(settings, render(task, prompt, first, second)))]
+    return [((criterion,), chat_request(settings, render_single_char(task, criterion, prompt, first, second)))
+            for criterion in task.criteria]
+
+
+def read_verdicts(task: JudgeTask, settings: JudgeSettings, criteria: Sequence[str], completion: Mapping
+                  ) -> Dict[str, Optional[str]]:
+    """Criterion → presented letter for one completion (``{"text", "top_logprobs"}``)."""
+    if settings.constrain == "none":
+        return parse_answer(task, completion["text"])
+    if settings.constrain == "logprobs" and completion.get("top_logprobs"):
+        letter = letter_from_top_logprobs(completion["top_logprobs"])
+    else:
+        letter = parse_letter(completion["text"])
+    return {criterion: letter for criterion in criteria}
+
+
+# ------------------------------------------------------------------------------ client: cache + retries
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Transient failures: connection problems, time-outs, rate limits and server errors (5xx)."""
+    import openai
+
+    if isinstance(error, (openai.APIConnectionError, openai.APITimeoutError, ConnectionError, TimeoutError)):
+        return True
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRYABLE_STATUS or error.status_code >= 500
+    return False
+
+
+def request_key(request: Mapping) -> str:
+    """Cache key: a hash of the model, the messages and every sampling parameter."""
+    return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def completion_fields(response) -> dict:
+    """``{"text", "top_logprobs"}`` from an OpenAI chat-completion response (top log-probs of the first token
+    as ``[token, logprob]`` pairs, empty when not requested)."""
+    choice = response.choices[0]
+    top = []
+    content = getattr(getattr(choice, "logprobs", None), "content", None)
+    if content:
+        top = [[entry.token, float(entry.logprob)] for entry in content[0].top_logprobs]
+    return {"text": choice.message.content or "", "top_logprobs": top}
+
+
+class CachedJudgeClient:
+    """An OpenAI-compatible client behind an append-only JSONL cache, with exponential-backoff retries.
+
+    ``api_calls`` counts requests actually sent (retries included); cached requests cost none."""
+
+    def __init__(self, client, cache_path: Optional[str], max_retries: int = 5, initial_delay_s: float = 1.0,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.client = client
+        self.cache_path = cache_path
+        self.max_retries = max_retries
+        self.initial_delay_s = initial_delay_s
+        self.sleep = sleep
+        self.api_calls = 0
+        self._lock = threading.Lock()
+        self._cache = self._load_cache(cache_path)
+
+    @staticmethod
+    def _load_cache(path: Optional[str]) -> Dict[str, dict]:
+        cache: Dict[str, dict] = {}
+        if path and os.path.exists(path):
+            with open(path) as handle:
+                for line in handle:
+                    try:
+                        entry = json.loads(line)
+                        cache[entry["key"]] = entry["completion"]
+                    except (ValueError, KeyError, TypeError):
+                        continue  # a line cut short by an interrupted run
+        return cache
+
+    def _store(self, key: str, model: str, completion: dict) -> None:
+        with self._lock:
+            self._cache[key] = completion
+            if self.cache_path:
+                os.makedirs(os.path.dirname(os.path.abspath(self.cache_path)), exist_ok=True)
+                with open(self.cache_path, "a") as handle:
+                    handle.write(json.dumps({"key": key, "model": model, "completion": completion}) + "\n")
+
+    def _send(self, request: dict):
+        attempt = 0
+        while True:
+            with self._lock:
+                self.api_calls += 1
+            try:
+                return self.client.chat.completions.create(**request)
+            except Exception as error:  # noqa: BLE001 -- classified by is_retryable, others re-raised
+                if attempt >= self.max_retries or not is_retryable(error):
+                    raise
+                self.sleep(self.initial_delay_s * 2 ** attempt)
+                attempt += 1
+
+    def complete(self, request: dict) -> dict:
+        key = request_key(request)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        completion = completion_fields(self._send(request))
+        self._store(key, request["model"], completion)
+        return completion
+
+
+# --------------------------------------------------------------------------------------- pairs + tally
+@dataclass(frozen=True)
+class ResponsePair:
+    prompt: str
+    response_a: str
+    response_b: str
+
+
+@dataclass
+class PairJudgement:
+    """One judged pair: whether it was shown swapped, each criterion's outcome for file A ("a", "b", "tie",
+    "unparseable") and the judge's raw answers."""
+
+    index: int
+    prompt: str
+    swapped: bool
+    outcomes: Dict[str, str]
+    judge_answers: List[str] = field(default_factory=list)
+
+
+def judge_pair(index: int, pair: ResponsePair, task: JudgeTask, settings: JudgeSettings,
+               client: CachedJudgeClient, seed: int) -> PairJudgement:
+    swapped = presentation_swapped(seed, index, pair.prompt)
+    first, second = (pair.response_b, pair.response_a) if swapped else (pair.response_a, pair.response_b)
+    outcomes: Dict[str, str] = {}
+    answers: List[str] = []
+    for criteria, request in pair_requests(task, settings, pair.prompt, first, second):
+        completion = client.complete(request)
+        answers.append(completion["text"])
+        for criterion, letter in read_verdicts(task, settings, criteria, completion).items():
+            outcomes[criterion] = undo_order(letter, swapped)
+    return PairJudgement(index, pair.prompt, swapped, outcomes, answers)
+
+
+def judge_pairs(pairs: Sequence[ResponsePair], task: JudgeTask, settings: JudgeSettings,
+                client: CachedJudgeClient, seed: int = 1234, concurrency: int = 8,
+                progress: bool = False) -> List[PairJudgement]:
+    """Judge every pair with at most ``concurrency`` requests in flight; results in input order."""
+    from tqdm.auto import tqdm
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(judge_pair, i, pair, task, settings, client, seed) for i, pair in enumerate(pairs)]
+        return [future.result() for future in tqdm(futures, desc="judge", disable=not progress)]
+
+
+@dataclass(frozen=True)
+class Tally:
+    """Win / tie / loss of file A against file B on one criterion. Rates are over the parseable verdicts."""
+
+    win: int
+    tie: int
+    loss: int
+    unparseable: int
+
+    @property
+    def judged(self) -> int:
+        return self.win + self.tie + self.loss
+
+    def rate(self, count: int) -> float:
+        return count / self.judged if self.judged else float("nan")
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "win_rate": self.rate(self.win), "tie_rate": self.rate(self.tie),
+                "loss_rate": self.rate(self.loss)}
+
+
+def tally(outcomes: Sequence[str]) -> Tally:
+    return Tally(win=outcomes.count(PREFER_A), tie=outcomes.count(TIE), loss=outcomes.count(PREFER_B),
+                 unparseable=outcomes.count(UNPARSEABLE))
+
+
+def tally_by_criterion(judgements: Sequence[PairJudgement], criteria: Sequence[str]) -> Dict[str, Tally]:
+    return {c: tally([j.outcomes[c] for j in judgements]) for c in criteria}
+
+
+# ------------------------------------------------------------------------------------------------ I/O
+def read_response_rows(path: str) -> List[dict]:
+    """Rows of a response JSONL file, each with string "prompt" and "response"."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    rows = []
+    with open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                raise ValueError(f"{path} row {number}: not valid JSON") from None
+            for key in ("prompt", "response"):
+                if not isinstance(row, dict) or not isinstance(row.get(key), str):
+                    raise ValueError(f"{path} row {number}: needs a string {key!r}")
+            rows.append(row)
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    return rows
+
+
+def align_by_prompt(rows_a: Sequence[dict], rows_b: Sequence[dict], name_a: str = "--a",
+                    name_b: str = "--b") -> List[ResponsePair]:
+    """Pair the k-th occurrence of each prompt in ``rows_a`` with its k-th occurrence in ``rows_b``, in A's
+    order; any row of either file without a partner is an error naming its row."""
+    waiting: Dict[str, deque] = defaultdict(deque)
+    for number, row in enumerate(rows_b, 1):
+        waiting[row["prompt"]].append((number, row["response"]))
+    pairs = []
+    for number, row in enumerate(rows_a, 1):
+        if not waiting[row["prompt"]]:
+            raise ValueError(f"{name_a} row {number}: no response to this prompt in {name_b} (files misaligned)")
+        pairs.append(ResponsePair(row["prompt"], row["response"], waiting[row["prompt"]].popleft()[1]))
+    leftover = sorted(number for queue in waiting.values() for number, _ in queue)
+    if leftover:
+        raise ValueError(f"{name_b} row {leftover[0]}: no response to this prompt in {name_a} (files misaligned)")
+    return pairs
+
+
+def verdict_token_ids_from_tokenizer(name_or_path: str) -> Tuple[int, ...]:
+    """Ids of "A", "B", "E" (and " A", " B", " E" where those are single tokens) in the judge's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from dschat.utils.model.loading import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+    ids = []
+    for text in (*LETTERS, *(" " + letter for letter in LETTERS)):
+        encoded = tokenizer.encode(text, add_special_tokens=False)
+        if len(encoded) == 1:
+            ids.append(encoded[0])
+    return tuple(ids)
+
+
+def summary_table(tallies: Mapping[str, Tally], name_a: str, name_b: str) -> str:
+    header = f"{'criterion':<20} {'win':>5} {'tie':>5} {'loss':>5} {'unparsed':>9} {'win%':>7} {'tie%':>7} {'loss%':>7}"
+    lines = [f"{name_a} (A) vs {name_b} (B)", header]
+    for criterion, t in tallies.items():
+        lines.append(f"{criterion:<20} {t.win:>5} {t.tie:>5} {t.loss:>5} {t.unparseable:>9} "
+                     f"{100 * t.rate(t.win):>6.1f}% {100 * t.rate(t.tie):>6.1f}% {100 * t.rate(t.loss):>6.1f}%")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True, choices=["tldr", "hh-rlhf", "webgpt"], help="F.1 prompt to use")
+    parser.add_argument("--a", required=True, help="JSONL of the method being evaluated (prompt, response)")
+    parser.add_argument("--b", required=True, help="JSONL of the baseline it is compared with")
+    parser.add_argument("--name_a", default=None, help="label of --a (default: its file name)")
+    parser.add_argument("--name_b", default=None, help="label of --b (default: its file name)")
+    parser.add_argument("--limit", type=int, default=0, help="judge only the first N pairs (paper: 50); 0 = all")
+    parser.add_argument("--model", default="gpt-4o", help="judge model (paper: gpt-4o-2024-05-13)")
+    parser.add_argument("--base_url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8011/v1")
+    parser.add_argument("--api_key", default=None,
+                        help="default: $OPENAI_API_KEY, or a placeholder when --base_url is given")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--max_tokens", type=int, default=256, help="answer length for unconstrained judges")
+    parser.add_argument("--constrain", choices=CONSTRAIN_MODES, default="none",
+                        help="small judges: force a one-token A/B/E verdict (logit_bias) or read it off the "
+                             "first token's top log-probabilities (logprobs)")
+    parser.add_argument("--verdict_token_ids", default=None,
+                        help="comma-separated ids of the A/B/E tokens for --constrain logit_bias")
+    parser.add_argument("--judge_tokenizer", default=None,
+                        help="HF tokenizer (path or model name) to look the A/B/E ids up instead")
+    parser.add_argument("--seed", type=int, default=1234, help="seed of the presentation order")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    parser.add_argument("--max_retries", type=int, default=5, help="retries per request (exponential backoff)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    parser.add_argument("--cache", default="outputs/judge_cache/completions.jsonl",
+                        help="JSONL completion cache ('' to disable)")
+    parser.add_argument("--output", default=None, help="write one JSONL verdict record per pair here")
+    parser.add_argument("--summary", default=None, help="write the win/tie/loss counts and rates as JSON here")
+    parser.add_argument("--no_progress_bar", action="store_true")
+    return parser
+
+
+def make_openai_client(base_url: Optional[str], api_key: Optional[str], timeout: float):
+    import openai
+
+    key = api_key or os.environ.get("OPENAI_API_KEY") or ("not-needed" if base_url else None)
+    if key is None:
+        raise ValueError("no API key: set OPENAI_API_KEY or pass --api_key (or --base_url for a local server)")
+    return openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+def run(args) -> Tuple[Dict[str, Tally], List[PairJudgement], CachedJudgeClient]:
+    task = get_task(args.task)
+    token_ids: Tuple[int, ...] = ()
+    if args.verdict_token_ids:
+        token_ids = tuple(int(x) for x in args.verdict_token_ids.split(","))
+    elif args.judge_tokenizer:
+        token_ids = verdict_token_ids_from_tokenizer(args.judge_tokenizer)
+    settings = JudgeSettings(model=args.model, temperature=args.temperature, max_tokens=args.max_tokens,
+                             constrain=args.constrain, verdict_token_ids=token_ids)
+    pairs = align_by_prompt(read_response_rows(args.a), read_response_rows(args.b), args.a, args.b)
+    pairs = pairs[:args.limit] if args.limit else pairs
+    client = CachedJudgeClient(make_openai_client(args.base_url, args.api_key, args.timeout), args.cache or None,
+                               max_retries=args.max_retries)
+    judgements = judge_pairs(pairs, task, settings, client, seed=args.seed, concurrency=args.concurrency,
+                             progress=not args.no_progress_bar)
+    return tally_by_criterion(judgements, task.criteria), judgements, client
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
+    name_a = args.name_a or os.path.splitext(os.path.basename(args.a))[0]
+    name_b = args.name_b or os.path.splitext(os.path.basename(args.b))[0]
+    try:
+        tallies, judgements, client = run(args)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print(f"judge {args.model} on {args.task}: {len(judgements)} pairs, order seed {args.seed}, "
+          f"{client.api_calls} API calls (the rest from the cache)")
+    print(summary_table(tallies, name_a, name_b))
+    if args.output:
+        with open(args.output, "w") as handle:
+            for j in judgements:
+                handle.write(json.dumps({"index": j.index, "prompt": j.prompt, "swapped": j.swapped,
+                                         "verdict": j.outcomes[get_task(args.task).headline],
+                                         "criteria": j.outcomes, "judge_answers": j.judge_answers}) + "\n")
+    if args.summary:
+        with open(args.summary, "w") as handle:
+            json.dump({"task": args.task, "model": args.model, "a": name_a, "b": name_b, "pairs": len(judgements),
+                       "headline": get_task(args.task).headline,
+                       "criteria": {c: t.as_dict() for c, t in tallies.items()}}, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Table 2 and Fig. 2 (paper §4.2) on the embedded default, CPU, in minutes: trains vanilla PPO (n = 1) and MA-PPO
+# (fixed 5-gram) from the same SFT model and reward model with the flags of scripts/demo.sh, then
+#   - prints a Table-2-style table: this run's held-out RM score beside the paper's (TL;DR, Gemma-2B),
+#   - writes fig2.png (test RM score vs PPO step, with the parity speed-up), fig11.png (advantage / Q-value
+#     L2 norms) and fig3.png (distribution of held-out RM scores) into $OUT.
+#   bash scripts/reproduce/cpu_table2_fig2.sh
+# Environment: DEMO_DIR (default outputs/demo: its sft/ and rm/ are reused when present, else trained into $OUT
+# with the demo's flags), OUT (default outputs/reproduce/cpu_table2_fig2), SEEDS (default "1234"; several, e.g.
+# "1 2 3", train one PPO and one MA-PPO run per seed: Fig. 2 then shows mean ± std across runs).
+# About 5 minutes per seed on 2 CPU cores (+3 minutes when SFT and RM are trained).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+[ -x "$ROOT/.venv/bin/python" ] || bash "$ROOT/scripts/setup_env.sh"
+cd "$ROOT"
+export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" TOKENIZERS_PARALLELISM=false
+PY="$ROOT/.venv/bin/python"
+DEMO="${DEMO_DIR:-outputs/demo}"
+OUT="${OUT:-outputs/reproduce/cpu_table2_fig2}"
+SEEDS=(${SEEDS:-1234})
+
+have() { [ -f "$1/config.json" ]; }
+
+# --- SFT and reward model: scripts/demo.sh's, or the same commands ---
+SFT="$DEMO/sft" RM="$DEMO/rm"
+if ! have "$SFT"; then
+  SFT="$OUT/sft"
+  echo "== SFT (as scripts/demo.sh) -> $SFT =="
+  "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma --data_name synthetic \
+    --output_dir "$SFT" --num_train_epochs 6 --per_device_train_batch_size 16 --learning_rate 2e-3 \
+    --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 --seed 1234 --no_progress_bar
+fi
+if ! have "$RM"; then
+  RM="$OUT/rm"
+  echo "== reward model (as scripts/demo.sh) -> $RM =="
+  "$PY" training/step2_reward_model_finetuning/main.py --model_name_or_path "$SFT" --data_name synthetic \
+    --output_dir "$RM" --num_train_epochs 2 --per_device_train_batch_size 16 --learning_rate 5e-4 \
+    --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 --seed 1234 --no_progress_bar
+fi
+echo "SFT model: $SFT   reward model: $RM"
+
+# --- PPO and MA-PPO: the flags of scripts/demo.sh; a fresh directory per run so metrics.jsonl holds one run ---
+PPO=(--actor_model_name_or_path "$SFT" --critic_model_name_or_path "$RM" --data_name synthetic
+     --max_prompt_seq_len 32 --max_answer_seq_len 24 --per_device_generation_batch_size 32
+     --per_device_training_batch_size 16 --actor_learning_rate 2e-4 --critic_learning_rate 5e-4
+     --num_warmup_steps 5 --kl_coef 0.05 --max_steps 60 --eval_steps 10 --max_eval_samples 128
+     --per_device_eval_batch_size 64 --log_steps 10 --log_samples 1 --no_progress_bar)
+CURVES=() TABLE=() SCORES=()
+for SEED in "${SEEDS[@]}"; do
+  for METHOD in ppo mappo; do
+    NGRAM=1; [ "$METHOD" = mappo ] && NGRAM=5
+    RUN="$OUT/$METHOD/seed$SEED"
+    echo "== $METHOD (fixed $NGRAM-gram), seed $SEED -> $RUN =="
+    rm -rf "$RUN"
+    "$PY" training/step3_rlhf_finetuning/main.py "${PPO[@]}" --seed "$SEED" --termination fixed --ngram "$NGRAM" \
+      --output_dir "$RUN"
+    CURVES+=(--run "$METHOD=$RUN")
+  done
+done
+
+# --- held-out RM score of the final policies (one sample per validation prompt, T = 0.8, as step 3 evaluates) ---
+SEED0=${SEEDS[0]}
+for SEED in "${SEEDS[@]}"; do
+  "$PY" -m evaluation.rm_score --reward_model "$RM" --data_name synthetic --temperature 0.8 --max_new_tokens 24 \
+    --max_prompt_len 32 --batch_size 64 --seed "$SEED" --output_dir "$OUT/scores/seed$SEED" \
+    --policy ppo="$OUT/ppo/seed$SEED/actor" --policy mappo="$OUT/mappo/seed$SEED/actor"
+  TABLE+=(--result "synthetic:ppo=$OUT/scores/seed$SEED/ppo.jsonl" --result "synthetic:mappo=$OUT/scores/seed$SEED/mappo.jsonl")
+done
+
+echo
+"$PY" -m evaluation.paper_numbers table2 --size 2b --paper_task tldr "${TABLE[@]}"
+echo
+"$PY" -m evaluation.curves "${CURVES[@]}" --baseline ppo --out "$OUT/fig2.png" --norms_out "$OUT/fig11.png" \
+  --title "Test RM score vs PPO step, synthetic task, tiny Gemma (cf. paper Fig. 2)"
+"$PY" -m evaluation.plots distributions --scores ppo="$OUT/scores/seed$SEED0/ppo.jsonl" \
+  mappo="$OUT/scores/seed$SEED0/mappo.jsonl" --title "Held-out RM scores of the final policies (cf. paper Fig. 3)" \
+  --out "$OUT/fig3.png"

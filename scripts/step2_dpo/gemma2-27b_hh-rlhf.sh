@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Step 2 DPO baseline (Appendix C.3): gemma2-27b on hh-rlhf. Env overrides and extra flags: see scripts/launch.sh.
+exec bash "$(dirname "$0")/../launch.sh" dpo gemma2-27b hh-rlhf "$@"

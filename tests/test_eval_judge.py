@@ -1,0 +1,278 @@
+"""LLM judge (paper Fig. 4 / Appendix F.1): answer parsing for the three prompt styles, order randomisation and
+its undoing, ties, retries, the on-disk cache and the constrained modes, all with a fake OpenAI client."""
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from evaluation import judge
+from evaluation.judge_prompts import TASKS, get_task, render, render_single_char
+
+WEBGPT_CRITERIA = TASKS["webgpt"].criteria
+
+
+# ------------------------------------------------------------------------------------------ fake client
+def fake_response(text: str, top_logprobs=None):
+    logprobs = None
+    if top_logprobs is not None:
+        entries = [SimpleNamespace(token=t, logprob=lp) for t, lp in top_logprobs]
+        logprobs = SimpleNamespace(content=[SimpleNamespace(token=top_logprobs[0][0], logprob=top_logprobs[0][1],
+                                                            top_logprobs=entries)])
+    message = SimpleNamespace(content=text, role="assistant")
+    return SimpleNamespace(choices=[SimpleNamespace(message=message, logprobs=logprobs, finish_reason="stop")])
+
+
+class FakeClient:
+    """``client.chat.completions.create(**request)`` → ``answer(request)``; fails ``failures`` times first."""
+
+    def __init__(self, answer, failures=0, error=ConnectionError):
+        self.requests = []
+        self.answer = answer
+        self.failures = failures
+        self.error = error
+        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
+
+    def create(self, **request):
+        self.requests.append(request)
+        if self.failures:
+            self.failures -= 1
+            raise self.error("transient failure")
+        return self.answer(request)
+
+
+def shown_responses(content: str):
+    """The two responses as presented, from any of the F.1 prompts."""
+    match = re.search(r"(?:Summary|Response|Answer) A: ?(.*?)\n(?:Summary|Response|Answer) B: ?(.*?)\n", content, re.S)
+    return match.group(1), match.group(2)
+
+
+def prefers_good(request):
+    """A judge that prefers the response containing GOOD, answering in the task's own style."""
+    content = request["messages"][0]["content"]
+    first, second = shown_responses(content)
+    letter = "A" if "GOOD" in first else "B" if "GOOD" in second else "E"
+    if "json format, with \"comparison\"" in content:
+        return fake_response(f'```json\n{{"comparison": "Response {letter} is better.", "choice": "{letter}"}}\n```')
+    if "key is the criteria" in content:
+        return fake_response(json.dumps({"Factual accuracy": letter, "Coherence": letter,
+                                         "Usefulness overall": letter, "reason": "..."}))
+    return fake_response(letter)
+
+
+def pairs(count=20):
+    return [judge.ResponsePair(f"post number {i}", f"GOOD summary {i}", f"bad summary {i}") for i in range(count)]
+
+
+def make_client(fake, tmp_path=None, **kwargs):
+    cache = str(tmp_path / "cache.jsonl") if tmp_path is not None else None
+    return judge.CachedJudgeClient(fake, cache, sleep=lambda s: None, **kwargs)
+
+
+# --------------------------------------------------------------------------------------------- parsing
+@pytest.mark.parametrize("text, letter", [
+    ("A", "A"), ("b", "B"), ("'E'.", "E"), ("**A**", "A"), (" B\n", "B"), ("(A)", "A"),
+    ("B - it is more concise", "B"), ("Response A", "A"), ("Summary B is better.", "B"),
+    ("I choose response b.", "B"), ("Answer: A", "A"), ("tie", "E"), ("Equal", "E"),
+    ("Summary A is better than Summary B", "A"),
+    ("A good summary would mention the cat", None), ("Summary A and Summary B", None), ("garbage", None), ("", None),
+])
+def test_parse_letter(text, letter):
+    assert judge.parse_letter(text) == letter
+
+
+@pytest.mark.parametrize("text, letter", [
+    ('{"comparison": "Response A is more helpful.", "choice": "A"}', "A"),
+    ('```json\n{"comparison": "B gives steps.", "choice": "Response B"}\n```', "B"),
+    ("{'comparison': 'both fine', 'choice': 'E'}", "E"),
+    ('Here you go: {"Comparison": "x", "CHOICE": "b"} hope that helps', "B"),
+    ('"comparison": "A is longer", "choice": "A"', "A"),  # braces missing
+    ("Response A explains more, so it is more helpful.\nA", "A"),  # no JSON: the letter on the last line
+    ('{"comparison": "A and B differ"}', None),
+    ("I cannot decide.", None),
+])
+def test_parse_json_choice_hh_rlhf(text, letter):
+    assert judge.parse_json_choice(text) == {"helpfulness": letter}
+
+
+def test_parse_json_criteria_webgpt():
+    text = ('```json\n{"Factual accuracy": "A", "coherence": {"choice": "E", "reason": "both clear"},\n'
+            ' "usefulness_overall": "Answer B", "reason": "B answers the question"}\n```')
+    assert judge.parse_json_criteria(text, WEBGPT_CRITERIA) == {
+        "factual accuracy": "A", "coherence": "E", "usefulness overall": "B"}
+    lines = "Factual accuracy: B\n- Coherence: A\nUsefulness overall: E (equally useful)"
+    assert judge.parse_json_criteria(lines, WEBGPT_CRITERIA) == {
+        "factual accuracy": "B", "coherence": "A", "usefulness overall": "E"}
+    partial = '{"Factual accuracy": "A", "Coherence": "maybe"}'
+    assert judge.parse_json_criteria(partial, WEBGPT_CRITERIA) == {
+        "factual accuracy": "A", "coherence": None, "usefulness overall": None}
+    assert judge.parse_json_criteria("no idea", WEBGPT_CRITERIA) == dict.fromkeys(WEBGPT_CRITERIA)
+
+
+def test_letter_from_top_logprobs():
+    assert judge.letter_from_top_logprobs([("The", -0.1), ("B", -2.0), (" A", -2.5), ("A", -2.6)]) == "A"
+    assert judge.letter_from_top_logprobs([("E", -0.5), ("B", -1.0)]) == "E"
+    assert judge.letter_from_top_logprobs([("The", -0.1), ("a", -0.2)]) is None
+
+
+def test_prompts_follow_appendix_f1():
+    tldr = render(get_task("tldr"), "POST", "first", "second")
+    assert "Summary A:first\nSummary B:second\nYour Choice (only a single character):" in tldr
+    assert "Relevance" in tldr and "Fluency" in tldr and "output 'E'" in tldr
+    hh = render(get_task("hh-rlhf"), "Q", "r1", "r2")
+    assert hh.endswith("Query: Q\nResponse A: r1\nResponse B: r2\nYour Judgment:")
+    assert '"comparison" and "choice"' in hh
+    webgpt = render(get_task("webgpt"), "Q", "r1", "r2")
+    assert "**Usefulness overall**" in webgpt and "Answer A: r1\nAnswer B: r2" in webgpt
+    single = render_single_char(get_task("webgpt"), "coherence", "Q", "r1", "r2")
+    assert "**Coherence**" in single and "Factual" not in single and single.endswith(
+        "Your Choice for coherence (only a single character):")
+
+
+# -------------------------------------------------------------------------- order randomisation, ties
+def test_presentation_order_is_seeded_balanced_and_undone():
+    prompts = [f"p{i}" for i in range(200)]
+    swaps = [judge.presentation_swapped(1234, i, p) for i, p in enumerate(prompts)]
+    assert swaps == [judge.presentation_swapped(1234, i, p) for i, p in enumerate(prompts)]
+    assert swaps != [judge.presentation_swapped(99, i, p) for i, p in enumerate(prompts)]
+    assert 70 < sum(swaps) < 130
+    assert judge.undo_order("A", swapped=False) == judge.PREFER_A
+    assert judge.undo_order("A", swapped=True) == judge.PREFER_B
+    assert judge.undo_order("B", swapped=True) == judge.PREFER_A
+    assert judge.undo_order("E", swapped=True) == judge.TIE
+    assert judge.undo_order(None, swapped=False) == judge.UNPARSEABLE
+
+
+@pytest.mark.parametrize("task_name", ["tldr", "hh-rlhf", "webgpt"])
+def test_better_response_wins_whatever_the_order(task_name):
+    task = get_task(task_name)
+    fake = FakeClient(prefers_good)
+    results = judge.judge_pairs(pairs(), task, judge.JudgeSettings(), make_client(fake), seed=7, concurrency=4)
+    assert {r.swapped for r in results} == {True, False}
+    shown_first = {shown_responses(r["messages"][0]["content"])[0].startswith("GOOD") for r in fake.requests}
+    assert shown_first == {True, False}  # the better response was really shown in both positions
+    tallies = judge.tally_by_criterion(results, task.criteria)
+    assert all(t == judge.Tally(win=20, tie=0, loss=0, unparseable=0) for t in tallies.values())
+    assert tallies[task.headline].as_dict()["win_rate"] == 1.0
+
+
+def test_ties_and_unparseable_answers_are_counted_apart():
+    answers = iter(["E", "tie", "A", "no idea", "B", "E"] * 2)
+    fake = FakeClient(lambda request: fake_response(next(answers)))
+    results = judge.judge_pairs(pairs(12), get_task("tldr"), judge.JudgeSettings(), make_client(fake), concurrency=1)
+    t = judge.tally([r.outcomes["overall"] for r in results])
+    assert (t.tie, t.unparseable, t.win + t.loss) == (6, 2, 4)
+    assert t.rate(t.tie) == pytest.approx(6 / 10)
+
+
+# ---------------------------------------------------------------------------------- retries and cache
+def test_retries_with_exponential_backoff():
+    delays = []
+    fake = FakeClient(prefers_good, failures=2)
+    client = judge.CachedJudgeClient(fake, None, max_retries=5, initial_delay_s=0.5, sleep=delays.append)
+    results = judge.judge_pairs(pairs(1), get_task("tldr"), judge.JudgeSettings(), client)
+    assert results[0].outcomes["overall"] == judge.PREFER_A
+    assert client.api_calls == 3 and delays == [0.5, 1.0]
+
+
+def test_gives_up_after_max_retries_and_does_not_retry_client_errors():
+    client = make_client(FakeClient(prefers_good, failures=10), max_retries=2)
+    with pytest.raises(ConnectionError):
+        judge.judge_pairs(pairs(1), get_task("tldr"), judge.JudgeSettings(), client)
+    assert client.api_calls == 3
+    client = make_client(FakeClient(prefers_good, failures=1, error=KeyError), max_retries=5)
+    with pytest.raises(KeyError):
+        judge.judge_pairs(pairs(1), get_task("tldr"), judge.JudgeSettings(), client)
+    assert client.api_calls == 1
+
+
+def test_cache_makes_a_second_run_free_and_survives_a_cut_line(tmp_path):
+    task, settings = get_task("hh-rlhf"), judge.JudgeSettings(model="judge-x")
+    first = make_client(FakeClient(prefers_good), tmp_path)
+    results = judge.judge_pairs(pairs(10), task, settings, first, seed=3)
+    assert first.api_calls == 10
+    with open(tmp_path / "cache.jsonl", "a") as handle:
+        handle.write('{"key": "cut sho')  # an interrupted write
+    fake = FakeClient(prefers_good)
+    second = make_client(fake, tmp_path)
+    again = judge.judge_pairs(pairs(10), task, settings, second, seed=3)
+    assert second.api_calls == 0 and fake.requests == []
+    assert [r.outcomes for r in again] == [r.outcomes for r in results]
+    other_model = make_client(FakeClient(prefers_good), tmp_path)
+    judge.judge_pairs(pairs(10), task, judge.JudgeSettings(model="judge-y"), other_model, seed=3)
+    assert other_model.api_calls == 10  # the key covers the model
+
+
+# ---------------------------------------------------------------------------------- constrained modes
+def test_logit_bias_mode_asks_one_token_per_criterion():
+    fake = FakeClient(prefers_good)
+    settings = judge.JudgeSettings(model="smollm2", constrain="logit_bias", verdict_token_ids=(49, 50, 53))
+    results = judge.judge_pairs(pairs(3), get_task("webgpt"), settings, make_client(fake))
+    assert len(fake.requests) == 9
+    assert all(r["max_tokens"] == 1 and r["logit_bias"] == {"49": 100.0, "50": 100.0, "53": 100.0}
+               for r in fake.requests)
+    assert all(set(r.outcomes.values()) == {judge.PREFER_A} for r in results)
+    with pytest.raises(ValueError, match="token ids"):
+        judge.JudgeSettings(constrain="logit_bias")
+
+
+def test_logprobs_mode_reads_the_first_token_distribution():
+    def answer(request):
+        first, _ = shown_responses(request["messages"][0]["content"])
+        good_first = "GOOD" in first
+        return fake_response("The", [("The", -0.2), ("A", -1.0 if good_first else -3.0),
+                                     ("B", -3.0 if good_first else -1.0)])
+
+    fake = FakeClient(answer)
+    settings = judge.JudgeSettings(constrain="logprobs")
+    results = judge.judge_pairs(pairs(8), get_task("tldr"), settings, make_client(fake))
+    assert all(r["logprobs"] is True and r["top_logprobs"] == 20 and r["max_tokens"] == 1 for r in fake.requests)
+    assert [r.outcomes["overall"] for r in results] == [judge.PREFER_A] * 8
+
+
+# ----------------------------------------------------------------------------------------- I/O and CLI
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_alignment_by_prompt_and_errors(tmp_path):
+    a = [{"prompt": "p1", "response": "a1"}, {"prompt": "p2", "response": "a2"}, {"prompt": "p1", "response": "a1'"}]
+    b = [{"prompt": "p2", "response": "b2"}, {"prompt": "p1", "response": "b1"}, {"prompt": "p1", "response": "b1'"}]
+    aligned = judge.align_by_prompt(a, b)
+    assert [(p.prompt, p.response_a, p.response_b) for p in aligned] == [
+        ("p1", "a1", "b1"), ("p2", "a2", "b2"), ("p1", "a1'", "b1'")]
+    with pytest.raises(ValueError, match=r"a.jsonl row 2: no response to this prompt in b.jsonl"):
+        judge.align_by_prompt(a[:1] + [{"prompt": "p3", "response": "x"}], b, "a.jsonl", "b.jsonl")
+    with pytest.raises(ValueError, match=r"b.jsonl row 2: no response"):
+        judge.align_by_prompt(a[:1], b[1:2] + b[:1], "a.jsonl", "b.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "p", "response": "r"}\n{"prompt": "p"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl row 2: needs a string 'response'"):
+        judge.read_response_rows(str(bad))
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        judge.read_response_rows(str(tmp_path / "missing.jsonl"))
+
+
+def test_cli_end_to_end_with_fake_client(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(prefers_good)
+    monkeypatch.setattr(judge, "make_openai_client", lambda base_url, api_key, timeout: fake)
+    a = write_jsonl(tmp_path / "mappo.jsonl", [{"prompt": p.prompt, "response": p.response_a} for p in pairs(6)])
+    b = write_jsonl(tmp_path / "ppo.jsonl", [{"prompt": p.prompt, "response": p.response_b} for p in pairs(6)][::-1])
+    argv = ["--task", "tldr", "--a", a, "--b", b, "--limit", "5", "--base_url", "http://localhost:1/v1",
+            "--model", "m", "--cache", str(tmp_path / "c.jsonl"), "--output", str(tmp_path / "v.jsonl"),
+            "--summary", str(tmp_path / "s.json"), "--no_progress_bar"]
+    judge.main(argv)
+    out = capsys.readouterr().out
+    assert "5 pairs" in out and "mappo (A) vs ppo (B)" in out and "100.0%" in out
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["criteria"]["overall"]["win"] == 5 and summary["a"] == "mappo"
+    verdicts = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert [v["verdict"] for v in verdicts] == ["a"] * 5
+    judge.main(argv)
+    assert "0 API calls" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        judge.main(["--task", "tldr", "--a", a, "--b", str(tmp_path / "nope.jsonl"), "--base_url", "x"])
+    assert "nope.jsonl: no such file" in capsys.readouterr().err
