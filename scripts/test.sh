@@ -6,5 +6,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup_env.sh"
 cd "$ROOT"
-export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" TOKENIZERS_PARALLELISM=false
+# One intra-op thread: the test models are tiny, and several processes (two-rank runs, sandboxed programs)
+# share two cores; oversubscribed OpenMP threads spin and slow everything down.
+export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 exec "$ROOT/.venv/bin/python" -m pytest "${@:--q}"

@@ -208,6 +208,9 @@ def main(argv=None) -> dict:
     train_texts, eval_texts, train_tasks, eval_tasks = load_prompts(args)
     prompt_set = PromptDataset(train_texts, tokenizer, args.max_prompt_seq_len)
     eval_set = PromptDataset(eval_texts, tokenizer, args.max_prompt_seq_len)
+    if len(eval_set) == 0:
+        raise ValueError(f"no evaluation prompt fits --max_prompt_seq_len {args.max_prompt_seq_len} "
+                         f"({len(eval_texts)} prompts, {eval_set.num_skipped} too long)")
     per_epoch = batches_per_epoch(len(prompt_set), world_size, args.per_device_generation_batch_size)
     if per_epoch == 0:
         raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
