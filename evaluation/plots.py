@@ -23,6 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+ALL_METHODS_TITLE = "RM score distribution"
 
 
 def _save(fig, path: str) -> None:
@@ -90,7 +91,11 @@ def plot_score_histograms(panels: Sequence[Tuple[str, Mapping[str, Sequence[floa
                           suptitle: Optional[str] = None) -> None:
     """Fig. 3 / 10 / 20: overlaid RM-score histograms, one panel per comparison, shared bins per panel, with
     each method's mean as a vertical line."""
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(6.4, 4.6 * len(panels)), 4.2), squeeze=False,
+                             layout="constrained")
+    if len(panels) == 1 and suptitle:  # one panel: the title goes on it, above the comparison it shows
+        title, groups = panels[0]
+        panels, suptitle = [(suptitle if title == ALL_METHODS_TITLE else f"{suptitle}\n{title}", groups)], None
     for ax, (title, groups) in zip(axes[0], panels):
         every = [s for scores in groups.values() for s in scores]
         low, high = min(every), max(every)
@@ -105,7 +110,9 @@ def plot_score_histograms(panels: Sequence[Tuple[str, Mapping[str, Sequence[floa
         ax.legend(fontsize=8)
     if suptitle:
         fig.suptitle(suptitle)
-    _save(fig, path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot_win_rates(summaries: Sequence[Mapping], path: str) -> None:
@@ -116,7 +123,7 @@ def plot_win_rates(summaries: Sequence[Mapping], path: str) -> None:
         for criterion, counts in summary["criteria"].items():
             suffix = "" if len(summary["criteria"]) == 1 else f" [{criterion}]"
             rows.append((f"{summary['task']}: {summary['a']} vs {summary['b']}{suffix}", counts))
-    fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.4))
+    fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.8), layout="constrained")
     for y, (label, counts) in enumerate(reversed(rows)):
         left = 0.0
         for key, color in (("win_rate", "#2ca02c"), ("tie_rate", "#bbbbbb"), ("loss_rate", "#d62728")):
@@ -129,8 +136,10 @@ def plot_win_rates(summaries: Sequence[Mapping], path: str) -> None:
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of judged pairs (A's win / tie / loss)")
     ax.set_title(f"LLM-judge win rates (judge: {summaries[0]['model']}; cf. paper Fig. 4)")
-    ax.legend(loc="lower right", fontsize=8)
-    _save(fig, path)
+    fig.legend(loc="outside lower center", ncol=3, fontsize=8)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def plot_best_of_n_heatmaps(tables: Mapping[str, Mapping[float, Mapping[int, float]]], path: str) -> None:
@@ -212,7 +221,7 @@ def distribution_panels(scores: Mapping[str, Sequence[float]], baseline: Optiona
                         ) -> List[Tuple[str, Dict[str, Sequence[float]]]]:
     """One panel with every method (Fig. 3), or one panel per method against ``baseline`` (Fig. 10 / 20)."""
     if baseline is None:
-        return [("RM score distribution", dict(scores))]
+        return [(ALL_METHODS_TITLE, dict(scores))]
     if baseline not in scores:
         raise ValueError(f"--baseline {baseline}: not one of the --scores names ({', '.join(scores)})")
     return [(f"{name} vs {baseline}", {baseline: scores[baseline], name: values})

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Table 2 and Fig. 2 (paper §4.2) on the embedded default, CPU, in minutes: trains vanilla PPO (n = 1) and MA-PPO
+# Table 2 and Fig. 2 (paper §4.2) on the embedded default, CPU-sized: trains vanilla PPO (n = 1) and MA-PPO
 # (fixed 5-gram) from the same SFT model and reward model with the flags of scripts/demo.sh, then
-#   - prints a Table-2-style table: this run's held-out RM score beside the paper's (TL;DR, Gemma-2B),
+#   - prints a Table-2-style table: this run's held-out RM score beside the paper's (TL;DR, Gemma-2B), and the
+#     length-debiased RM scores (review discussion),
 #   - writes fig2.png (test RM score vs PPO step, with the parity speed-up), fig11.png (advantage / Q-value
 #     L2 norms) and fig3.png (distribution of held-out RM scores) into $OUT.
 #   bash scripts/reproduce/cpu_table2_fig2.sh
 # Environment: DEMO_DIR (default outputs/demo: its sft/ and rm/ are reused when present, else trained into $OUT
 # with the demo's flags), OUT (default outputs/reproduce/cpu_table2_fig2), SEEDS (default "1234"; several, e.g.
 # "1 2 3", train one PPO and one MA-PPO run per seed: Fig. 2 then shows mean ± std across runs).
-# About 5 minutes per seed on 2 CPU cores (+3 minutes when SFT and RM are trained).
+# Time: the same two step-3 runs as scripts/demo.sh (~10 minutes for the whole demo on idle cores) plus scoring
+# 400 prompts per policy; measured 58 minutes for one seed on 2 CPU cores shared with other jobs (load 4-6).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 [ -x "$ROOT/.venv/bin/python" ] || bash "$ROOT/scripts/setup_env.sh"
@@ -69,6 +71,9 @@ done
 
 echo
 "$PY" -m evaluation.paper_numbers table2 --size 2b --paper_task tldr "${TABLE[@]}"
+echo
+"$PY" -m evaluation.length_debias --scores ppo="$OUT/scores/seed$SEED0/ppo.jsonl" \
+  mappo="$OUT/scores/seed$SEED0/mappo.jsonl" --paper tldr:2b
 echo
 "$PY" -m evaluation.curves "${CURVES[@]}" --baseline ppo --out "$OUT/fig2.png" --norms_out "$OUT/fig11.png" \
   --title "Test RM score vs PPO step, synthetic task, tiny Gemma (cf. paper Fig. 2)"
