@@ -9,26 +9,21 @@ cd "$ROOT"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" TOKENIZERS_PARALLELISM=false
 PY="$ROOT/.venv/bin/python"
 OUT="${DEMO_DIR:-outputs/demo}"
-COMMON=(--seed 1234 --no_progress_bar)
+source "$ROOT/scripts/demo_flags.sh"
+demo_ppo_flags "$OUT/sft" "$OUT/rm"
 
 echo "== step 1: SFT (tiny Gemma on the synthetic SFT split) =="
-"$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma --data_name synthetic \
-  --output_dir "$OUT/sft" --num_train_epochs 6 --per_device_train_batch_size 16 --learning_rate 2e-3 \
-  --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 "${COMMON[@]}"
+"$PY" training/step1_supervised_finetuning/main.py "${DEMO_SFT_FLAGS[@]}" --output_dir "$OUT/sft" --seed 1234
 
 echo "== step 2: reward model (from the SFT model, synthetic RM split) =="
-"$PY" training/step2_reward_model_finetuning/main.py --model_name_or_path "$OUT/sft" --data_name synthetic \
-  --output_dir "$OUT/rm" --num_train_epochs 2 --per_device_train_batch_size 16 --learning_rate 5e-4 \
-  --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 "${COMMON[@]}"
+"$PY" training/step2_reward_model_finetuning/main.py --model_name_or_path "$OUT/sft" "${DEMO_RM_FLAGS[@]}" \
+  --output_dir "$OUT/rm" --seed 1234
 
-PPO=(--actor_model_name_or_path "$OUT/sft" --critic_model_name_or_path "$OUT/rm" --data_name synthetic
-     --max_prompt_seq_len 32 --max_answer_seq_len 24 --per_device_generation_batch_size 32
-     --per_device_training_batch_size 16 --actor_learning_rate 2e-4 --critic_learning_rate 5e-4
-     --num_warmup_steps 5 --kl_coef 0.05 --max_steps 60 --eval_steps 10 --max_eval_samples 128
-     --per_device_eval_batch_size 64 --log_steps 10 --log_samples 1 "${COMMON[@]}")
 echo "== step 3: vanilla PPO (n = 1) =="
-"$PY" training/step3_rlhf_finetuning/main.py "${PPO[@]}" --termination fixed --ngram 1 --output_dir "$OUT/ppo"
+"$PY" training/step3_rlhf_finetuning/main.py "${DEMO_PPO_FLAGS[@]}" --seed 1234 --termination fixed --ngram 1 \
+  --output_dir "$OUT/ppo"
 echo "== step 3: MA-PPO (fixed 5-gram) =="
-"$PY" training/step3_rlhf_finetuning/main.py "${PPO[@]}" --termination fixed --ngram 5 --output_dir "$OUT/mappo"
+"$PY" training/step3_rlhf_finetuning/main.py "${DEMO_PPO_FLAGS[@]}" --seed 1234 --termination fixed --ngram 5 \
+  --output_dir "$OUT/mappo"
 
 "$PY" -m evaluation.training_summary "$OUT/sft" "$OUT/rm" "$OUT/ppo" "$OUT/mappo"

@@ -24,29 +24,23 @@ SEEDS=(${SEEDS:-1234})
 have() { [ -f "$1/config.json" ]; }
 
 # --- SFT and reward model: scripts/demo.sh's, or the same commands ---
+source "$ROOT/scripts/demo_flags.sh"
 SFT="$DEMO/sft" RM="$DEMO/rm"
 if ! have "$SFT"; then
   SFT="$OUT/sft"
   echo "== SFT (as scripts/demo.sh) -> $SFT =="
-  "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma --data_name synthetic \
-    --output_dir "$SFT" --num_train_epochs 6 --per_device_train_batch_size 16 --learning_rate 2e-3 \
-    --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 --seed 1234 --no_progress_bar
+  "$PY" training/step1_supervised_finetuning/main.py "${DEMO_SFT_FLAGS[@]}" --output_dir "$SFT" --seed 1234
 fi
 if ! have "$RM"; then
   RM="$OUT/rm"
   echo "== reward model (as scripts/demo.sh) -> $RM =="
-  "$PY" training/step2_reward_model_finetuning/main.py --model_name_or_path "$SFT" --data_name synthetic \
-    --output_dir "$RM" --num_train_epochs 2 --per_device_train_batch_size 16 --learning_rate 5e-4 \
-    --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 --seed 1234 --no_progress_bar
+  "$PY" training/step2_reward_model_finetuning/main.py --model_name_or_path "$SFT" "${DEMO_RM_FLAGS[@]}" \
+    --output_dir "$RM" --seed 1234
 fi
 echo "SFT model: $SFT   reward model: $RM"
 
 # --- PPO and MA-PPO: the flags of scripts/demo.sh; a fresh directory per run so metrics.jsonl holds one run ---
-PPO=(--actor_model_name_or_path "$SFT" --critic_model_name_or_path "$RM" --data_name synthetic
-     --max_prompt_seq_len 32 --max_answer_seq_len 24 --per_device_generation_batch_size 32
-     --per_device_training_batch_size 16 --actor_learning_rate 2e-4 --critic_learning_rate 5e-4
-     --num_warmup_steps 5 --kl_coef 0.05 --max_steps 60 --eval_steps 10 --max_eval_samples 128
-     --per_device_eval_batch_size 64 --log_steps 10 --log_samples 1 --no_progress_bar)
+demo_ppo_flags "$SFT" "$RM"
 CURVES=() TABLE=() SCORES=()
 for SEED in "${SEEDS[@]}"; do
   for METHOD in ppo mappo; do
@@ -54,7 +48,7 @@ for SEED in "${SEEDS[@]}"; do
     RUN="$OUT/$METHOD/seed$SEED"
     echo "== $METHOD (fixed $NGRAM-gram), seed $SEED -> $RUN =="
     rm -rf "$RUN"
-    "$PY" training/step3_rlhf_finetuning/main.py "${PPO[@]}" --seed "$SEED" --termination fixed --ngram "$NGRAM" \
+    "$PY" training/step3_rlhf_finetuning/main.py "${DEMO_PPO_FLAGS[@]}" --seed "$SEED" --termination fixed --ngram "$NGRAM" \
       --output_dir "$RUN"
     CURVES+=(--run "$METHOD=$RUN")
   done

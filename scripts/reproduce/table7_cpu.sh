@@ -21,31 +21,25 @@ COMMON=(--seed 1234 --no_progress_bar)
 have() { [ -f "$1/config.json" ]; }
 
 # --- the runs of scripts/demo.sh (same flags) ---
+source "$ROOT/scripts/demo_flags.sh"
 if ! have "$DEMO/sft"; then
   echo "== SFT (as scripts/demo.sh) =="
-  "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma --data_name synthetic \
-    --output_dir "$DEMO/sft" --num_train_epochs 6 --per_device_train_batch_size 16 --learning_rate 2e-3 \
-    --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 "${COMMON[@]}"
+  "$PY" training/step1_supervised_finetuning/main.py "${DEMO_SFT_FLAGS[@]}" --output_dir "$DEMO/sft" "${COMMON[@]}"
 fi
 if ! have "$DEMO/rm"; then
   echo "== reward model (as scripts/demo.sh) =="
-  "$PY" training/step2_reward_model_finetuning/main.py --model_name_or_path "$DEMO/sft" --data_name synthetic \
-    --output_dir "$DEMO/rm" --num_train_epochs 2 --per_device_train_batch_size 16 --learning_rate 5e-4 \
-    --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 "${COMMON[@]}"
+  "$PY" training/step2_reward_model_finetuning/main.py --model_name_or_path "$DEMO/sft" "${DEMO_RM_FLAGS[@]}" \
+    --output_dir "$DEMO/rm" "${COMMON[@]}"
 fi
-RL=(--actor_model_name_or_path "$DEMO/sft" --critic_model_name_or_path "$DEMO/rm" --data_name synthetic
-    --max_prompt_seq_len 32 --max_answer_seq_len 24 --per_device_training_batch_size 16
-    --actor_learning_rate 2e-4 --critic_learning_rate 5e-4 --num_warmup_steps 5 --kl_coef 0.05 --max_steps 60
-    --eval_steps 10 --max_eval_samples 128 --per_device_eval_batch_size 64 --log_steps 10 --log_samples 1
-    "${COMMON[@]}")
+demo_ppo_flags "$DEMO/sft" "$DEMO/rm"
 if ! have "$DEMO/ppo/actor"; then
   echo "== vanilla PPO, n = 1 (as scripts/demo.sh) =="
-  "$PY" training/step3_rlhf_finetuning/main.py "${RL[@]}" --per_device_generation_batch_size 32 \
+  "$PY" training/step3_rlhf_finetuning/main.py "${DEMO_PPO_FLAGS[@]}" "${COMMON[@]}" \
     --termination fixed --ngram 1 --output_dir "$DEMO/ppo"
 fi
 if ! have "$DEMO/mappo/actor"; then
   echo "== MA-PPO, fixed 5-gram (as scripts/demo.sh) =="
-  "$PY" training/step3_rlhf_finetuning/main.py "${RL[@]}" --per_device_generation_batch_size 32 \
+  "$PY" training/step3_rlhf_finetuning/main.py "${DEMO_PPO_FLAGS[@]}" "${COMMON[@]}" \
     --termination fixed --ngram 5 --output_dir "$DEMO/mappo"
 fi
 
@@ -60,7 +54,7 @@ fi
 for ALGO in rloo grpo; do
   if ! have "$OUT/$ALGO/actor"; then
     echo "== ${ALGO^^} (K = 4, no critic) =="
-    "$PY" training/step3_rlhf_finetuning/main.py "${RL[@]}" --algo "$ALGO" --num_samples_per_prompt 4 \
+    "$PY" training/step3_rlhf_finetuning/main.py "${DEMO_PPO_FLAGS[@]}" "${COMMON[@]}" --algo "$ALGO" --num_samples_per_prompt 4 \
       --per_device_generation_batch_size 8 --output_dir "$OUT/$ALGO"
   fi
 done
