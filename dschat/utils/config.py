@@ -60,12 +60,25 @@ def add_data_args(parser: argparse.ArgumentParser, default_max_len: int = 512) -
     group.add_argument("--data_path", default=None,
                        help="local file in the dataset's schema (required for jsonl; otherwise loads the hub)")
     group.add_argument("--eval_data_path", default=None,
-                       help="local file of held-out rows (default: the validation split of --data_path/the hub)")
+                       help="local file of held-out rows (default: the dataset's validation split, else the "
+                            "held-out part of the training rows, see --eval_holdout)")
     group.add_argument("--data_split", default="2,4,4", help="SFT,RM,PPO proportions (paper §B.2)")
     group.add_argument("--data_cache_dir", default=None, help="where the phase split is cached")
     group.add_argument("--max_seq_len", type=int, default=default_max_len)
     group.add_argument("--max_train_samples", type=int, default=0, help="0 = all")
     group.add_argument("--max_eval_samples", type=int, default=0, help="0 = all")
+    from .data.options import CHOICES, DataOptions
+
+    defaults = DataOptions()
+    group.add_argument("--eval_holdout", default=defaults.eval_holdout,
+                       help="train,eval weights holding out the last part of a seeded shuffle for evaluation, for "
+                            "a single --data_path file without --eval_data_path and for webgpt, as DeepSpeed-Chat (default: %(default)s)")
+    group.add_argument("--webgpt_ties", choices=CHOICES["webgpt_ties"], default=defaults.webgpt_ties,
+                       help="equal scores: keep with answer 0 chosen (the authors) or drop (default: %(default)s)")
+    group.add_argument("--webgpt_template", choices=CHOICES["webgpt_template"], default=defaults.webgpt_template,
+                       help="prompt: dschat = ' Human: {q} Assistant:' (the authors), hh = the HH-RLHF template (default: %(default)s)")
+    group.add_argument("--tldr_cnndm", choices=CHOICES["tldr_cnndm"], default=defaults.tldr_cnndm,
+                       help="TL;DR validation's CNN/DailyMail rows: keep (the authors) or drop (Reddit only) (default: %(default)s)")
 
 
 def add_optim_args(parser: argparse.ArgumentParser, lr: float) -> None:
