@@ -8,15 +8,24 @@ import os
 import pytest
 import torch
 
+import dschat.cli.ppo as step3
+import dschat.utils.loop as loop
 from conftest import read_metrics
-from dschat.rlhf.baselines import (ALGORITHMS, MacroGAEEstimator, SequenceBaselineEstimator, broadcast_to_tokens,
-                                   build_advantage_estimator, get_algorithm, grpo_advantages, reinforce_advantages,
-                                   rloo_advantages, sequence_returns)
+from dschat.cli.ppo import main as ppo_main
+from dschat.rlhf.baselines import (
+    ALGORITHMS,
+    MacroGAEEstimator,
+    SequenceBaselineEstimator,
+    broadcast_to_tokens,
+    build_advantage_estimator,
+    get_algorithm,
+    grpo_advantages,
+    reinforce_advantages,
+    rloo_advantages,
+    sequence_returns,
+)
 from dschat.rlhf.macro_action import compute_macro_advantages, ngram_segments
 from dschat.rlhf.ppo_config import PPOConfig
-from test_stage_sft_rm import _import_main
-
-ppo_main = _import_main("training/step3_rlhf_finetuning/main.py")
 
 # two prompts x K = 3 samples, contiguous
 RETURNS = torch.tensor([1.0, 2.0, 6.0, -1.0, -1.0, -1.0])
@@ -141,15 +150,14 @@ def critic_free_flags(out, algo: str, steps: int = 2) -> list:
 
 @pytest.mark.parametrize("algo", ["rloo", "grpo", "reinforce"])
 def test_critic_free_algorithms_run_end_to_end_without_a_critic(algo, tmp_path, monkeypatch):
-    stage_globals = ppo_main.__globals__
-    real_engine = stage_globals["RLHFEngine"]
+    real_engine = step3.RLHFEngine
     built = []
 
     def recording_engine(*args, **kwargs):
         built.append(real_engine(*args, **kwargs))
         return built[-1]
 
-    monkeypatch.setitem(stage_globals, "RLHFEngine", recording_engine)
+    monkeypatch.setattr(step3, "RLHFEngine", recording_engine)
     ppo_main(critic_free_flags(tmp_path, algo))
     assert built[0].critic is None
     train = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
@@ -165,8 +173,7 @@ def test_critic_free_algorithms_run_end_to_end_without_a_critic(algo, tmp_path, 
 
 def test_interrupted_critic_free_run_resumes_from_its_actor_checkpoint(tmp_path, monkeypatch):
     """Interrupt right after step 1's (actor-only) checkpoint, resume, and finish steps 2 and 3."""
-    stage_globals = ppo_main.__globals__
-    real_save = stage_globals["save_resumable"]
+    real_save = loop.save_resumable
     saved = []
 
     def save_then_die(engine, output_dir, state, extra=None):
@@ -174,11 +181,11 @@ def test_interrupted_critic_free_run_resumes_from_its_actor_checkpoint(tmp_path,
         saved.append(output_dir)
         raise KeyboardInterrupt("simulated interruption")
 
-    monkeypatch.setitem(stage_globals, "save_resumable", save_then_die)
+    monkeypatch.setattr(loop, "save_resumable", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         ppo_main(critic_free_flags(tmp_path, "grpo", steps=3))
     assert saved == [str(tmp_path / "actor")]
-    monkeypatch.setitem(stage_globals, "save_resumable", real_save)
+    monkeypatch.setattr(loop, "save_resumable", real_save)
     ppo_main(critic_free_flags(tmp_path, "grpo", steps=3) + ["--resume"])
     assert [r["step"] for r in read_metrics(str(tmp_path)) if "loss/policy" in r] == [1, 2, 3]
     assert not os.path.exists(tmp_path / "critic")

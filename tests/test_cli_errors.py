@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from dschat.cli.sft import main as sft_main
 from dschat.utils.cli import run_cli
-from test_stage_sft_rm import sft_main
 
 
 def run_stage(argv, capsys) -> str:

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import read_metrics
+from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.reward_sources import CodeExecutionReward
 from dschat.utils.data import load_code_tasks
-from test_stage_ppo import ppo_main
 
 
 @pytest.fixture(scope="module")

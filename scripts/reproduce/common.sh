@@ -18,8 +18,8 @@ paper_size() {
   esac
 }
 
-# config_value STAGE MODEL TASK KEY -> KEY's value in configs/STAGE/MODEL/TASK.yaml (Table 5)
-config_value() { awk -v key="$4:" '$1 == key {print $2}' "configs/$1/$2/$3.yaml"; }
+# config_value STAGE MODEL TASK KEY -> KEY's value for configs/STAGE/MODEL/TASK.yaml (its layers and defaults)
+config_value() { "$PY" -m dschat.cli.show_config "$1" "configs/$1/$2/$3.yaml" "$4"; }
 
 sft_dir() { echo "outputs/sft/$1/$2"; }
 rm_dir() { echo "outputs/rm/$1/$2"; }
@@ -48,7 +48,7 @@ score_policies() {
   for spec in "$@"; do policies+=(--policy "$spec"); done
   "$PY" -m evaluation.rm_score --reward_model "$(rm_dir "$model" "$task")" --data_name "$task" \
     --max_eval_samples "$max_prompts" --temperature "$(config_value ppo "$model" "$task" temperature)" \
-    --max_new_tokens "$(config_value ppo "$model" "$task" max_answer_seq_len)" \
+    --max_new_tokens "$(config_value ppo "$model" "$task" max_new_tokens)" \
     --max_prompt_len "$(config_value ppo "$model" "$task" max_prompt_seq_len)" \
     --dtype "$(config_value ppo "$model" "$task" dtype)" --batch_size "${EVAL_BATCH_SIZE:-16}" \
     --output_dir "$out" "${policies[@]}"
