@@ -129,7 +129,7 @@ def test_registry_builds_the_estimator_of_each_algo():
     (["--algo", "rloo", "--num_samples_per_prompt", "1"], "--num_samples_per_prompt 1: --algo rloo needs"),
     (["--algo", "grpo", "--termination", "parsing"], "--termination/--ngram"),
     (["--algo", "ppo", "--reinforce_baseline", "batch_mean"], "--reinforce_baseline batch_mean"),
-    (["--algo", "rloo", "--per_device_generation_batch_size", "3", "--per_device_training_batch_size", "8"],
+    (["--algo", "rloo", "--per_device_generation_batch_size", "3", "--per_device_train_batch_size", "8"],
      "--num_samples_per_prompt 4 must be a multiple"),
 ])
 def test_bad_algorithm_flags_fail_with_one_line(flags, message, tmp_path):
@@ -142,9 +142,9 @@ def critic_free_flags(out, algo: str, steps: int = 2) -> list:
     exercise the pipeline): 2 prompts x K = 2 samples per step."""
     return ["--actor_model_name_or_path", "tiny-gemma", "--reward_model_name_or_path", "tiny-gemma",
             "--output_dir", str(out), "--algo", algo, "--num_samples_per_prompt", "2",
-            "--max_prompt_seq_len", "32", "--max_answer_seq_len", "8", "--per_device_generation_batch_size", "2",
-            "--per_device_training_batch_size", "2", "--max_steps", str(steps), "--max_eval_samples", "4",
-            "--per_device_eval_batch_size", "4", "--num_warmup_steps", "0", "--no_progress_bar",
+            "--max_prompt_seq_len", "32", "--max_new_tokens", "8", "--per_device_generation_batch_size", "2",
+            "--per_device_train_batch_size", "2", "--max_steps", str(steps), "--max_eval_samples", "4",
+            "--per_device_eval_batch_size", "4", "--warmup_steps", "0", "--no_progress_bar",
             "--log_samples", "0", "--save_steps", "1"]
 
 

@@ -93,3 +93,15 @@ def test_the_ppo_batch_is_the_configs_global_batch_without_gpus(fake_deepspeed, 
     args = parse_launch(launch("scripts/step3_rlhf/gemma-2b_tldr_ppo.sh", 1, fake_deepspeed, tmp_path),
                         fake_deepspeed, 1)[1]
     assert args.per_device_generation_batch_size == 256
+
+
+def test_evaluation_is_packaged_so_python_m_evaluation_works_from_any_directory(monkeypatch):
+    import runpy
+
+    import setuptools
+
+    captured = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    monkeypatch.chdir(ROOT)
+    runpy.run_path(os.path.join(ROOT, "setup.py"))
+    assert {"dschat", "dschat.cli", "evaluation"} <= set(captured["packages"])

@@ -28,16 +28,16 @@ def sft_rm(tmp_path_factory):
 def ppo_flags(sft_rm, out, steps=2) -> list:
     sft, rm = sft_rm
     return ["--actor_model_name_or_path", sft, "--critic_model_name_or_path", rm, "--output_dir", str(out),
-            "--max_prompt_seq_len", "32", "--max_answer_seq_len", "16", "--per_device_generation_batch_size", "8",
-            "--per_device_training_batch_size", "4", "--max_steps", str(steps), "--max_eval_samples", "16",
-            "--num_warmup_steps", "0", "--no_progress_bar", "--log_samples", "1"]
+            "--max_prompt_seq_len", "32", "--max_new_tokens", "16", "--per_device_generation_batch_size", "8",
+            "--per_device_train_batch_size", "4", "--max_steps", str(steps), "--max_eval_samples", "16",
+            "--warmup_steps", "0", "--no_progress_bar", "--log_samples", "1"]
 
 
 @pytest.mark.parametrize("rule", [["--termination", "fixed", "--ngram", "5"],
-                                  ["--termination", "ngram", "--ngram", "inf", "--value_function", "unit"],
-                                  ["--termination", "randomized", "--value_function", "position"],
-                                  ["--termination", "ppl", "--ma_ratio", "macro"],
-                                  ["--termination", "parsing", "--parser", "spacy", "--macro_reward", "mean"]],
+                                  ["--termination", "ngram", "--ngram", "inf", "--sigma", "unit"],
+                                  ["--termination", "randomized", "--sigma", "position"],
+                                  ["--termination", "ppl", "--ratio", "macro"],
+                                  ["--termination", "parsing", "--parser", "spacy", "--reward_agg", "mean"]],
                          ids=["fixed5", "infinite-unit", "randomized-position", "ppl-macro-ratio", "parsing-mean"])
 def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, rule):
     ppo_main(ppo_flags(sft_rm, tmp_path) + rule)
