@@ -32,6 +32,18 @@ def last_value(records: list, key: str) -> float:
     return [r[key] for r in records if key in r][-1]
 
 
+def one_line_error(main, argv, capsys) -> str:
+    """Run ``main(argv)`` through the CLI wrapper; it must exit 2 with exactly one ``error: ...`` line (returned)."""
+    from dschat.utils.cli import run_cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(lambda: main(argv))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
 SFT_FLAGS = ["--model_name_or_path", "tiny-gemma", "--max_seq_len", "64", "--per_device_train_batch_size", "16",
              "--learning_rate", "2e-3", "--warmup_ratio", "0.05", "--max_eval_samples", "64",
              "--no_progress_bar", "--log_steps", "1"]

@@ -9,10 +9,9 @@ import os
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, one_line_error
 from dschat.cli import stage_parser
 from dschat.cli.configs import STAGE_CONFIGS
-from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigError, check_layer, config_layers, flag_specs
 
 CONFIGS = sorted(os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"),
@@ -69,15 +68,6 @@ def test_each_default_is_declared_once():
     for name, by_class in declared.items():
         defaults = list(by_class.values())
         assert len(defaults) == len(set(map(repr, defaults))), (name, by_class)
-
-
-def one_line_error(main, argv, capsys) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli(lambda: main(argv))
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: "), err
-    return err[0]
 
 
 @pytest.mark.parametrize("stage, flags, expected", [

@@ -1,14 +1,7 @@
 # Shared by scripts/reproduce/{table2,table3,fig2,fig4,fig5,fig6,fig8}.sh (sourced, not run): train what is
 # missing with the launchers of scripts/step*/ (Table 5 hyper-parameters, outputs/STAGE/MODEL/TASK[/RUN]) and
 # score policies on held-out prompts. Every launcher honours NUM_GPUS, HOSTFILE and MASTER_PORT (scripts/launch.sh).
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-[ -x "$ROOT/.venv/bin/python" ] || bash "$ROOT/scripts/setup_env.sh"
-cd "$ROOT"
-PY="$ROOT/.venv/bin/python"
-export TOKENIZERS_PARALLELISM=false
-
-have() { [ -f "$1/config.json" ]; }
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 # paper_size MODEL -> the paper's column for MODEL (2b, 7b or 27b)
 paper_size() {
