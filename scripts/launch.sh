@@ -17,7 +17,7 @@
 # Extra flags are passed to the stage and override the config (e.g. --termination parsing).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ $# -lt 3 ]; then sed -n '2,19p' "${BASH_SOURCE[0]}"; exit 2; fi
+if [ $# -lt 3 ]; then awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}"; exit 2; fi
 STAGE=$1 MODEL=$2 TASK=$3; shift 3
 METHOD_FLAGS=()
 case $STAGE in

@@ -29,8 +29,10 @@ def fake_deepspeed(tmp_path_factory):
 
 def launch(launcher: str, num_gpus: int, fake_bin: str, tmp_path, *flags, **env) -> list:
     capture = tmp_path / "argv.txt"
-    environment = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "CAPTURE": str(capture),
-                   "NUM_GPUS": str(num_gpus), "OUTPUT_ROOT": str(tmp_path / "outputs"), **env}
+    overrides = ("MODEL_PATH", "SFT_PATH", "RM_PATH", "OUTPUT_DIR", "RUN_NAME", "HOSTFILE")  # the launcher's env
+    environment = {key: value for key, value in os.environ.items() if key not in overrides}
+    environment.update(PATH=f"{fake_bin}:{os.environ['PATH']}", CAPTURE=str(capture), NUM_GPUS=str(num_gpus),
+                       MASTER_PORT="29555", OUTPUT_ROOT=str(tmp_path / "outputs"), **env)
     subprocess.run(["bash", os.path.join(ROOT, launcher), *flags], env=environment, check=True,
                    capture_output=True, text=True, cwd=tmp_path)
     return capture.read_text().splitlines()
@@ -39,7 +41,7 @@ def launch(launcher: str, num_gpus: int, fake_bin: str, tmp_path, *flags, **env)
 def parse_launch(argv: list, fake_bin: str, num_gpus: int):
     """``(stage, resolved flags)`` of a captured ``deepspeed`` command at ``num_gpus`` processes."""
     assert argv[0] == os.path.join(fake_bin, "deepspeed")  # the deepspeed on PATH
-    assert argv[1:5] == ["--num_gpus", str(num_gpus), "--master_port", "29500"]
+    assert argv[1:5] == ["--num_gpus", str(num_gpus), "--master_port", "29555"]
     stage = MAINS[argv[5]]
     args = stage_parser(stage).parse_config(argv[6:])
     if stage == "ppo":
