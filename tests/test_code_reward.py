@@ -2,10 +2,18 @@
 from __future__ import annotations
 
 import pytest
-from test_code_execution import apps_rows, apps_task
 
-from dschat.rewards import (ExecutionResult, ProgramOutcome, SandboxLimits, TestOutcome, code_reward,
-                            extract_code, score_completions)
+from conftest import apps_rows, apps_task
+from dschat.rewards import (
+    ExecutionResult,
+    ProgramOutcome,
+    SandboxLimits,
+    TestOutcome,
+    code_reward,
+    extract_code,
+    score_completions,
+)
+
 P, F, E, T, S = (TestOutcome.PASSED, TestOutcome.FAILED, TestOutcome.RUNTIME_ERROR, TestOutcome.TIMEOUT,
                  TestOutcome.SKIPPED)
 

@@ -1,6 +1,5 @@
 """Hub datasets at a pinned commit: the hub path (HF cache), local mirrors, the held-out evaluation split, and
 the one-line errors of local files (issues 11, 15, 17)."""
-import argparse
 import gzip
 import json
 import logging
@@ -156,14 +155,13 @@ def test_apps_tasks_without_tests_are_counted_and_left_out_of_ppo_and_evaluation
 
 
 def test_data_flags_reach_the_adapters():
-    from dschat.utils.config import add_data_args
+    from dschat.cli import stage_parser
 
-    parser = argparse.ArgumentParser()
-    add_data_args(parser)
-    defaults = parser.parse_args([])
+    parser = stage_parser("sft")
+    defaults = parser.parse_config(["--output_dir", "x"])
     assert DataOptions.from_args(defaults) == DataOptions()
-    args = parser.parse_args(["--webgpt_ties", "drop", "--webgpt_template", "hh", "--tldr_cnndm", "drop",
-                              "--eval_holdout", "9,1"])
+    args = parser.parse_config(["--output_dir", "x", "--webgpt_ties", "drop", "--webgpt_template", "hh",
+                                "--tldr_cnndm", "drop", "--eval_holdout", "9,1"])
     assert DataOptions.from_args(args) == DataOptions("9,1", "drop", "hh", "drop")
     assert DataOptions.from_args(SimpleNamespace(data_name="tldr")) == DataOptions()
 

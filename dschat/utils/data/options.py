@@ -1,7 +1,7 @@
 """Choices in turning rows into records, where the authors' processing and a cleaner alternative differ.
 
 The defaults reproduce the authors' code (DeepSpeed-Chat, as the paper's Table 4 counts fit); each
-alternative is one flag (``dschat.utils.config.add_data_args``):
+alternative is one flag (``dschat.cli.configs.DataArgs``):
 
 * ``eval_holdout`` ("95,5"): train and evaluation weights of the held-out split of rows without an
   evaluation split (:mod:`dschat.utils.data.holdout`);
@@ -15,23 +15,24 @@ alternative is one flag (``dschat.utils.config.add_data_args``):
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Literal, get_args
 
 from .errors import DataError
 from .holdout import DEFAULT_HOLDOUT, parse_holdout
 
-CHOICES = {
-    "webgpt_ties": ("keep", "drop"),
-    "webgpt_template": ("dschat", "hh"),
-    "tldr_cnndm": ("keep", "drop"),
-}
+WebgptTies = Literal["keep", "drop"]
+WebgptTemplate = Literal["dschat", "hh"]
+TldrCnndm = Literal["keep", "drop"]
+CHOICES = {"webgpt_ties": get_args(WebgptTies), "webgpt_template": get_args(WebgptTemplate),
+           "tldr_cnndm": get_args(TldrCnndm)}
 
 
 @dataclass(frozen=True)
 class DataOptions:
     eval_holdout: str = DEFAULT_HOLDOUT
-    webgpt_ties: str = "keep"
-    webgpt_template: str = "dschat"
-    tldr_cnndm: str = "keep"
+    webgpt_ties: WebgptTies = "keep"
+    webgpt_template: WebgptTemplate = "dschat"
+    tldr_cnndm: TldrCnndm = "keep"
 
     def __post_init__(self):
         parse_holdout(self.eval_holdout)
