@@ -60,7 +60,6 @@ import os
 import re
 import secrets
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -298,9 +297,9 @@ class _ProgramFiles:
         for fd in (self.output, self.stderr):
             if fd >= 0:
                 os.close(fd)
-        try:  # fd-based and not following links; a tree a program built without the filters may be odd
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        except Exception as error:
+        try:
+            _remove_tree(self.workdir)
+        except OSError as error:
             logger.warning("could not remove sandbox directory %s: %r", self.workdir, error)
 
     def read_output(self, limit: int) -> bytes:
@@ -310,6 +309,34 @@ class _ProgramFiles:
         size = os.fstat(self.stderr).st_size
         tail = _read_memory_file(self.stderr, max(0, size - _STDERR_TAIL_BYTES), _STDERR_TAIL_BYTES)
         return tail.decode("utf-8", errors="replace").strip()
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a directory a program may have filled without the filters (a tree deeper than any recursion or
+    path length limit, links, FIFOs, unreadable directories): relative to one directory descriptor, never
+    following a link, moving each subdirectory's entries up before removing it, so that work and open
+    descriptors stay bounded."""
+    root_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    moved = 0
+    try:
+        while entries := list(os.scandir(root_fd)):
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=root_fd)
+                    continue
+                os.chmod(entry.name, 0o700, dir_fd=root_fd)  # a directory (not a link): the program is dead
+                sub_fd = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 dir_fd=root_fd)
+                try:
+                    for child in os.scandir(sub_fd):
+                        moved += 1
+                        os.rename(child.name, f".removed-{moved}", src_dir_fd=sub_fd, dst_dir_fd=root_fd)
+                finally:
+                    os.close(sub_fd)
+                os.rmdir(entry.name, dir_fd=root_fd)
+    finally:
+        os.close(root_fd)
+    os.rmdir(path)
 
 
 def _read_memory_file(fd: int, offset: int, limit: int) -> bytes:
