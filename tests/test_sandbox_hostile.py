@@ -15,8 +15,7 @@ import socket
 import stat
 import sys
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,15 +112,24 @@ def limits_in(root: Path, **overrides) -> SandboxLimits:
 
 
 def bounded(function, *args, bound_s: float = 30.0):
-    """``function(*args)``, which must return (not raise, not block) within ``bound_s`` seconds."""
-    pool = ThreadPoolExecutor(max_workers=1)
-    future = pool.submit(function, *args)
-    try:
-        return future.result(timeout=bound_s)
-    except FutureTimeout:
+    """``function(*args)``, which must return (not raise, not block) within ``bound_s`` seconds. It runs in a
+    daemon thread, so that a parent that hangs fails this test without keeping pytest from exiting."""
+    outcome = {}
+
+    def call():
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # reported below, in the test's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(bound_s)
+    if thread.is_alive():
         pytest.fail(f"the parent did not return within {bound_s} s")
-    finally:
-        pool.shutdown(wait=False)
+    if "error" in outcome:
+        raise AssertionError(f"the parent raised {outcome['error']!r}") from outcome["error"]
+    return outcome["value"]
 
 
 def stdio_task(num_tests: int) -> CodeTask:
