@@ -78,9 +78,12 @@ def main() -> None:
     parser.add_argument("--stdio-tests", type=int, default=20, help="tests per stdio program (default: 20)")
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions (default: 5)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per test (default: 10)")
+    parser.add_argument("--all-reads", action="store_true",
+                        help="let programs read every file (SandboxLimits.restrict_reads=False), to measure what "
+                             "restricting reads costs (default: reads restricted)")
     args = parser.parse_args()
 
-    limits = SandboxLimits(test_timeout_s=args.timeout)
+    limits = SandboxLimits(test_timeout_s=args.timeout, **({"restrict_reads": False} if args.all_reads else {}))
     contenders: Dict[str, Callable[[], float]] = {}
     if args.workload == "humaneval":
         tasks, programs, problems = humaneval_workload(args.limit)
