@@ -23,6 +23,10 @@ class PPOConfig:
     """λ of GAE over macro steps (Table 5)."""
     ppo_epochs: int = 1
     """Passes over each rollout batch (Table 5: 1)."""
+    reuse_training_forward: bool = True
+    """When the update is exactly on-policy (one optimizer step per rollout, advantages local to a micro-batch;
+    ``ppo_trainer.reuses_training_forward``), take the old log-probs and values from the training forward
+    (ratio ≡ 1) instead of recomputing them after generation. Off: always run the rollout-time forwards."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's response tokens (off in the paper's setup)."""
     sigma: str = "equal"

@@ -67,7 +67,7 @@ def build_trainer(step3, flags: list, tokenizer, world_size: int = 1, rank: int 
     engines = RLHFEngine(args, tokenizer, world_size, num_update_steps=10**6)
     sampling = SamplingConfig(max_new_tokens=args.max_answer_seq_len, temperature=args.temperature,
                               top_k=args.top_k, top_p=args.top_p)
-    trainer = PPOTrainer(engines, tokenizer, ModelReward(engines.reward),
+    trainer = PPOTrainer(engines, tokenizer, ModelReward(engines.reward, args.per_device_training_batch_size),
                          build_termination(args.termination, step3.termination_options(args, rank)),
                          step3.ppo_config(args), sampling, args.per_device_training_batch_size, world_size)
     return trainer, args

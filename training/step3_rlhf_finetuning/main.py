@@ -98,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     ppo.add_argument("--lam", type=float, default=0.95)
     ppo.add_argument("--ppo_epochs", type=int, default=1)
     ppo.add_argument("--whiten_advantages", action="store_true")
+    ppo.add_argument("--reuse_training_forward", action=argparse.BooleanOptionalAction, default=True,
+                     help="exactly on-policy updates take the old log-probs / values from the training forward")
     algo = parser.add_argument_group("algorithm (§3.2.3, Appendix C.3)")
     algo.add_argument("--algo", choices=sorted(ALGORITHMS), default="ppo",
                       help="ppo: critic + (macro) GAE; rloo / grpo / reinforce: critic-free, one macro per response")
@@ -175,6 +177,7 @@ def ppo_config(args) -> PPOConfig:
     return PPOConfig(kl_coef=args.kl_coef, kl_estimator=args.kl_estimator, reward_clip=args.reward_clip,
                      clip_ratio=args.clip_ratio, value_clip=args.value_clip, gamma=args.gamma, lam=args.lam,
                      ppo_epochs=args.ppo_epochs, whiten_advantages=args.whiten_advantages,
+                     reuse_training_forward=args.reuse_training_forward,
                      sigma=args.value_function, macro_reward=args.macro_reward, ma_ratio=args.ma_ratio,
                      termination=args.termination, ngram=args.ngram, algo=args.algo,
                      num_samples_per_prompt=args.num_samples_per_prompt, reinforce_baseline=args.reinforce_baseline)
@@ -193,7 +196,7 @@ def make_reward_sources(args, engines, train_tasks, eval_tasks) -> tuple:
     """``(training reward source, evaluation reward source)``: the reward model for both, or program execution
     against the tasks each prompt set was built from (paper §B.5)."""
     if args.reward == "model":
-        source = ModelReward(engines.reward)
+        source = ModelReward(engines.reward, args.per_device_training_batch_size)
         return source, source
     return (CodeExecutionReward(train_tasks, args.code_workers, args.code_test_timeout),
             CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))
