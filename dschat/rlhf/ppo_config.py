@@ -42,3 +42,6 @@ class PPOConfig:
     """K: each prompt of a generation batch is sampled K times, in contiguous rows (RLOO: K = 4, App. C.3)."""
     reinforce_baseline: str = "none"
     """REINFORCE only: none (raw sequence return) | batch_mean (subtract the batch's mean return)."""
+    nonfinite_rewards: str = "drop"
+    """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
+    its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""

@@ -19,11 +19,23 @@ from dschat.rlhf.macro_action import masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.utils.distributed import all_reduce_mean
+from dschat.utils.faults import NonFiniteError, any_rank, nonfinite_rows, require_finite
 from dschat.utils.model import token_values
 
 
 def _masked_row_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum(dim=1)
+
+
+def drop_nonfinite_rewards(scores: torch.Tensor, action_mask: torch.Tensor, policy: str) -> tuple:
+    """``(scores, action_mask, dropped [B] bool)`` with the samples whose score is NaN/±inf dropped: their score
+    set to 0 and their response mask cleared, so no loss, reward or advantage reads them (batch shapes stay
+    fixed, so every process still steps together). ``policy="stop"`` raises NonFiniteError instead."""
+    dropped = nonfinite_rows(scores)
+    if policy == "stop" and any_rank(bool(dropped.any()), scores.device):
+        raise NonFiniteError(f"{int(dropped.sum())} non-finite reward(s) in this batch (--nonfinite_rewards stop)")
+    return (torch.where(dropped, torch.zeros_like(scores), scores),
+            action_mask * (~dropped).to(action_mask.dtype).unsqueeze(1), dropped)
 
 
 class PPOTrainer:
@@ -83,6 +95,8 @@ class PPOTrainer:
         responses = decode_responses(self.tokenizer, seq, action_mask)
         scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
         scores = scores.to(self.device).float()
+        scores, action_mask, dropped = drop_nonfinite_rewards(scores, action_mask, cfg.nonfinite_rewards)
+        kept = (~dropped).float()
         rewards, kl = token_rewards(logprobs, ref_logprobs, scores, action_mask, cfg.kl_coef, cfg.reward_clip,
                                     cfg.kl_estimator)
         segmentation = self.termination_rule(SegmentationBatch(
@@ -97,13 +111,14 @@ class PPOTrainer:
                                 ref_logprobs=ref_logprobs, values=values, rewards=rewards, scores=scores,
                                 segment_ids=segmentation.segment_ids, advantages=advantages, returns=returns)
         stats = {
-            "objective/score": scores.mean(),
+            "objective/score": (scores * kept).sum() / kept.sum().clamp(min=1),
+            "reward/nonfinite": dropped.float().sum(),
             "objective/kl": _masked_row_sum(kl, mask).mean(),
             "objective/non_score_reward": _masked_row_sum(rewards, mask).mean() - scores.clamp(
                 -cfg.reward_clip, cfg.reward_clip).mean(),
             "ppo/returns_mean": (returns * mask).sum() / mask.sum().clamp(min=1),
             "ppo/advantages_mean": (advantages * mask).sum() / mask.sum().clamp(min=1),
-            "response/length": mask.sum(dim=1).mean(),
+            "response/length": mask.sum() / kept.sum().clamp(min=1),
             "macro/fallback_samples": segmentation.fallback.float().sum(),
             **{key: torch.as_tensor(value, dtype=torch.float32) for key, value in estimator_stats.items()},
             **{f"reward/{key}": torch.as_tensor(float(value)) for key, value in reward_counts.items()},
@@ -119,6 +134,7 @@ class PPOTrainer:
         values = token_values(critic.module, micro.seq, micro.attention_mask)[:, :-1]
         critic_loss, critic_stats = value_loss(values, micro.values, micro.returns, micro.action_mask,
                                                self.config.value_clip)
+        require_finite(critic_loss, "value loss")
         critic.backward(critic_loss)
         critic.step()
         return {"loss/value": critic_loss.detach(),
@@ -137,6 +153,7 @@ class PPOTrainer:
                 actor_loss, actor_stats = policy_loss(
                     logprobs, micro.logprobs, micro.advantages, micro.action_mask, cfg.clip_ratio,
                     segment_ids=micro.segment_ids, ratio=cfg.ma_ratio)
+                require_finite(actor_loss, "policy loss")
                 actor.backward(actor_loss)
                 actor.step()
                 history.append({"loss/policy": actor_loss.detach(),

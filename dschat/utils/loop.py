@@ -9,8 +9,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from .checkpoint import TrainState, load_resumable, save_resumable
+from .checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from .distributed import all_reduce_mean, is_main_process
+from .faults import NonFiniteError, RunStopped, require_finite
 
 StepFn = Callable[[dict], Dict[str, torch.Tensor]]
 
@@ -46,6 +47,13 @@ def num_update_steps(num_examples: int, args, world_size: int) -> int:
     return min(steps, args.max_steps) if args.max_steps else steps
 
 
+def stopped_at(err: NonFiniteError, step: int, output_dir: str) -> RunStopped:
+    """The one-line error a run stops with when step ``step`` met a non-finite value: nothing was updated and
+    the last good checkpoint stays ``latest``."""
+    return RunStopped(f"step {step}: {err}; stopped before the update, the last good checkpoint is "
+                      f"{latest_checkpoint(output_dir) or 'none'} (a lower learning rate may help)")
+
+
 def _mean_metrics(history: list) -> Dict[str, float]:
     keys = history[0].keys()
     return {key: all_reduce_mean(torch.stack([h[key].detach().float() for h in history]).mean()).item()
@@ -63,9 +71,10 @@ def train_loop(engine, dataset: Dataset, collate_fn, step_fn: StepFn, evaluate: 
     """
     state = TrainState()
     if args.resume:
-        loaded = load_resumable(engine, args.output_dir)
+        loaded = load_checkpoint(args.output_dir, {"model": engine})
         if loaded is not None:
             state = loaded[0]
+            metric_logger.resume_at(state.global_step)
     total_steps = num_update_steps(len(dataset), args, world_size)
     per_epoch = batches_per_epoch(len(dataset), world_size, args.per_device_train_batch_size)
     if per_epoch == 0:
@@ -80,6 +89,10 @@ def train_loop(engine, dataset: Dataset, collate_fn, step_fn: StepFn, evaluate: 
                              rank, world_size, skip_batches=state.batch_in_epoch)
         for batch in loader:
             metrics = step_fn(batch)
+            try:
+                require_finite(metrics["loss"], "loss")
+            except NonFiniteError as err:
+                raise stopped_at(err, state.global_step + 1, args.output_dir) from None
             engine.backward(metrics["loss"])
             engine.step()
             history.append(metrics)
@@ -100,7 +113,7 @@ def train_loop(engine, dataset: Dataset, collate_fn, step_fn: StepFn, evaluate: 
             if state.global_step >= total_steps:
                 break
             if args.save_steps and state.global_step % args.save_steps == 0:
-                save_resumable(engine, args.output_dir, state)
+                save_checkpoint(args.output_dir, {"model": engine}, state)
         else:
             state.epoch += 1
             state.batch_in_epoch = 0

@@ -25,12 +25,13 @@ from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rlhf_engine import RLHFEngine
-from dschat.utils.checkpoint import TrainState, load_resumable, save_hf_model, save_resumable
+from dschat.utils.checkpoint import TrainState, load_checkpoint, save_checkpoint, save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import add_data_args, parse_args_with_config
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.distributed import init_distributed, is_main_process
-from dschat.utils.loop import batches_per_epoch, make_loader
+from dschat.utils.faults import NonFiniteError
+from dschat.utils.loop import batches_per_epoch, make_loader, stopped_at
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.model import load_tokenizer
 from dschat.utils.seeding import set_random_seed
@@ -98,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     ppo.add_argument("--lam", type=float, default=0.95)
     ppo.add_argument("--ppo_epochs", type=int, default=1)
     ppo.add_argument("--whiten_advantages", action="store_true")
+    ppo.add_argument("--nonfinite_rewards", choices=["drop", "stop"], default="drop",
+                     help="NaN/inf scores: drop those samples (counted in reward/nonfinite) or stop the run")
     algo = parser.add_argument_group("algorithm (§3.2.3, Appendix C.3)")
     algo.add_argument("--algo", choices=sorted(ALGORITHMS), default="ppo",
                       help="ppo: critic + (macro) GAE; rloo / grpo / reinforce: critic-free, one macro per response")
@@ -177,7 +180,8 @@ def ppo_config(args) -> PPOConfig:
                      ppo_epochs=args.ppo_epochs, whiten_advantages=args.whiten_advantages,
                      sigma=args.value_function, macro_reward=args.macro_reward, ma_ratio=args.ma_ratio,
                      termination=args.termination, ngram=args.ngram, algo=args.algo,
-                     num_samples_per_prompt=args.num_samples_per_prompt, reinforce_baseline=args.reinforce_baseline)
+                     num_samples_per_prompt=args.num_samples_per_prompt, reinforce_baseline=args.reinforce_baseline,
+                     nonfinite_rewards=args.nonfinite_rewards)
 
 
 def load_prompts(args) -> tuple:
@@ -223,8 +227,8 @@ def main(argv=None) -> dict:
                                    temperature=args.eval_temperature or args.temperature,
                                    top_k=args.top_k, top_p=args.top_p)
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
-    trainer = PPOTrainer(engines, tokenizer, reward_source,
-                         build_termination(args.termination, termination_options(args, rank)), ppo_config(args),
+    termination = build_termination(args.termination, termination_options(args, rank))
+    trainer = PPOTrainer(engines, tokenizer, reward_source, termination, ppo_config(args),
                          sampling, args.per_device_training_batch_size, world_size,
                          gather_for_generation=not args.no_gather_for_generation)
     collate = PromptCollator.for_tokenizer(tokenizer)
@@ -236,13 +240,16 @@ def main(argv=None) -> dict:
     def evaluate() -> dict:
         return trainer.evaluate(eval_loader, eval_sampling, eval_reward_source)
 
+    trained = {name: engine for name, engine in (("actor", engines.actor), ("critic", engines.critic))
+               if engine is not None}
     state = TrainState()
     if args.resume:
-        loaded = load_resumable(engines.actor, os.path.join(args.output_dir, "actor"))
+        loaded = load_checkpoint(args.output_dir, trained)
         if loaded is not None:
-            state = loaded[0]
-            if engines.critic is not None:
-                load_resumable(engines.critic, os.path.join(args.output_dir, "critic"))
+            state, extra = loaded
+            if hasattr(termination, "load_state_dict"):  # a rule with its own generator (randomized)
+                termination.load_state_dict(extra["termination"])
+            metric_logger.resume_at(state.global_step)
     if state.global_step == 0:
         metric_logger.log(0, {f"eval/{k}": v for k, v in evaluate().items()})
     progress = tqdm(total=total_steps, initial=state.global_step, desc="ppo",
@@ -251,7 +258,10 @@ def main(argv=None) -> dict:
         loader = make_loader(prompt_set, collate, args.per_device_generation_batch_size, args.seed, state.epoch,
                              rank, world_size, skip_batches=state.batch_in_epoch)
         for batch in loader:
-            metrics, experience = trainer.step(batch)
+            try:
+                metrics, experience = trainer.step(batch)
+            except NonFiniteError as err:
+                raise stopped_at(err, state.global_step + 1, args.output_dir) from None
             state.batch_in_epoch += 1
             state.global_step += 1
             progress.update(1)
@@ -264,9 +274,8 @@ def main(argv=None) -> dict:
             if args.eval_steps and state.global_step % args.eval_steps == 0 and state.global_step < total_steps:
                 metric_logger.log(state.global_step, {f"eval/{k}": v for k, v in evaluate().items()})
             if args.save_steps and state.global_step % args.save_steps == 0 and state.global_step < total_steps:
-                save_resumable(engines.actor, os.path.join(args.output_dir, "actor"), state)
-                if engines.critic is not None:
-                    save_resumable(engines.critic, os.path.join(args.output_dir, "critic"), state)
+                extra = {"termination": termination.state_dict()} if hasattr(termination, "state_dict") else {}
+                save_checkpoint(args.output_dir, trained, state, extra)
             if state.global_step >= total_steps:
                 break
         else:
