@@ -45,11 +45,13 @@ class RLHFEngine:
         self.ref = init_eval_engine(reference, actor_args, world_size, args.per_device_generation_batch_size)
         self.critic = None
         if get_algorithm(args.algo).needs_critic:
-            critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed)
+            critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed,
+                                       require_head=args.reward == "model")  # code: critic from SFT (§B.5)
             self.critic = init_train_engine(prepare_model(critic, critic_args, task_type="SEQ_CLS"), critic_args,
                                             world_size, num_update_steps, lr=args.critic_learning_rate,
                                             warmup_steps=args.num_warmup_steps)
         self.reward = None
         if args.reward == "model":
-            reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed)
+            reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed,
+                                       require_head=True)
             self.reward = init_eval_engine(reward, critic_args, world_size, args.per_device_generation_batch_size)
