@@ -59,7 +59,7 @@ def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], tem
     tokenizer = load_tokenizer(policy_path, padding_side="left")
     _check_same_vocabulary(tokenizer, load_tokenizer(reward_path), reward_path)
     policy = load_causal_lm(policy_path, tokenizer, dtype).to(device).eval()
-    reward_model = load_reward_model(reward_path, tokenizer, dtype).to(device).eval()
+    reward_model = load_reward_model(reward_path, tokenizer, dtype, require_head=True).to(device).eval()
     dataset = PromptDataset(list(prompts), tokenizer, max_prompt_len)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size,
                                          collate_fn=PromptCollator.for_tokenizer(tokenizer))

@@ -167,25 +167,27 @@ def test_critic_free_algorithms_run_end_to_end_without_a_critic(algo, tmp_path, 
         assert record["macro/macros_per_response"] == 1
         assert "loss/value" not in record and "lr/critic" not in record
     assert os.path.exists(tmp_path / "actor" / "config.json")
-    assert os.path.isdir(tmp_path / "actor" / "checkpoints" / "step1")
+    assert os.path.isfile(tmp_path / "checkpoints" / "step1" / "complete.json")
+    assert os.path.isdir(tmp_path / "checkpoints" / "step1" / "actor")
+    assert not os.path.exists(tmp_path / "checkpoints" / "step1" / "critic")
     assert not os.path.exists(tmp_path / "critic")
 
 
 def test_interrupted_critic_free_run_resumes_from_its_actor_checkpoint(tmp_path, monkeypatch):
     """Interrupt right after step 1's (actor-only) checkpoint, resume, and finish steps 2 and 3."""
-    real_save = loop.save_resumable
+    real_save = loop.save_checkpoint
     saved = []
 
-    def save_then_die(engine, output_dir, state, extra=None):
-        real_save(engine, output_dir, state, extra)
-        saved.append(output_dir)
+    def save_then_die(output_dir, engines, state, extra=None):
+        real_save(output_dir, engines, state, extra)
+        saved.append(sorted(engines))
         raise KeyboardInterrupt("simulated interruption")
 
-    monkeypatch.setattr(loop, "save_resumable", save_then_die)
+    monkeypatch.setattr(loop, "save_checkpoint", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         ppo_main(critic_free_flags(tmp_path, "grpo", steps=3))
-    assert saved == [str(tmp_path / "actor")]
-    monkeypatch.setattr(loop, "save_resumable", real_save)
+    assert saved == [["actor"]]
+    monkeypatch.setattr(loop, "save_checkpoint", real_save)
     ppo_main(critic_free_flags(tmp_path, "grpo", steps=3) + ["--resume"])
     assert [r["step"] for r in read_metrics(str(tmp_path)) if "loss/policy" in r] == [1, 2, 3]
     assert not os.path.exists(tmp_path / "critic")

@@ -7,7 +7,6 @@ import os
 import pytest
 import torch
 
-import dschat.utils.loop as loop
 from conftest import SFT_FLAGS, read_metrics, torchrun
 from dschat.cli.ppo import main as ppo_main
 from dschat.cli.rm import main as rm_main
@@ -52,34 +51,49 @@ def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, rule):
     assert os.path.exists(tmp_path / "actor" / "config.json") and os.path.exists(tmp_path / "critic" / "config.json")
 
 
-def test_interrupted_ppo_resumes_exactly(sft_rm, tmp_path, monkeypatch):
-    """Interrupt after the step-2 checkpoint, resume, and match an uninterrupted run step for step (the RNG
-    state is restored, so sampling repeats exactly on CPU)."""
-    flags = ppo_flags(sft_rm, tmp_path, steps=4) + ["--save_steps", "2", "--ngram", "5", "--eval_steps", "0"]
+RESUME_RULES = [
+    pytest.param(["--termination", "fixed", "--ngram", "5"], id="fixed5"),
+    pytest.param(["--termination", "randomized"], id="randomized"),
+    pytest.param(["--termination", "ngram", "--ngram", "inf"], id="infinite", marks=pytest.mark.slow),
+    pytest.param(["--termination", "ppl"], id="ppl", marks=pytest.mark.slow),
+    pytest.param(["--termination", "parsing", "--parser", "spacy"], id="parsing", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("rule", RESUME_RULES)
+def test_interrupted_ppo_resumes_exactly(sft_rm, tmp_path, monkeypatch, rule):
+    """Interrupt during step 4 (after step 3 was logged; the last checkpoint is step 2), resume, and match an
+    uninterrupted run step for step for every termination rule (the RNG and the randomized rule's generator
+    are in the snapshot); ``metrics.jsonl`` then reads as one run, without the re-run step 3 twice."""
+    flags = ppo_flags(sft_rm, tmp_path, steps=4) + ["--save_steps", "2", "--eval_steps", "0"] + rule
     ppo_main(flags + ["--output_dir", str(tmp_path / "full")])
-    real_save = loop.save_resumable
-    saved = []
+    from dschat.rlhf.ppo_trainer import PPOTrainer as trainer_class
 
-    def save_then_die(engine, output_dir, state, extra=None):
-        real_save(engine, output_dir, state, extra)
-        saved.append(output_dir)
-        if len(saved) == 2:  # actor and critic both saved
+    real_step = trainer_class.step
+    calls = []
+
+    def step_then_die(self, batch):
+        calls.append(1)
+        if len(calls) == 4:
             raise KeyboardInterrupt("simulated interruption")
+        return real_step(self, batch)
 
-    monkeypatch.setattr(loop, "save_resumable", save_then_die)
+    monkeypatch.setattr(trainer_class, "step", step_then_die)
     with pytest.raises(KeyboardInterrupt):
         ppo_main(flags + ["--output_dir", str(tmp_path / "resumed")])
-    monkeypatch.setattr(loop, "save_resumable", real_save)
+    monkeypatch.setattr(trainer_class, "step", real_step)
     ppo_main(flags + ["--output_dir", str(tmp_path / "resumed"), "--resume"])
 
-    def by_step(run):
-        return {r["step"]: r for r in read_metrics(str(tmp_path / run)) if "loss/policy" in r}
+    def rows(run):
+        return [r for r in read_metrics(str(tmp_path / run)) if "loss/policy" in r]
 
-    full, resumed = by_step("full"), by_step("resumed")
-    assert sorted(resumed) == [1, 2, 3, 4]
+    full, resumed = rows("full"), rows("resumed")
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]  # no duplicate rows for the re-run step 3
+    evals = [r["step"] for r in read_metrics(str(tmp_path / "resumed")) if "eval/score" in r]
+    assert evals == [0, 4]
     for step in (3, 4):
-        for key in ("objective/score", "loss/policy", "loss/value"):
-            assert resumed[step][key] == pytest.approx(full[step][key], rel=1e-4, abs=1e-5), (step, key)
+        for key in ("objective/score", "loss/policy", "loss/value", "macro/macros_per_response"):
+            assert resumed[step - 1][key] == pytest.approx(full[step - 1][key], rel=1e-4, abs=1e-5), (step, key)
 
 
 def test_ppo_zero3_two_processes(sft_rm, tmp_path):

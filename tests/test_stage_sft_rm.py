@@ -63,17 +63,17 @@ def test_interrupted_sft_resumes_with_the_same_data_order(tmp_path, monkeypatch)
 
     import dschat.utils.loop as loop
 
-    real_save = loop.save_resumable
+    real_save = loop.save_checkpoint
 
-    def save_then_die(engine, output_dir, state, extra=None):
-        real_save(engine, output_dir, state, extra)
+    def save_then_die(output_dir, engines, state, extra=None):
+        real_save(output_dir, engines, state, extra)
         raise KeyboardInterrupt("simulated interruption")
 
-    monkeypatch.setattr(loop, "save_resumable", save_then_die)
+    monkeypatch.setattr(loop, "save_checkpoint", save_then_die)
     interrupted = tmp_path / "interrupted"
     with pytest.raises(KeyboardInterrupt):
         sft_main(flags + ["--output_dir", str(interrupted)])
-    monkeypatch.setattr(loop, "save_resumable", real_save)
+    monkeypatch.setattr(loop, "save_checkpoint", real_save)
     sft_main(flags + ["--output_dir", str(interrupted), "--resume"])
 
     def losses(run):

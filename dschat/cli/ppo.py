@@ -164,10 +164,12 @@ def main(argv=None) -> dict:
             metric_logger.log_text(step, "samples", samples)
             tqdm.write(samples)
 
+    rule = trainer.termination_rule
+    stateful = {"termination": rule} if hasattr(rule, "state_dict") else {}  # a rule with its own generator
     checkpointed = {"actor": engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
     final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
                        lambda: trainer.evaluate(eval_loader, eval_sampling, eval_reward_source), args, rank,
-                       world_size, metric_logger, engines=checkpointed, prefix=None,
+                       world_size, metric_logger, engines=checkpointed, prefix=None, stateful=stateful,
                        summarize=lambda history: history[-1], on_log=show_samples)
     for name, engine in checkpointed.items():
         save_hf_model(engine, tokenizer, os.path.join(args.output_dir, name))

@@ -84,7 +84,7 @@ def run_supervised(args: SupervisedArgs, *, phase: int, dataset_cls, collator_cl
     step = EngineStep(engine, loss)
     metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
     final = train_loop(step, train_set, collate, args.per_device_train_batch_size, evaluate, args, rank,
-                       world_size, metric_logger, engines={"": engine}, prefix=prefix,
+                       world_size, metric_logger, engines={"model": engine}, prefix=prefix,
                        accumulation=args.gradient_accumulation_steps, summarize=step.summarize)
     save_hf_model(engine, tokenizer, args.output_dir)
     metric_logger.close()

@@ -122,8 +122,12 @@ def generate(engine, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling:
              pad_token_id: int, eos_token_id: int, gather_parameters: bool = True,
              world_size: int = 1) -> torch.Tensor:
     """Sample responses with the actor. Under ZeRO-3 the parameters are gathered once for the whole call
-    (not per token); with ``gather_parameters=False`` (models too big to gather) ZeRO-3 fetches per layer and
-    ``synced_gpus`` keeps processes in step."""
+    (not per token), or with ``gather_parameters=False`` (models too big to gather) fetched per layer.
+
+    Either way, with ZeRO-3 and several processes, ``synced_gpus`` keeps every process decoding until all have
+    finished: ZeRO-3's module hooks run collectives in every forward pass even while the parameters are
+    gathered, so a process whose responses stop earlier would issue fewer collectives than the others and
+    the collective sequence would mismatch (gloo: an abort; NCCL: a hang)."""
     zero3 = engine.zero_optimization_stage() == 3
     model = engine.module
     gather = contextlib.nullcontext()
@@ -137,7 +141,7 @@ def generate(engine, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling:
             do_sample=sampling.do_sample, temperature=sampling.temperature if sampling.do_sample else None,
             top_k=sampling.top_k if sampling.do_sample else None, top_p=sampling.top_p if sampling.do_sample else None,
             pad_token_id=pad_token_id, eos_token_id=eos_token_id,
-            synced_gpus=zero3 and not gather_parameters and world_size > 1, use_cache=True,
+            synced_gpus=zero3 and world_size > 1, use_cache=True,
         )
     model.train(was_training)
     max_len = prompts.shape[1] + sampling.max_new_tokens

@@ -81,4 +81,7 @@ class PPOConfig:
     1 otherwise; App. C.3)."""
     reinforce_baseline: Annotated[str, OneOf(_reinforce_baselines)] = "none"
     """--algo reinforce only: none (raw sequence return) | batch_mean (subtract the batch's mean return)."""
+    nonfinite_rewards: Literal["drop", "stop"] = "drop"
+    """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
+    its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""
 

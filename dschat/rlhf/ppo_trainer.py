@@ -20,6 +20,7 @@ from dschat.rlhf.macro_action import masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.utils.distributed import all_reduce_mean
+from dschat.utils.faults import NonFiniteError, any_rank, nonfinite_rows, require_finite
 from dschat.utils.model import token_values
 
 
@@ -41,6 +42,17 @@ def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_
     optimizer_steps_per_rollout = config.ppo_epochs
     return (not config.recompute_rollout_forwards and optimizer_steps_per_rollout == 1 and not config.whiten_advantages
             and advantage_estimator.rows_independent(micro_batch_size))
+
+
+def drop_nonfinite_rewards(scores: torch.Tensor, action_mask: torch.Tensor, policy: str) -> tuple:
+    """``(scores, action_mask, dropped [B] bool)`` with the samples whose score is NaN/±inf dropped: their score
+    set to 0 and their response mask cleared, so no loss, reward or advantage reads them (batch shapes stay
+    fixed, so every process still steps together). ``policy="stop"`` raises NonFiniteError instead."""
+    dropped = nonfinite_rows(scores)
+    if policy == "stop" and any_rank(bool(dropped.any()), scores.device):
+        raise NonFiniteError(f"{int(dropped.sum())} non-finite reward(s) in this batch (--nonfinite_rewards stop)")
+    return (torch.where(dropped, torch.zeros_like(scores), scores),
+            action_mask * (~dropped).to(action_mask.dtype).unsqueeze(1), dropped)
 
 
 class PPOTrainer:
@@ -105,13 +117,18 @@ class PPOTrainer:
         ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module), size, seq, attention_mask)
         responses = decode_responses(self.tokenizer, seq, action_mask)
         scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
+        scores, action_mask, dropped = drop_nonfinite_rewards(scores.to(self.device).float(), action_mask,
+                                                              cfg.nonfinite_rewards)
         segmentation = self.termination_rule(SegmentationBatch(
             action_mask=action_mask, ref_logprobs=ref_logprobs, response_token_ids=seq[:, 1:],
             tokenizer=self.tokenizer))
         experience = Experience(seq=seq, attention_mask=attention_mask, action_mask=action_mask,
-                                ref_logprobs=ref_logprobs, scores=scores.to(self.device).float(),
-                                segment_ids=segmentation.segment_ids)
-        stats = {"macro/fallback_samples": segmentation.fallback.float().sum(),
+                                ref_logprobs=ref_logprobs, scores=scores, segment_ids=segmentation.segment_ids)
+        kept = (~dropped).float()
+        stats = {"objective/score": (scores * kept).sum() / kept.sum().clamp(min=1),
+                 "response/length": action_mask.float().sum() / kept.sum().clamp(min=1),
+                 "reward/nonfinite": dropped.float().sum(),
+                 "macro/fallback_samples": segmentation.fallback.float().sum(),
                  **{f"reward/{key}": torch.as_tensor(float(value)) for key, value in reward_counts.items()}}
         if not self.on_policy:
             self.engines.actor.eval()
@@ -137,19 +154,17 @@ class PPOTrainer:
         return stats
 
     def rollout_statistics(self, experience: Experience) -> Dict[str, torch.Tensor]:
-        """Score, KL, non-score reward, returns, advantages and response length of a complete experience."""
+        """KL, non-score reward, returns and advantages of a complete experience."""
         cfg = self.config
         mask = experience.action_mask.float()
         kl = kl_penalty(experience.logprobs, experience.ref_logprobs, cfg.kl_estimator) * mask
         tokens = mask.sum().clamp(min=1)
         return {
-            "objective/score": experience.scores.mean(),
             "objective/kl": kl.sum(dim=1).mean(),
             "objective/non_score_reward": _masked_row_sum(experience.rewards, mask).mean() - experience.scores.clamp(
                 -cfg.reward_clip, cfg.reward_clip).mean(),
             "ppo/returns_mean": (experience.returns * mask).sum() / tokens,
             "ppo/advantages_mean": (experience.advantages * mask).sum() / tokens,
-            "response/length": mask.sum(dim=1).mean(),
         }
 
     def micro_batch_losses(self, micro: Experience) -> tuple:
@@ -192,9 +207,11 @@ class PPOTrainer:
         for _ in range(self.config.ppo_epochs):
             for micro in experience.micro_batches(self.micro_batch_size):
                 actor_loss, critic_loss, stats = self.micro_batch_losses(micro)
+                require_finite(actor_loss, "policy loss")
                 actor.backward(actor_loss)
                 actor.step()
                 if critic_loss is not None:
+                    require_finite(critic_loss, "value loss")
                     critic.backward(critic_loss)
                     critic.step()
                 history.append(stats)

@@ -37,10 +37,12 @@ class RLHFEngine:
         self.ref = init_eval_engine(reference, actor_config, world_size, args.per_device_generation_batch_size)
         self.critic = None
         if get_algorithm(args.algo).needs_critic:
-            critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed)
+            critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed,
+                                       require_head=args.reward == "model")  # code: critic from SFT (§B.5)
             self.critic = init_train_engine(prepare_model(critic, critic_config, task_type="SEQ_CLS"),
                                             critic_config, world_size, num_update_steps)
         self.reward = None
         if args.reward == "model":
-            reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed)
+            reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed,
+                                       require_head=True)
             self.reward = init_eval_engine(reward, critic_config, world_size, args.per_device_generation_batch_size)

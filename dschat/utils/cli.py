@@ -15,12 +15,15 @@ def setup_logging() -> None:
 
 
 def run_cli(main: Callable[[], object]) -> None:
-    """Run ``main``; a ValueError/FileNotFoundError (our errors for bad flags, files, rows) prints
-    ``error: <message>`` and exits 2. ``MARLHF_DEBUG=1`` shows the full traceback instead."""
+    """Run ``main``; a ValueError/FileNotFoundError (our errors for bad flags, files, rows) or a RunStopped (a
+    non-finite loss, a full disk) prints ``error: <message>`` and exits 2. ``MARLHF_DEBUG=1`` shows the full
+    traceback instead."""
+    from .faults import RunStopped
+
     setup_logging()
     try:
         main()
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, RunStopped) as err:
         if os.environ.get("MARLHF_DEBUG"):
             raise
         print(f"error: {err}", file=sys.stderr)

@@ -54,3 +54,11 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
         torch.distributed.all_reduce(value)
         value /= torch.distributed.get_world_size()
     return value
+
+
+def all_reduce_max(value: torch.Tensor) -> torch.Tensor:
+    """Maximum of a tensor over all processes (identity with one process)."""
+    if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+        value = value.clone()
+        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+    return value

@@ -6,15 +6,15 @@ forward/backward/step through DeepSpeed for steps 1-2, a whole PPO iteration for
 :class:`EngineStep`) and says how ``accumulation`` batches make one optimizer step."""
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from .checkpoint import TrainState, load_resumable, save_resumable
+from .checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
 from .distributed import all_reduce_mean, is_main_process
+from .faults import NonFiniteError, RunStopped, require_finite
 
 StepFn = Callable[[Any], Dict[str, Any]]
 Summarize = Callable[[List[Dict[str, Any]]], Dict[str, float]]
@@ -61,6 +61,13 @@ def num_update_steps(batches: int, num_epochs: int, accumulation: int = 1, max_s
     return min(steps, max_steps) if max_steps else steps
 
 
+def stopped_at(err: NonFiniteError, step: int, output_dir: str) -> RunStopped:
+    """The one-line error a run stops with when step ``step`` met a non-finite value: nothing was updated and
+    the last good checkpoint stays ``latest``."""
+    return RunStopped(f"step {step}: {err}; stopped before the update, the last good checkpoint is "
+                      f"{latest_checkpoint(output_dir) or 'none'} (a lower learning rate may help)")
+
+
 def mean_metrics(history: List[Dict[str, torch.Tensor]]) -> Dict[str, float]:
     """Each metric averaged over the steps since the last log and over processes."""
     keys = history[0].keys()
@@ -80,6 +87,7 @@ class EngineStep:
     def __call__(self, batch) -> Dict[str, torch.Tensor]:
         self.engine.train()
         metrics = self.loss_fn(batch)
+        require_finite(metrics["loss"], "loss")
         self.engine.backward(metrics["loss"])
         self.engine.step()
         return metrics
@@ -88,38 +96,22 @@ class EngineStep:
         return {**mean_metrics(history), "lr": self.engine.get_lr()[0]}
 
 
-def _engine_dir(output_dir: str, subdir: str) -> str:
-    return os.path.join(output_dir, subdir) if subdir else output_dir
-
-
-def _save(engines: Dict[str, Any], output_dir: str, state: TrainState) -> None:
-    for subdir, engine in engines.items():
-        save_resumable(engine, _engine_dir(output_dir, subdir), state)
-
-
-def _load(engines: Dict[str, Any], output_dir: str) -> TrainState:
-    """The state of the latest checkpoint (the first engine's decides; the others load theirs), or a fresh one."""
-    state = TrainState()
-    for index, (subdir, engine) in enumerate(engines.items()):
-        loaded = load_resumable(engine, _engine_dir(output_dir, subdir))
-        if index == 0 and loaded is None:
-            return state
-        state = loaded[0] if index == 0 else state
-    return state
-
-
 def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
                evaluate: Callable[[], Dict[str, float]], args, rank: int, world_size: int, metric_logger, *,
                engines: Dict[str, Any], prefix: Optional[str], accumulation: int = 1,
-               summarize: Optional[Summarize] = None,
+               stateful: Optional[Dict[str, Any]] = None, summarize: Optional[Summarize] = None,
                on_log: Optional[Callable[[int], None]] = None) -> Dict[str, float]:
     """Run ``update`` over ``--num_train_epochs`` of ``dataset`` (``batch_size`` rows per process) until the
     ``--max_steps`` / last optimizer step; returns the final evaluation metrics.
 
-    ``engines`` (``{subdir of --output_dir: engine}``) are checkpointed every ``--save_steps`` and restored with
-    ``--resume``. Every ``--log_steps`` optimizer steps (and at the last) ``summarize(history)`` of the step
-    outputs since the last log is logged, keys under ``{prefix}/`` (as they are when ``prefix`` is None), and
-    ``on_log(step)`` runs. Evaluation runs at the start of a fresh run, every ``--eval_steps`` and at the end.
+    ``engines`` (``{name: engine}``) and the ``state_dict()`` of each ``stateful`` object (e.g. a termination rule
+    with its own generator) form one all-or-nothing checkpoint every ``--save_steps``
+    (:func:`dschat.utils.checkpoint.save_checkpoint`), restored with ``--resume``; ``metrics.jsonl`` then drops the
+    rows of the steps that are re-run. A non-finite loss (``NonFiniteError`` from ``update``) stops the run with
+    one line naming the step, before the update. Every ``--log_steps`` optimizer steps (and at the last)
+    ``summarize(history)`` of the step outputs since the last log is logged, keys under ``{prefix}/`` (as they
+    are when ``prefix`` is None), and ``on_log(step)`` runs. Evaluation runs at the start of a fresh run, every
+    ``--eval_steps`` and at the end.
     """
     summarize = summarize or mean_metrics
     per_epoch = batches_per_epoch(len(dataset), world_size, batch_size)
@@ -130,7 +122,14 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
     if total_steps == 0:
         raise ValueError(f"{args.num_train_epochs} epoch(s) of {per_epoch} batches make no optimizer step of "
                          f"{accumulation} accumulated batches; lower --gradient_accumulation_steps")
-    state = _load(engines, args.output_dir) if args.resume else TrainState()
+    stateful = stateful or {}
+    state = TrainState()
+    loaded = load_checkpoint(args.output_dir, engines) if args.resume else None
+    if loaded is not None:
+        state, extra = loaded
+        for name, obj in stateful.items():
+            obj.load_state_dict(extra[name])
+        metric_logger.resume_at(state.global_step)
 
     def log_eval() -> Dict[str, float]:
         metrics = evaluate()
@@ -149,7 +148,10 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
         loader = make_loader(dataset, collate_fn, batch_size, args.seed, state.epoch, rank, world_size,
                              skip_batches=state.batch_in_epoch)
         for batch in loader:
-            history.append(update(batch))
+            try:
+                history.append(update(batch))
+            except NonFiniteError as err:
+                raise stopped_at(err, state.global_step + 1, args.output_dir) from None
             state.batch_in_epoch += 1
             if (state.epoch * per_epoch + state.batch_in_epoch) % accumulation:
                 continue
@@ -165,7 +167,8 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
             if args.eval_steps and state.global_step % args.eval_steps == 0:
                 log_eval()
             if args.save_steps and state.global_step % args.save_steps == 0:
-                _save(engines, args.output_dir, state)
+                save_checkpoint(args.output_dir, engines, state,
+                                {name: obj.state_dict() for name, obj in stateful.items()})
         else:
             state.epoch += 1
             state.batch_in_epoch = 0

@@ -21,15 +21,45 @@ class MetricLogger:
         self.print_fn = print_fn
         self.writer = None
         self.jsonl = None
+        self.jsonl_path = os.path.join(output_dir, "metrics.jsonl")
+        self.tensorboard_dir = tensorboard_dir or os.path.join(output_dir, "tensorboard")
+        self.resumed_step = None
         if self.enabled:
             from torch.utils.tensorboard import SummaryWriter
 
             os.makedirs(output_dir, exist_ok=True)
-            self.writer = SummaryWriter(tensorboard_dir or os.path.join(output_dir, "tensorboard"))
-            self.jsonl = open(os.path.join(output_dir, "metrics.jsonl"), "a")
+            self.writer = SummaryWriter(self.tensorboard_dir)
+            self.jsonl = open(self.jsonl_path, "a")
+
+    def resume_at(self, step: int) -> None:
+        """The run resumed from its step-``step`` checkpoint: rows of later steps (logged before the
+        interruption, about to be re-run) are removed from ``metrics.jsonl`` and TensorBoard, rows for steps up
+        to ``step`` are not logged again (and a copy already re-logged, e.g. the step-0 evaluation, is
+        dropped), so the file reads as one uninterrupted run."""
+        self.resumed_step = step
+        if not self.enabled:
+            return
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.jsonl.close()
+        kept, seen = [], set()
+        with open(self.jsonl_path) as handle:
+            for line in filter(str.strip, handle):
+                row = json.loads(line)
+                key = (row["step"], tuple(sorted(row)))
+                if row["step"] <= step and key not in seen:
+                    seen.add(key)
+                    kept.append(line)
+        tmp = self.jsonl_path + ".tmp"
+        with open(tmp, "w") as handle:
+            handle.writelines(kept)
+        os.replace(tmp, self.jsonl_path)
+        self.jsonl = open(self.jsonl_path, "a")
+        self.writer.close()
+        self.writer = SummaryWriter(self.tensorboard_dir, purge_step=step + 1)
 
     def log(self, step: int, metrics: Mapping[str, float], console: bool = True) -> None:
-        if not self.enabled:
+        if not self.enabled or (self.resumed_step is not None and step <= self.resumed_step):
             return
         clean = {key: float(value) for key, value in metrics.items()}
         for key, value in clean.items():
@@ -41,7 +71,7 @@ class MetricLogger:
             self.print_fn(f"step {step} | " + " | ".join(f"{k}={_format(v)}" for k, v in clean.items()))
 
     def log_text(self, step: int, tag: str, text: str) -> None:
-        if self.enabled:
+        if self.enabled and (self.resumed_step is None or step > self.resumed_step):
             self.writer.add_text(tag, text, step)
 
     def close(self) -> None:

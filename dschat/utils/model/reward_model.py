@@ -14,8 +14,16 @@ from .loading import DTYPES, ModelLoadError, resolve_model_path
 from .tiny import TINY_GEMMA, tiny_gemma_config
 
 
-def load_reward_model(name: str, tokenizer, dtype: str = "fp32", seed: int = 0):
-    """A scalar-head model initialised from checkpoint ``name`` (an SFT model or a trained RM)."""
+SCORE_HEAD = "score"
+"""Name of the scalar head module of transformers' ``*ForSequenceClassification`` models."""
+
+
+def load_reward_model(name: str, tokenizer, dtype: str = "fp32", seed: int = 0, require_head: bool = False):
+    """A scalar-head model initialised from checkpoint ``name`` (an SFT model or a trained RM).
+
+    ``require_head``: the head must come from the checkpoint (a reward model, a critic initialised from one);
+    a checkpoint without it (a causal LM) would get a randomly initialised head, so it is refused with a
+    ModelLoadError naming the path. Step 2 leaves it off: it starts the head from scratch on purpose."""
     path = resolve_model_path(name)
     if path == TINY_GEMMA:
         config = tiny_gemma_config(tokenizer)
@@ -25,9 +33,14 @@ def load_reward_model(name: str, tokenizer, dtype: str = "fp32", seed: int = 0):
             model = GemmaForSequenceClassification(config).to(DTYPES[dtype])
     else:
         try:
-            model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=DTYPES[dtype])
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                path, num_labels=1, dtype=DTYPES[dtype], output_loading_info=True)
         except OSError as err:
             raise ModelLoadError(f"reward model {name}: {str(err).splitlines()[0]}") from None
+        missing = sorted(key for key in info["missing_keys"] if key.split(".")[0] == SCORE_HEAD)
+        if require_head and missing:
+            raise ModelLoadError(f"reward model / critic {name}: the checkpoint has no score head ({', '.join(missing)} "
+                                 "missing; is it a causal LM?); expected a reward model trained by step 2")
     if model.get_input_embeddings().num_embeddings < len(tokenizer):
         model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id

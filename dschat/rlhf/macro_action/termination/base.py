@@ -58,3 +58,5 @@ class TerminationOptions:
 
 
 TerminationRule = Callable[[SegmentationBatch], Segmentation]
+"""A rule that draws random numbers (the randomized rule) also has ``state_dict()`` / ``load_state_dict()``:
+step 3 puts that state into its checkpoints so a resumed run cuts exactly as an uninterrupted one."""

@@ -48,15 +48,29 @@ def randomized_ngram_segments(action_mask: torch.Tensor, lengths: Sequence[int] 
     return segments_from_lengths(on, table)
 
 
-@register_termination("randomized")
-def build_randomized_ngram(options: TerminationOptions) -> TerminationRule:
-    """Randomized n-gram rule over ``options.lengths`` × ``options.repeat``; its generator is seeded once with
-    ``options.seed`` and advances with every batch (give each data-parallel rank its own seed)."""
-    check_length_list(options.lengths, options.repeat)
-    generator = torch.Generator().manual_seed(options.seed)
+class RandomizedNgramRule:
+    """Randomized n-gram rule over ``lengths`` × ``repeat`` with its own generator, seeded once and advancing
+    with every batch. Its generator state is part of a checkpoint (``state_dict``), so a resumed run cuts
+    exactly as an uninterrupted one."""
 
-    def rule(batch: SegmentationBatch) -> Segmentation:
-        segment_ids = randomized_ngram_segments(batch.action_mask, options.lengths, options.repeat, generator)
+    def __init__(self, lengths: Sequence[int], repeat: int, seed: int):
+        check_length_list(lengths, repeat)
+        self.lengths, self.repeat = lengths, repeat
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, batch: SegmentationBatch) -> Segmentation:
+        segment_ids = randomized_ngram_segments(batch.action_mask, self.lengths, self.repeat, self.generator)
         return Segmentation(segment_ids, torch.zeros(segment_ids.shape[0], dtype=torch.bool, device=segment_ids.device))
 
-    return rule
+    def state_dict(self) -> dict:
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+
+
+@register_termination("randomized")
+def build_randomized_ngram(options: TerminationOptions) -> TerminationRule:
+    """Randomized n-gram rule over ``options.lengths`` × ``options.repeat``, seeded with ``options.seed``
+    (give each data-parallel rank its own seed)."""
+    return RandomizedNgramRule(options.lengths, options.repeat, options.seed)
