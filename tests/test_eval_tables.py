@@ -51,6 +51,22 @@ def test_agreement_cli_reads_rm_judge_and_human_labels(tmp_path, capsys):
     assert "human.csv row 2: preferred 'maybe' is not a, b or tie" in capsys.readouterr().err
 
 
+def test_agreement_labels_the_judge_by_the_model_that_answered(tmp_path, capsys):
+    prompts = [f"p{i}" for i in range(3)]
+    judged = write_jsonl(tmp_path / "v.jsonl", [{"prompt": p, "verdict": "a", "judge_model": "smollm2@main"}
+                                                 for p in prompts])
+    human = tmp_path / "human.csv"
+    human.write_text("prompt,preferred\np0,a\np1,a\np2,b\n")
+    agreement.main(["--judge", judged, "--human", str(human), "--size", "2b"])
+    out = capsys.readouterr().out
+    assert "gpt-4" not in out.split("\n", 1)[1]  # the paper's judge is named in the title only
+    header, judge_row, human_row = out.splitlines()[1:4]
+    assert header.split() == ["smollm2@main", "human"] and judge_row.split()[0] == "smollm2@main"
+    assert "67% (n=3) [paper 58%]" in human_row  # human vs the paper's judge, 2B
+    agreement.main(["--judge", judged, "--human", str(human), "--judge_name", "GPT-4"])
+    assert capsys.readouterr().out.splitlines()[2].startswith("GPT-4 ")
+
+
 # ------------------------------------------------------------------------------------ length debias
 def test_least_squares_and_debiased_scores():
     assert length_debias.fit_least_squares([1, 2, 3], [3, 5, 7]) == pytest.approx((1.0, 2.0))

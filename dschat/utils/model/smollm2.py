@@ -54,3 +54,7 @@ def convert_smollm2(out_dir: Path | None = None) -> Path:
     tokenizer.save_pretrained(tmp_dir)
     tmp_dir.rename(out_dir)
     return out_dir
+
+
+if __name__ == "__main__":  # `python -m dschat.utils.model.smollm2`: convert once, print the HF directory
+    print(convert_smollm2())
