@@ -118,11 +118,12 @@ def test_best_of_n_table_and_temperature_sweep():
 
 
 def test_best_of_n_cli_samples_once_then_reuses(tmp_path, monkeypatch, capsys):
-    calls = []
+    calls, progress_labels = [], []
 
     def fake_score_policy(policy_path, reward_path, prompts, temperature, max_new_tokens, batch_size, seed,
-                          max_prompt_len):
+                          max_prompt_len, progress):
         calls.append((policy_path, temperature, len(prompts)))
+        progress_labels.append(progress)
         bonus = 1.0 if "mappo" in policy_path else 0.0
         return [{"index": i, "prompt": p, "response": "r", "score": bonus + temperature * (i % 4)}
                 for i, p in enumerate(prompts)]
@@ -135,6 +136,7 @@ def test_best_of_n_cli_samples_once_then_reuses(tmp_path, monkeypatch, capsys):
             "--ns", "1,4", "--output_dir", str(tmp_path / "out")]
     best_of_n.main(argv)
     assert sorted(calls) == sorted([(str(tmp_path / m), t, 12) for m in ("ppo", "mappo") for t in (0.2, 1.0)])
+    assert sorted(progress_labels) == ["mappo_T0.2", "mappo_T1", "ppo_T0.2", "ppo_T1"]  # one bar per sampling
     out = capsys.readouterr().out
     assert "3 prompts x 4 samples" in out
     saved = json.loads((tmp_path / "out" / "best_of_n.json").read_text())

@@ -163,10 +163,14 @@ class PPOTrainer:
         return "\n".join(lines)
 
     @torch.no_grad()
-    def evaluate(self, loader, sampling: SamplingConfig, reward_source=None) -> Dict[str, float]:
-        """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score)."""
+    def evaluate(self, loader, sampling: SamplingConfig, reward_source=None, progress: bool = False
+                 ) -> Dict[str, float]:
+        """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score);
+        ``progress`` shows a bar over the evaluation batches."""
+        from tqdm.auto import tqdm
+
         scores, lengths = [], []
-        for batch in loader:
+        for batch in tqdm(loader, desc="eval", leave=False, disable=not progress):
             prompts = batch["input_ids"].to(self.device)
             prompt_mask = batch["attention_mask"].to(self.device)
             seq, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling)

@@ -234,7 +234,8 @@ def main(argv=None) -> dict:
     metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
 
     def evaluate() -> dict:
-        return trainer.evaluate(eval_loader, eval_sampling, eval_reward_source)
+        return trainer.evaluate(eval_loader, eval_sampling, eval_reward_source,
+                                progress=not args.no_progress_bar and is_main_process())
 
     state = TrainState()
     if args.resume:
