@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 import torch
+from tqdm.auto import tqdm
 
 from dschat.rlhf.baselines import build_advantage_estimator
 from dschat.rlhf.experience import (Experience, SamplingConfig, decode_responses, generate, macro_view,
@@ -167,8 +168,6 @@ class PPOTrainer:
                  ) -> Dict[str, float]:
         """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score);
         ``progress`` shows a bar over the evaluation batches."""
-        from tqdm.auto import tqdm
-
         scores, lengths = [], []
         for batch in tqdm(loader, desc="eval", leave=False, disable=not progress):
             prompts = batch["input_ids"].to(self.device)
