@@ -10,8 +10,8 @@ DEMO_RM_FLAGS=(--data_name synthetic --num_train_epochs 2 --per_device_train_bat
                --warmup_ratio 0.05 --max_seq_len 64 --log_steps 25 --no_progress_bar)
 demo_ppo_flags() {
   DEMO_PPO_FLAGS=(--actor_model_name_or_path "$1" --critic_model_name_or_path "$2" --data_name synthetic
-                  --max_prompt_seq_len 32 --max_answer_seq_len 24 --per_device_generation_batch_size 32
-                  --per_device_training_batch_size 16 --actor_learning_rate 2e-4 --critic_learning_rate 5e-4
-                  --num_warmup_steps 5 --kl_coef 0.05 --max_steps 60 --eval_steps 10 --max_eval_samples 128
+                  --max_prompt_seq_len 32 --max_new_tokens 24 --per_device_generation_batch_size 32
+                  --per_device_train_batch_size 16 --actor_learning_rate 2e-4 --critic_learning_rate 5e-4
+                  --warmup_steps 5 --kl_coef 0.05 --max_steps 60 --eval_steps 10 --max_eval_samples 128
                   --per_device_eval_batch_size 64 --log_steps 10 --log_samples 1 --no_progress_bar)
 }

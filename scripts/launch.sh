@@ -1,49 +1,72 @@
 #!/usr/bin/env bash
 # Launch one stage for one model and task with the paper's Table 5 hyper-parameters from configs/.
 #   bash scripts/launch.sh STAGE MODEL TASK [extra flags...]
-#   STAGE: sft | rm | dpo | ppo     MODEL: gemma-2b | gemma-7b | gemma2-27b | codegemma-2b | codegemma-7b
-#   TASK:  tldr | hh-rlhf | webgpt | apps
+#   STAGE: sft | rm | dpo | ppo (vanilla PPO, n = 1) | mappo (MA-PPO, the config's n: 5 text, 10 code)
+#   MODEL: gemma-2b | gemma-7b | gemma2-27b | codegemma-2b | codegemma-7b    TASK: tldr | hh-rlhf | webgpt | apps
+# Batch sizes are global in the configs (Table 5); micro batches and accumulation follow from the process count.
 # Environment overrides:
-#   MODEL_PATH   base model for sft (default: the hub id of MODEL)
-#   SFT_PATH     SFT checkpoint for rm/dpo/ppo (default: outputs/sft/MODEL/TASK)
-#   RM_PATH      reward model for ppo (default: outputs/rm/MODEL/TASK; unused for code tasks)
-#   OUTPUT_DIR   default: outputs/STAGE/MODEL/TASK[/RUN_NAME]
-#   RUN_NAME     sub-directory for the run (ppo variants use it: ppo, mappo-fixed5, rloo, ...)
+#   MODEL_PATH   base model for sft (default: the hub id in configs/sft/MODEL.yaml)
+#   SFT_PATH     SFT checkpoint for rm/dpo/ppo (default: OUTPUT_ROOT/sft/MODEL/TASK)
+#   RM_PATH      reward model for ppo (default: OUTPUT_ROOT/rm/MODEL/TASK; unused for code tasks)
+#   OUTPUT_ROOT  default: outputs
+#   OUTPUT_DIR   default: OUTPUT_ROOT/STAGE/MODEL/TASK, for ppo/mappo OUTPUT_ROOT/ppo/MODEL/TASK/RUN_NAME
+#   RUN_NAME     ppo/mappo run folder (default: ppo or mappo, plus the method flags given, e.g. mappo-parsing)
 #   NUM_GPUS     processes on this node (default: all visible GPUs, or 1)
 #   HOSTFILE     DeepSpeed hostfile for multi-node runs
 #   MASTER_PORT  rendezvous port (default 29500)
-# Extra flags are passed to the stage's main.py and override the config (e.g. --termination parsing).
+# Extra flags are passed to the stage and override the config (e.g. --termination parsing).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [ $# -lt 3 ]; then sed -n '2,19p' "${BASH_SOURCE[0]}"; exit 2; fi
+if [ $# -lt 3 ]; then awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}"; exit 2; fi
 STAGE=$1 MODEL=$2 TASK=$3; shift 3
-CONFIG="$ROOT/configs/$STAGE/$MODEL/$TASK.yaml"
-[ -f "$CONFIG" ] || { echo "error: no config $CONFIG (stage/model/task not in Table 5)" >&2; exit 2; }
-case $MODEL in
-  gemma-2b) HUB=google/gemma-2b ;; gemma-7b) HUB=google/gemma-7b ;; gemma2-27b) HUB=google/gemma-2-27b ;;
-  codegemma-2b) HUB=google/codegemma-1.1-2b ;; codegemma-7b) HUB=google/codegemma-1.1-7b-it ;;
+METHOD_FLAGS=()
+case $STAGE in
+  sft) MAIN=training/step1_supervised_finetuning/main.py ;;
+  rm) MAIN=training/step2_reward_model_finetuning/main.py ;;
+  dpo) MAIN=training/step2_dpo_finetuning/main.py ;;
+  ppo) MAIN=training/step3_rlhf_finetuning/main.py; METHOD_FLAGS=(--ngram 1) ;;
+  mappo) MAIN=training/step3_rlhf_finetuning/main.py ;;
+  *) echo "error: STAGE must be sft, rm, dpo, ppo or mappo (got $STAGE)" >&2; exit 2 ;;
 esac
-SFT_PATH=${SFT_PATH:-outputs/sft/$MODEL/$TASK}
-RM_PATH=${RM_PATH:-outputs/rm/$MODEL/$TASK}
-OUTPUT_DIR=${OUTPUT_DIR:-outputs/$STAGE/$MODEL/$TASK${RUN_NAME:+/$RUN_NAME}}
+CONFIG_STAGE=${STAGE/mappo/ppo}
+CONFIG="configs/$CONFIG_STAGE/$MODEL/$TASK.yaml"
+[ -f "$ROOT/$CONFIG" ] || { echo "error: no config $CONFIG (stage/model/task not in Table 5)" >&2; exit 2; }
+
+# run_suffix FLAGS...: "-VALUE" for each flag that changes the step-3 method, so variants get their own folder
+run_suffix() {
+  local suffix="" flag
+  while [ $# -gt 0 ]; do
+    flag=$1; shift
+    case $flag in
+      --termination|--algo|--sigma|--value_function|--reward_agg|--macro_reward|--ratio|--ma_ratio|--parser)
+        [ $# -gt 0 ] && { suffix+="-$1"; shift; } ;;
+      --ngram) [ $# -gt 0 ] && { suffix+="-n$1"; shift; } ;;
+    esac
+  done
+  echo "$suffix"
+}
+
+OUTPUT_ROOT=${OUTPUT_ROOT:-outputs}
+SFT_PATH=${SFT_PATH:-$OUTPUT_ROOT/sft/$MODEL/$TASK}
+RM_PATH=${RM_PATH:-$OUTPUT_ROOT/rm/$MODEL/$TASK}
+case $STAGE in
+  sft) MODEL_ARGS=(); [ -z "${MODEL_PATH:-}" ] || MODEL_ARGS=(--model_name_or_path "$MODEL_PATH") ;;
+  rm|dpo) MODEL_ARGS=(--model_name_or_path "$SFT_PATH") ;;
+  ppo|mappo)
+    MODEL_ARGS=(--actor_model_name_or_path "$SFT_PATH")
+    [ "$TASK" = apps ] || MODEL_ARGS+=(--critic_model_name_or_path "$RM_PATH" --reward_model_name_or_path "$RM_PATH")
+    RUN_NAME=${RUN_NAME:-$STAGE$(run_suffix "$@")} ;;
+esac
+OUTPUT_DIR=${OUTPUT_DIR:-$OUTPUT_ROOT/$CONFIG_STAGE/$MODEL/$TASK${RUN_NAME:+/$RUN_NAME}}
 if [ -z "${NUM_GPUS:-}" ]; then
   NUM_GPUS=$(command -v nvidia-smi >/dev/null && nvidia-smi -L | wc -l || echo 1)
   [ "$NUM_GPUS" -gt 0 ] || NUM_GPUS=1
 fi
-case $STAGE in
-  sft) MAIN=training/step1_supervised_finetuning/main.py; MODEL_ARGS=(--model_name_or_path "${MODEL_PATH:-$HUB}") ;;
-  rm) MAIN=training/step2_reward_model_finetuning/main.py; MODEL_ARGS=(--model_name_or_path "$SFT_PATH") ;;
-  dpo) MAIN=training/step2_dpo_finetuning/main.py; MODEL_ARGS=(--model_name_or_path "$SFT_PATH") ;;
-  ppo) MAIN=training/step3_rlhf_finetuning/main.py
-       MODEL_ARGS=(--actor_model_name_or_path "$SFT_PATH")
-       [ "$TASK" = apps ] || MODEL_ARGS+=(--critic_model_name_or_path "$RM_PATH" --reward_model_name_or_path "$RM_PATH") ;;
-  *) echo "error: STAGE must be sft, rm, dpo or ppo (got $STAGE)" >&2; exit 2 ;;
-esac
-LAUNCH=(deepspeed --num_gpus "$NUM_GPUS" --master_port "${MASTER_PORT:-29500}")
-[ -n "${HOSTFILE:-}" ] && LAUNCH=(deepspeed --hostfile "$HOSTFILE" --master_port "${MASTER_PORT:-29500}")
-PY="$ROOT/.venv/bin"
-[ -x "$PY/deepspeed" ] && LAUNCH[0]="$PY/deepspeed"
+# the deepspeed on PATH (an activated environment), else the project's .venv
+DEEPSPEED=$(command -v deepspeed || echo "$ROOT/.venv/bin/deepspeed")
+LAUNCH=("$DEEPSPEED" --num_gpus "$NUM_GPUS" --master_port "${MASTER_PORT:-29500}")
+[ -n "${HOSTFILE:-}" ] && LAUNCH=("$DEEPSPEED" --hostfile "$HOSTFILE" --master_port "${MASTER_PORT:-29500}")
 cd "$ROOT"
 mkdir -p "$OUTPUT_DIR"
 set -x
-exec "${LAUNCH[@]}" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" "$@"
+exec "${LAUNCH[@]}" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" "${METHOD_FLAGS[@]}" "$@"

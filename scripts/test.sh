@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README's second command: create/refresh the environment, then run the test suite (CPU, ~10 min on 2 cores).
 #   bash scripts/test.sh            # the default suite
-#   bash scripts/test.sh -m slow    # opt-in slow tests (full HumanEval, multi-stage runs); any pytest args work
+#   bash scripts/test.sh -m integration   # opt-in: the LLM judge against a local server; any pytest args work
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup_env.sh"

@@ -1,8 +1,12 @@
-"""Shared fixtures: CPU DeepSpeed, the shipped tokenizer, and a helper to run a stage in-process."""
+"""Shared fixtures and helpers (test modules import these from here, never from each other): CPU DeepSpeed,
+the shipped tokenizer, metrics readers, the stage flags of the tiny runs, a hand-built word-level tokenizer,
+APPS fixture rows and a two-process launcher."""
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -26,3 +30,71 @@ def read_metrics(run_dir: str) -> list:
 
 def last_value(records: list, key: str) -> float:
     return [r[key] for r in records if key in r][-1]
+
+
+def one_line_error(main, argv, capsys) -> str:
+    """Run ``main(argv)`` through the CLI wrapper; it must exit 2 with exactly one ``error: ...`` line (returned)."""
+    from dschat.utils.cli import run_cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(lambda: main(argv))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+SFT_FLAGS = ["--model_name_or_path", "tiny-gemma", "--max_seq_len", "64", "--per_device_train_batch_size", "16",
+             "--learning_rate", "2e-3", "--warmup_ratio", "0.05", "--max_eval_samples", "64",
+             "--no_progress_bar", "--log_steps", "1"]
+"""Step 1 on the embedded synthetic default with the tiny Gemma (add --output_dir and --max_steps)."""
+
+
+def torchrun(script: str, flags: list, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run a stage entry point in two CPU processes (gloo); fails the test on a non-zero exit."""
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+               os.path.join(ROOT, script), *flags]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+WORD_VOCAB = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "q1": 4, "q2": 5, "r1": 6, "r2": 7, "x": 8}
+PAD, EOS, BOS = 0, 1, 2
+
+
+def word_tokenizer(bos=True, pad=True):
+    """A whitespace word-level tokenizer over ``WORD_VOCAB`` with known ids."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.WordLevel(WORD_VOCAB, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    specials = {"eos_token": "<eos>", "unk_token": "<unk>"}
+    if bos:
+        specials["bos_token"] = "<bos>"
+    if pad:
+        specials["pad_token"] = "<pad>"
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **specials)
+
+
+APPS_FIXTURES = os.path.join(ROOT, "tests", "fixtures", "apps", "apps_problems.jsonl")
+
+
+def apps_rows() -> dict:
+    """The hand-written ``codeparrot/apps`` fixture rows by problem id."""
+    with open(APPS_FIXTURES, encoding="utf-8") as fixture:
+        return {row["problem_id"]: row for row in map(json.loads, fixture)}
+
+
+def apps_task(row: dict):
+    """A ``codeparrot/apps`` row as a CodeTask (what the APPS adapter produces)."""
+    from dschat.rewards import apps_test_cases
+    from dschat.utils.data.schema import CodeTask
+
+    task_id = str(row["problem_id"])
+    inputs, outputs, fn_name = apps_test_cases(task_id, row["input_output"])
+    return CodeTask(task_id=task_id, prompt=row["question"], question=row["question"],
+                    starter_code=row["starter_code"], fn_name=fn_name, inputs=inputs, outputs=outputs,
+                    difficulty=row["difficulty"], solutions=json.loads(row["solutions"]))

@@ -8,15 +8,24 @@ import os
 import pytest
 import torch
 
+import dschat.cli.ppo as step3
+import dschat.utils.loop as loop
 from conftest import read_metrics
-from dschat.rlhf.baselines import (ALGORITHMS, MacroGAEEstimator, SequenceBaselineEstimator, broadcast_to_tokens,
-                                   build_advantage_estimator, get_algorithm, grpo_advantages, reinforce_advantages,
-                                   rloo_advantages, sequence_returns)
+from dschat.cli.ppo import main as ppo_main
+from dschat.rlhf.baselines import (
+    ALGORITHMS,
+    MacroGAEEstimator,
+    SequenceBaselineEstimator,
+    broadcast_to_tokens,
+    build_advantage_estimator,
+    get_algorithm,
+    grpo_advantages,
+    reinforce_advantages,
+    rloo_advantages,
+    sequence_returns,
+)
 from dschat.rlhf.macro_action import compute_macro_advantages, ngram_segments
 from dschat.rlhf.ppo_config import PPOConfig
-from test_stage_sft_rm import _import_main
-
-ppo_main = _import_main("training/step3_rlhf_finetuning/main.py")
 
 # two prompts x K = 3 samples, contiguous
 RETURNS = torch.tensor([1.0, 2.0, 6.0, -1.0, -1.0, -1.0])
@@ -120,7 +129,7 @@ def test_registry_builds_the_estimator_of_each_algo():
     (["--algo", "rloo", "--num_samples_per_prompt", "1"], "--num_samples_per_prompt 1: --algo rloo needs"),
     (["--algo", "grpo", "--termination", "parsing"], "--termination/--ngram"),
     (["--algo", "ppo", "--reinforce_baseline", "batch_mean"], "--reinforce_baseline batch_mean"),
-    (["--algo", "rloo", "--per_device_generation_batch_size", "3", "--per_device_training_batch_size", "8"],
+    (["--algo", "rloo", "--per_device_generation_batch_size", "3", "--per_device_train_batch_size", "8"],
      "--num_samples_per_prompt 4 must be a multiple"),
 ])
 def test_bad_algorithm_flags_fail_with_one_line(flags, message, tmp_path):
@@ -133,23 +142,22 @@ def critic_free_flags(out, algo: str, steps: int = 2) -> list:
     exercise the pipeline): 2 prompts x K = 2 samples per step."""
     return ["--actor_model_name_or_path", "tiny-gemma", "--reward_model_name_or_path", "tiny-gemma",
             "--output_dir", str(out), "--algo", algo, "--num_samples_per_prompt", "2",
-            "--max_prompt_seq_len", "32", "--max_answer_seq_len", "8", "--per_device_generation_batch_size", "2",
-            "--per_device_training_batch_size", "2", "--max_steps", str(steps), "--max_eval_samples", "4",
-            "--per_device_eval_batch_size", "4", "--num_warmup_steps", "0", "--no_progress_bar",
+            "--max_prompt_seq_len", "32", "--max_new_tokens", "8", "--per_device_generation_batch_size", "2",
+            "--per_device_train_batch_size", "2", "--max_steps", str(steps), "--max_eval_samples", "4",
+            "--per_device_eval_batch_size", "4", "--warmup_steps", "0", "--no_progress_bar",
             "--log_samples", "0", "--save_steps", "1"]
 
 
 @pytest.mark.parametrize("algo", ["rloo", "grpo", "reinforce"])
 def test_critic_free_algorithms_run_end_to_end_without_a_critic(algo, tmp_path, monkeypatch):
-    stage_globals = ppo_main.__globals__
-    real_engine = stage_globals["RLHFEngine"]
+    real_engine = step3.RLHFEngine
     built = []
 
     def recording_engine(*args, **kwargs):
         built.append(real_engine(*args, **kwargs))
         return built[-1]
 
-    monkeypatch.setitem(stage_globals, "RLHFEngine", recording_engine)
+    monkeypatch.setattr(step3, "RLHFEngine", recording_engine)
     ppo_main(critic_free_flags(tmp_path, algo))
     assert built[0].critic is None
     train = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
@@ -165,8 +173,7 @@ def test_critic_free_algorithms_run_end_to_end_without_a_critic(algo, tmp_path, 
 
 def test_interrupted_critic_free_run_resumes_from_its_actor_checkpoint(tmp_path, monkeypatch):
     """Interrupt right after step 1's (actor-only) checkpoint, resume, and finish steps 2 and 3."""
-    stage_globals = ppo_main.__globals__
-    real_save = stage_globals["save_resumable"]
+    real_save = loop.save_resumable
     saved = []
 
     def save_then_die(engine, output_dir, state, extra=None):
@@ -174,11 +181,11 @@ def test_interrupted_critic_free_run_resumes_from_its_actor_checkpoint(tmp_path,
         saved.append(output_dir)
         raise KeyboardInterrupt("simulated interruption")
 
-    monkeypatch.setitem(stage_globals, "save_resumable", save_then_die)
+    monkeypatch.setattr(loop, "save_resumable", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         ppo_main(critic_free_flags(tmp_path, "grpo", steps=3))
     assert saved == [str(tmp_path / "actor")]
-    monkeypatch.setitem(stage_globals, "save_resumable", real_save)
+    monkeypatch.setattr(loop, "save_resumable", real_save)
     ppo_main(critic_free_flags(tmp_path, "grpo", steps=3) + ["--resume"])
     assert [r["step"] for r in read_metrics(str(tmp_path)) if "loss/policy" in r] == [1, 2, 3]
     assert not os.path.exists(tmp_path / "critic")

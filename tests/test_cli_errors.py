@@ -3,17 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from dschat.utils.cli import run_cli
-from test_stage_sft_rm import sft_main
+from conftest import one_line_error
+from dschat.cli.sft import main as sft_main
 
 
 def run_stage(argv, capsys) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli(lambda: sft_main(argv))
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: "), err
-    return err[0]
+    return one_line_error(sft_main, argv, capsys)
 
 
 @pytest.mark.parametrize("flags, expected", [

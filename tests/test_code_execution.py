@@ -2,36 +2,29 @@
 stop policies, and verdicts that do not depend on which child process ran a test."""
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 
-from dschat.rewards import (MalformedTaskError, ProgramOutcome, SandboxLimits, StopPolicy, TestOutcome,
-                            apps_test_cases, call_output_matches, execute_program, execute_programs,
-                            stdio_output_matches, validate_task)
+from conftest import apps_rows, apps_task
+from dschat.rewards import (
+    MalformedTaskError,
+    ProgramOutcome,
+    SandboxLimits,
+    StopPolicy,
+    TestOutcome,
+    apps_test_cases,
+    call_output_matches,
+    execute_program,
+    execute_programs,
+    stdio_output_matches,
+    validate_task,
+)
 from dschat.rewards.code_execution import apps_prelude
 from dschat.rewards.sandbox import ProgramMode
 from dschat.utils.data.schema import CodeTask
 
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "apps", "apps_problems.jsonl")
 LIMITS = SandboxLimits(test_timeout_s=1.0, memory_bytes=1 << 30)
 P, F, E, T, S = (TestOutcome.PASSED, TestOutcome.FAILED, TestOutcome.RUNTIME_ERROR, TestOutcome.TIMEOUT,
                  TestOutcome.SKIPPED)
-
-
-def apps_rows() -> dict:
-    with open(FIXTURES, encoding="utf-8") as fixture:
-        return {row["problem_id"]: row for row in map(json.loads, fixture)}
-
-
-def apps_task(row: dict) -> CodeTask:
-    """A ``codeparrot/apps`` row as a CodeTask (what the APPS adapter produces)."""
-    task_id = str(row["problem_id"])
-    inputs, outputs, fn_name = apps_test_cases(task_id, row["input_output"])
-    return CodeTask(task_id=task_id, prompt=row["question"], question=row["question"],
-                    starter_code=row["starter_code"], fn_name=fn_name, inputs=inputs, outputs=outputs,
-                    difficulty=row["difficulty"], solutions=json.loads(row["solutions"]))
 
 
 def stdio_task(inputs, outputs) -> CodeTask:

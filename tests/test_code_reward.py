@@ -2,10 +2,18 @@
 from __future__ import annotations
 
 import pytest
-from test_code_execution import apps_rows, apps_task
 
-from dschat.rewards import (ExecutionResult, ProgramOutcome, SandboxLimits, TestOutcome, code_reward,
-                            extract_code, score_completions)
+from conftest import apps_rows, apps_task
+from dschat.rewards import (
+    ExecutionResult,
+    ProgramOutcome,
+    SandboxLimits,
+    TestOutcome,
+    code_reward,
+    extract_code,
+    score_completions,
+)
+
 P, F, E, T, S = (TestOutcome.PASSED, TestOutcome.FAILED, TestOutcome.RUNTIME_ERROR, TestOutcome.TIMEOUT,
                  TestOutcome.SKIPPED)
 
@@ -72,4 +80,4 @@ def test_score_completions_on_a_mixed_batch():
                                         SandboxLimits(test_timeout_s=1.0), max_workers=2, malformed_reward=0.0)
     assert rewards == pytest.approx([1.0, -0.3 + 1.3 / 3, 1.0, -1.0, -0.6, -0.6, 0.0])
     assert counts == {"passed": 2, "failed": 1, "runtime_error": 1, "timeout": 1, "compile_error": 1,
-                      "malformed_task": 1}
+                      "malformed_task": 1, "sandbox_error": 0}

@@ -121,12 +121,12 @@ def test_writes_outside_the_private_directory_are_refused(limits, tmp_path):
             os.remove(target)
 
 
-def test_cwd_home_and_tmpdir_are_the_private_directory(limits, tmp_path):
-    program = ("import os, tempfile\nopen('note.txt', 'w').write('kept')\n"
-               "print(os.getcwd() == os.environ['HOME'] == tempfile.gettempdir())\n"
-               "print(os.getcwd().startswith(os.environ['TMPDIR']), open('note.txt').read())\n")
+def test_cwd_home_and_tmpdir_are_the_private_directory_and_read_only(limits, tmp_path):
+    program = ("import os\nprint(os.getcwd() == os.environ['HOME'] == os.environ['TMPDIR'])\n"
+               "print(sorted(os.listdir('.')))\nopen('note.txt', 'w')\n")
     run = run_program(ProgramSpec(ProgramMode.STDIO, program, stdin_inputs=("",)), limits)
-    assert run.tests[0].output.decode().split() == ["True", "True", "kept"]
+    assert run.tests[0].output.decode().splitlines() == ["True", "['in_0.txt']"]
+    assert run.tests[0].status is RunStatus.RAISED and "PermissionError" in run.tests[0].error
     assert os.listdir(tmp_path) == []  # the private directory is removed afterwards
 
 

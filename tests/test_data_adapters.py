@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from dschat.utils.data import CodeTask, DataError, PreferencePair, known_datasets, load_code_tasks, load_pairs
+from dschat.utils.data import (CodeTask, DataError, DataOptions, PreferencePair, known_datasets, load_code_tasks,
+                               load_pairs)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
+HUB = FIXTURES / "hub"  # one directory per repository, laid out as the hub stores it at the pinned commit
 
 
 def test_registry_lists_every_dataset():
@@ -15,25 +17,47 @@ def test_registry_lists_every_dataset():
 
 
 def test_tldr_reddit_and_cnndm_prompts_and_choice(caplog):
-    with caplog.at_level(logging.WARNING):
-        pairs = load_pairs("tldr", "train", FIXTURES / "tldr_comparisons.jsonl")
-    assert pairs[0] == PreferencePair(
+    with caplog.at_level(logging.INFO):
+        train = load_pairs("tldr", "train", HUB / "openai/summarize_from_feedback")
+        validation = load_pairs("tldr", "validation", HUB / "openai/summarize_from_feedback")
+    assert train[0] == PreferencePair(
         prompt="POST\nSubreddit: r/cats\nMy cat keeps knocking glasses off the table at 3am. I tried a spray "
                "bottle and moving the glasses but she just finds new things to push.\nTL;DR:",
         chosen=" cat pushes things off tables at night, nothing I try stops her",
         rejected=" my cat is annoying",
     )
-    assert pairs[1].chosen == " Better paid job offer in another city but my friends are here. Should I move?"
-    assert pairs[1].rejected == " job offer somewhere else"
-    assert pairs[2].prompt == ("ARTICLE\nA storm closed three coastal roads on Monday as winds reached 70mph.  "
-                               "Police urged drivers to stay at home.\nTL;DR:")
-    assert len(pairs) == 3
-    assert "skipped 1 of 4 rows: empty response: 1 (e.g. row 4)" in caplog.text
+    assert train[1].chosen == " Better paid job offer in another city but my friends are here. Should I move?"
+    assert train[1].rejected == " job offer somewhere else"
+    assert len(train) == 3 and "skipped 1 of 4 rows: empty response: 1 (e.g. row 3)" in caplog.text
+    assert validation[0].prompt == ("ARTICLE\nA storm closed three coastal roads on Monday as winds reached 70mph.  "
+                                    "Police urged drivers to stay at home.\nTL;DR:")
+    assert len(validation) == 4
+
+
+def test_tldr_reddit_row_without_subreddit_loads_without_the_subreddit_line(caplog):
+    with caplog.at_level(logging.INFO):
+        train = load_pairs("tldr", "train", HUB / "openai/summarize_from_feedback")
+    assert train[2].prompt == ("POST\nI lost my keys twice this week and found them in the fridge both times."
+                               "\nTL;DR:")
+    assert "1 Reddit rows have no subreddit" in caplog.text
+
+
+def test_tldr_cnndm_rows_are_reported_and_dropped_on_request(caplog):
+    mirror = HUB / "openai/summarize_from_feedback"
+    with caplog.at_level(logging.INFO):
+        kept = load_pairs("tldr", "validation", mirror)
+    assert "2 of 4 rows are CNN/DailyMail articles, kept" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        dropped = load_pairs("tldr", "validation", mirror, options=DataOptions(tldr_cnndm="drop"))
+    assert "2 of 4 rows are CNN/DailyMail articles, dropped" in caplog.text
+    assert sum(pair.prompt.startswith("ARTICLE") for pair in kept) == 2
+    assert dropped == [pair for pair in kept if pair.prompt.startswith("POST")] and len(dropped) == 2
 
 
 def test_hh_rlhf_keeps_dialogue_prompt_verbatim(caplog):
     with caplog.at_level(logging.WARNING):
-        pairs = load_pairs("hh-rlhf", "train", FIXTURES / "hh_rlhf.jsonl")
+        pairs = load_pairs("hh-rlhf", "train", HUB / "Dahoas/full-hh-rlhf")
     assert [pair.prompt for pair in pairs] == [
         "\n\nHuman: What is a good way to learn to juggle?\n\nAssistant:",
         "\n\nHuman: Can you recommend a book?\n\nAssistant: Sure, what kind of books do you like?"
@@ -43,36 +67,44 @@ def test_hh_rlhf_keeps_dialogue_prompt_verbatim(caplog):
     assert "empty response: 1 (e.g. row 3)" in caplog.text
 
 
-def test_webgpt_strips_citations_picks_higher_score_and_drops_ties(caplog):
-    with caplog.at_level(logging.WARNING):
-        train = load_pairs("webgpt", "train", FIXTURES / "webgpt_comparisons.jsonl")
-    validation = load_pairs("webgpt", "validation", FIXTURES / "webgpt_comparisons.jsonl")
-    assert train[0] == PreferencePair(
-        prompt="\n\nHuman: Why is the sky blue?\n\nAssistant:",
+def test_hh_rlhf_flat_directory_with_the_hub_split_names(tmp_path):
+    """A directory holding train.jsonl and test.jsonl (HH-RLHF's own splits) serves validation from test."""
+    rows = [json.loads(line) for line in (FIXTURES / "hh_rlhf.jsonl").read_text().splitlines()]
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows[:2]))
+    (tmp_path / "test.jsonl").write_text(json.dumps(rows[1]) + "\n")
+    assert [pair.rejected for pair in load_pairs("hh-rlhf", "validation", tmp_path)] == [" I don't read books."]
+    assert len(load_pairs("hh-rlhf", "train", tmp_path)) == 2
+
+
+def test_webgpt_authors_template_citations_and_ties_kept_with_answer_0():
+    train = load_pairs("webgpt", "train", HUB / "openai/webgpt_comparisons")
+    by_prompt = {pair.prompt: pair for pair in train}
+    assert by_prompt[" Human: Why is the sky blue? Assistant:"] == PreferencePair(
+        prompt=" Human: Why is the sky blue? Assistant:",
         chosen=" Sunlight is scattered by air molecules, and blue light scatters the most. "
                "This is called Rayleigh scattering.",
         rejected=" Because it reflects the ocean.",
     )
-    assert train[1].chosen == " Plants use photosynthesis to turn light, water and carbon dioxide into sugar."
-    assert train[2].chosen == " Cats purr when content and also to soothe themselves when stressed."
-    assert len(train) == 4 and "tie (equal scores): 1 (e.g. row 6)" in caplog.text
-    assert validation == [PreferencePair("\n\nHuman: What is the capital of Australia?\n\nAssistant:",
-                                         " Canberra is the capital.", " Canberra.")]
+    assert by_prompt[" Human: How do plants make food? Assistant:"].chosen == (
+        " Plants use photosynthesis to turn light, water and carbon dioxide into sugar.")
+    tie = by_prompt[" Human: Why is the ocean salty? Assistant:"]  # score_0 == score_1: answer 0 chosen
+    assert (tie.chosen, tie.rejected) == (" Rivers carry dissolved minerals from rocks into the sea.", " Fish sweat.")
 
 
-def test_webgpt_validation_part_is_seeded_and_disjoint():
-    path = FIXTURES / "webgpt_comparisons.jsonl"
-    train, validation = load_pairs("webgpt", "train", path), load_pairs("webgpt", "validation", path)
-    assert not {pair.prompt for pair in train} & {pair.prompt for pair in validation}
-    assert load_pairs("webgpt", "validation", path) == validation
-    assert load_pairs("webgpt", "validation", path, seed=7) != validation
+def test_webgpt_alternatives_drop_ties_and_hh_template(caplog):
+    options = DataOptions(webgpt_ties="drop", webgpt_template="hh")
+    with caplog.at_level(logging.WARNING):
+        train = load_pairs("webgpt", "train", HUB / "openai/webgpt_comparisons", options=options)
+    assert "\n\nHuman: Why is the ocean salty?\n\nAssistant:" not in {pair.prompt for pair in train}
+    assert "\n\nHuman: Why is the sky blue?\n\nAssistant:" in {pair.prompt for pair in train}
+    assert "tie (equal scores; --webgpt_ties drop): 9" in caplog.text and len(train) == 38 - 9
 
 
 def test_apps_code_tasks_prompts_tests_and_bad_json_skip(caplog):
     with caplog.at_level(logging.WARNING):
-        tasks = load_code_tasks("apps", "train", FIXTURES / "apps.jsonl")
-    assert [task.task_id for task in tasks] == ["12", "2437", "4500"]
-    standard, call_based, unsolved = tasks
+        tasks = load_code_tasks("apps", "train", HUB / "codeparrot/apps")
+    assert [task.task_id for task in tasks] == ["12", "2437", "4500", "4999"]
+    standard, call_based, unsolved, untested = tasks
     assert standard.prompt == ("\nQUESTION:\nRead two integers a and b and print their sum.\n\n-----Input-----\n"
                                "One line with a and b.\n\n-----Output-----\nPrint a + b.\n"
                                "Use Standard Input format\nANSWER:\n")
@@ -82,16 +114,17 @@ def test_apps_code_tasks_prompts_tests_and_bad_json_skip(caplog):
                                  "class Solution:\n    def largest(self, nums: List[int]) -> int:\n        \n"
                                  "Use Call-Based format\nANSWER:\n")
     assert call_based.fn_name == "largest" and call_based.inputs == [[[1, 5, 2]], [[-3, -1]]]
-    assert unsolved.solutions == []
+    assert unsolved.solutions == [] and not untested.has_tests and untested.inputs == []
     assert "bad JSON in input_output: 1 (e.g. problem_id 3001)" in caplog.text
 
 
 def test_apps_sft_pairs_are_prompt_and_first_solution(caplog):
     with caplog.at_level(logging.WARNING):
-        pairs = load_pairs("apps", "train", FIXTURES / "apps.jsonl")
+        pairs = load_pairs("apps", "train", HUB / "codeparrot/apps")
     assert [pair.chosen for pair in pairs] == [
         "a, b = map(int, input().split())\nprint(a + b)\n",
         "class Solution:\n    def largest(self, nums):\n        return max(nums)\n",
+        "print('see the editorial')\n",
     ]
     assert all(pair.rejected is None for pair in pairs)
     assert "no reference solution: 1 (e.g. problem_id 4500)" in caplog.text
@@ -115,8 +148,8 @@ def test_humaneval_has_test_split_only():
 
 
 def test_jsonl_canonical_schema_with_optional_rejected(caplog):
-    with caplog.at_level(logging.WARNING):
-        pairs = load_pairs("jsonl", "train", FIXTURES / "canonical.jsonl")
+    with caplog.at_level(logging.WARNING):  # with eval_data_path, the data_path file is all training rows
+        pairs = load_pairs("jsonl", "train", FIXTURES / "canonical.jsonl", eval_data_path=FIXTURES / "canonical.jsonl")
     assert pairs == [PreferencePair("Question: 2 + 2?\nAnswer:", " 4", " 5"), PreferencePair("Say hi.\n", "Hi!")]
     assert "empty response: 1 (e.g. row 3)" in caplog.text
 
@@ -134,9 +167,10 @@ def test_json_array_and_parquet_files_read_like_jsonl(tmp_path):
     (tmp_path / "rows.json").write_text(json.dumps(rows))
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "rows.parquet")
     expected = load_pairs("hh-rlhf", "train", FIXTURES / "hh_rlhf.jsonl")
+    assert len(expected) == 2  # 3 rows: 2 train, 1 held out (the one with an empty response)
     assert load_pairs("hh-rlhf", "train", tmp_path / "rows.json") == expected
     assert load_pairs("hh-rlhf", "train", tmp_path / "rows.parquet") == expected
 
 
 def test_code_task_records_are_code_tasks():
-    assert all(isinstance(task, CodeTask) for task in load_code_tasks("apps", "test", FIXTURES / "apps.jsonl"))
+    assert all(isinstance(task, CodeTask) for task in load_code_tasks("apps", "test", HUB / "codeparrot/apps"))

@@ -27,6 +27,11 @@ def fixture_rows(name):
     return [json.loads(line) for line in (FIXTURES / name).read_text().splitlines()]
 
 
+def all_rows_as_train(load, name, path):
+    """Every row of ``path`` as training rows (an evaluation file is given, so nothing is held out)."""
+    return load(name, "train", path, eval_data_path=path)
+
+
 def test_missing_file(tmp_path):
     missing = tmp_path / "nope.jsonl"
     assert one_line_error(lambda: load_pairs("tldr", "train", missing)) == f"{missing}: no such file or directory"
@@ -58,7 +63,7 @@ def test_row_missing_a_field_names_file_row_and_schema(tmp_path, name, fixture, 
     rows = fixture_rows(fixture)
     del rows[1][field]
     path = write_jsonl(tmp_path / fixture, rows)
-    message = one_line_error(lambda: load_pairs(name, "train", path))
+    message = one_line_error(lambda: all_rows_as_train(load_pairs, name, path))
     assert message.startswith(f"{path}, row 2: missing field '{field}' (expected ")
 
 
@@ -66,7 +71,7 @@ def test_apps_row_missing_field(tmp_path):
     rows = fixture_rows("apps.jsonl")
     del rows[0]["question"]
     path = write_jsonl(tmp_path / "apps.jsonl", rows)
-    assert one_line_error(lambda: load_code_tasks("apps", "train", path)).startswith(
+    assert one_line_error(lambda: all_rows_as_train(load_code_tasks, "apps", path)).startswith(
         f"{path}, row 1: missing field 'question'")
 
 
@@ -80,7 +85,7 @@ def test_tldr_row_with_neither_post_nor_article(tmp_path):
     rows = fixture_rows("tldr_comparisons.jsonl")
     rows[0]["info"]["post"] = None
     path = write_jsonl(tmp_path / "tldr.jsonl", rows)
-    assert "row 1: info has neither 'post'" in one_line_error(lambda: load_pairs("tldr", "train", path))
+    assert "row 1: info has neither 'post'" in one_line_error(lambda: all_rows_as_train(load_pairs, "tldr", path))
 
 
 def test_invalid_json_line_names_line(tmp_path):
@@ -116,7 +121,7 @@ def test_apps_json_of_the_wrong_shape_is_an_error(tmp_path):
     rows = fixture_rows("apps.jsonl")
     rows[0]["input_output"] = json.dumps([1, 2])
     path = write_jsonl(tmp_path / "apps.jsonl", rows)
-    assert one_line_error(lambda: load_code_tasks("apps", "train", path)) == (
+    assert one_line_error(lambda: all_rows_as_train(load_code_tasks, "apps", path)) == (
         f"{path}, row 1: input_output should decode to a JSON dict, got list (problem_id 12)")
 
 
@@ -125,7 +130,7 @@ def test_apps_bad_solutions_json_is_a_counted_skip(tmp_path, caplog):
     rows[1]["solutions"] = "[\"print(1)\""
     path = write_jsonl(tmp_path / "apps.jsonl", rows)
     with caplog.at_level(logging.WARNING):
-        tasks = load_code_tasks("apps", "train", path)
+        tasks = all_rows_as_train(load_code_tasks, "apps", path)
     assert [task.task_id for task in tasks] == ["12", "4500"]
     assert "skipped 2 of 4 rows: bad JSON in input_output: 1 (e.g. problem_id 3001); " \
            "bad JSON in solutions: 1 (e.g. problem_id 2437)" in caplog.text
@@ -149,16 +154,20 @@ def test_bad_phase():
         lambda: pairs_for_phase("synthetic", 3))
 
 
-def test_hub_load_failure_is_one_line_with_the_way_out():
+def test_hub_unreachable_is_one_line_naming_the_download_command(tmp_path):
+    """Offline with a cold HF cache: one line naming the pinned file and how to fetch it, no traceback."""
     import os
     import subprocess
     import sys
 
     code = ("from dschat.utils.data import DataError, load_pairs\n"
-            "try:\n    load_pairs('hh-rlhf', 'validation')\nexcept DataError as error:\n    print(error)\n")
+            "try:\n    load_pairs('tldr', 'validation')\nexcept DataError as error:\n    print(error)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path)})
     message = result.stdout.strip()
     assert "\n" not in message and "Traceback" not in result.stderr
-    assert message.startswith("Dahoas/full-hh-rlhf[test]: could not load from the hub (")
-    assert message.endswith("pass data_path= pointing at a local copy in the hub schema")
+    assert message == (
+        "openai/summarize_from_feedback@195fc27:comparisons/validation/0000.parquet: cannot reach the hub and the "
+        "file is not in the HF cache; on a machine with network run `hf download openai/summarize_from_feedback "
+        "comparisons/validation/0000.parquet --repo-type dataset --revision 195fc27ff714b2aff32ab8aba9bbee1d35663700 "
+        "--local-dir DIR` and pass --data_path DIR")

@@ -3,26 +3,20 @@ import logging
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
 
-from dschat.utils.data import (DataError, PairCollator, PairDataset, PreferencePair, PromptCollator, PromptDataset,
-                               SFTCollator, SFTDataset)
+from conftest import BOS, EOS, PAD, word_tokenizer
+from dschat.utils.data import (
+    DataError,
+    PairCollator,
+    PairDataset,
+    PreferencePair,
+    PromptCollator,
+    PromptDataset,
+    SFTCollator,
+    SFTDataset,
+)
 
-VOCAB = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, "q1": 4, "q2": 5, "r1": 6, "r2": 7, "x": 8}
-PAD, EOS, BOS = 0, 1, 2
 M = -100
-
-
-def word_tokenizer(bos=True, pad=True):
-    backend = Tokenizer(models.WordLevel(VOCAB, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    specials = {"eos_token": "<eos>", "unk_token": "<unk>"}
-    if bos:
-        specials["bos_token"] = "<bos>"
-    if pad:
-        specials["pad_token"] = "<pad>"
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **specials)
 
 
 @pytest.fixture(scope="module")

@@ -1,26 +1,13 @@
 """ZeRO-3 in two CPU processes (gloo): SFT through torchrun, saving a loadable HF checkpoint."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 from transformers import AutoModelForCausalLM
 
-from conftest import ROOT, read_metrics
-
-
-def _torchrun(script: str, flags: list, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-               os.path.join(ROOT, script), *flags]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
+from conftest import read_metrics, torchrun
 
 
 def test_sft_zero3_two_processes(tmp_path):
-    _torchrun("training/step1_supervised_finetuning/main.py",
+    torchrun("training/step1_supervised_finetuning/main.py",
               ["--model_name_or_path", "tiny-gemma", "--zero_stage", "3", "--max_seq_len", "64",
                "--per_device_train_batch_size", "8", "--max_steps", "4", "--max_eval_samples", "32",
                "--learning_rate", "1e-3", "--output_dir", str(tmp_path), "--no_progress_bar", "--log_steps", "1"])

@@ -10,14 +10,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from conftest import read_metrics
+from conftest import BOS, EOS, PAD, SFT_FLAGS, read_metrics, word_tokenizer
+from dschat.cli.dpo import build_parser
+from dschat.cli.dpo import main as dpo_module_main
+from dschat.cli.sft import main as sft_main
 from dschat.rlhf.dpo import dpo_loss, implicit_rewards, logprob_positions, response_logprob_sums
-from dschat.utils.config import parse_args_with_config
 from dschat.utils.data import PairCollator, PairDataset, PreferencePair
-from test_data_tokenized import BOS, EOS, PAD, word_tokenizer
-from test_stage_sft_rm import SFT_FLAGS, _import_main, sft_main
-
-dpo_module_main = _import_main("training/step2_dpo_finetuning/main.py")
 
 
 def test_loss_and_implicit_rewards_match_a_hand_computation():
@@ -72,8 +70,7 @@ def test_response_mask_covers_exactly_the_response_text_with_the_shipped_tokeniz
 
 @pytest.mark.parametrize("path", sorted(glob.glob("configs/dpo/*/*.yaml")))
 def test_dpo_configs_are_valid_stage_flags_with_the_paper_values(path):
-    parser = dpo_module_main.__globals__["build_parser"]()
-    args = parse_args_with_config(parser, ["--config", path, "--output_dir", "unused"])
+    args = build_parser().parse_config(["--config", path, "--output_dir", "unused"])
     assert args.learning_rate == pytest.approx(2e-7)
     assert args.beta == {"tldr": 0.1, "hh-rlhf": 0.01, "webgpt": 0.1}[os.path.basename(path)[:-5]]
 

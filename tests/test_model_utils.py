@@ -1,16 +1,23 @@
 """Model loading, the reward-model format, the DeepSpeed config builder and config files."""
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-from dschat.utils.config import ConfigError, parse_args_with_config, resolve_accumulation
+from dschat.utils.config import ConfigError, ConfigParser, PositiveFloat, PositiveInt, split_global_batch
 from dschat.utils.ds_utils import get_train_ds_config
-from dschat.utils.model import (ModelLoadError, last_token_index, load_causal_lm, load_reward_model,
-                                resolve_model_path, sequence_scores, token_values)
+from dschat.utils.model import (
+    ModelLoadError,
+    last_token_index,
+    load_causal_lm,
+    load_reward_model,
+    resolve_model_path,
+    sequence_scores,
+    token_values,
+)
 
 
 def test_tiny_gemma_is_deterministic_and_matches_tokenizer(tokenizer):
@@ -68,34 +75,41 @@ def test_ds_config_batch_arithmetic_and_errors():
         get_train_ds_config(micro_batch_size=1, zero_stage=2, offload_params=True)
 
 
-def _parser():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--learning_rate", type=float, default=1.0)
-    parser.add_argument("--per_device_train_batch_size", type=int, default=8)
-    parser.add_argument("--gradient_accumulation_steps", type=int, default=None)
-    parser.add_argument("--global_batch_size", type=int, default=None)
-    parser.add_argument("--config", action="append", default=[])
-    return parser
+@dataclass
+class _Flags:
+    """test flags"""
+
+    learning_rate: PositiveFloat = 1.0
+    """Learning rate."""
+    per_device_train_batch_size: PositiveInt = 8
+    """Micro batch."""
 
 
 def test_config_file_values_are_defaults_the_command_line_overrides(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text("learning_rate: 0.5\nglobal_batch_size: 64\n")
-    args = parse_args_with_config(_parser(), ["--config", str(path)])
+    path.write_text("learning_rate: 0.5\n")
+    args = ConfigParser(_Flags).parse_config(["--config", str(path)])
     assert args.learning_rate == 0.5
-    args = parse_args_with_config(_parser(), ["--config", str(path), "--learning_rate", "0.25"])
+    args = ConfigParser(_Flags).parse_config(["--config", str(path), "--learning_rate", "0.25"])
     assert args.learning_rate == 0.25
-    resolve_accumulation(args, world_size=2)
-    assert args.gradient_accumulation_steps == 4  # 64 / (8 x 2)
+
+
+def test_global_batch_gives_micro_batch_and_accumulation_for_any_process_count():
+    assert split_global_batch(64, world_size=2, max_micro_batch=8) == (8, 4)  # 64 / (8 x 2)
+    assert split_global_batch(512, world_size=16, max_micro_batch=8) == (8, 4)
+    assert split_global_batch(16, world_size=16, max_micro_batch=2) == (1, 1)  # micro shrinks to fit
+    assert split_global_batch(48, world_size=2, max_micro_batch=5) == (4, 6)  # largest divisor of 24 <= 5
+    with pytest.raises(ConfigError, match="--global_batch_size 100 cannot be split over 8 processes"):
+        split_global_batch(100, world_size=8, max_micro_batch=4)
 
 
 def test_config_file_errors_name_the_file_and_key(tmp_path):
     bad_key = tmp_path / "bad.yaml"
     bad_key.write_text("learning_rat: 0.5\n")
     with pytest.raises(ConfigError, match="bad.yaml: unknown key 'learning_rat'"):
-        parse_args_with_config(_parser(), ["--config", str(bad_key)])
+        ConfigParser(_Flags).parse_config(["--config", str(bad_key)])
     with pytest.raises(ConfigError, match="file not found"):
-        parse_args_with_config(_parser(), ["--config", str(tmp_path / "missing.yaml")])
+        ConfigParser(_Flags).parse_config(["--config", str(tmp_path / "missing.yaml")])
 
 
 def test_smollm2_converts_once_to_plain_hf_and_answers(tmp_path, monkeypatch):

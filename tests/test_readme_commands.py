@@ -7,9 +7,9 @@ stand-in at ``.venv/bin/python`` (and ``.venv/bin/transformers``) which records 
   then parsed by its own entry point's argparse parser (in this process, stopped right after ``parse_args``):
   every flag exists, required flags are given, values have their types. A ``bash scripts/X.sh`` line is not run
   (those scripts install into ``.venv``); its script must exist.
-- ``test_readme_commands_run`` (``-m slow``: 7 processes, 6.8 min on 2 busy cores): the stand-in runs the real interpreter, with the documented
-  override ``--max_steps 2 --max_eval_samples 16`` appended to every ``training/*/main.py`` command (argparse:
-  the last value wins). Blocks left to other targets: ``bash scripts/...`` (they install into ``.venv``; the
+- ``test_readme_commands_run`` (``-m slow``: 7 processes, 6.8 min on 2 busy cores): the stand-in runs the real
+  interpreter, with the documented override ``--max_steps 2 --max_eval_samples 16`` appended to every
+  ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets: ``bash scripts/...`` (they install into ``.venv``; the
   demo runs the flags of "Stages"), the judge against ``transformers serve`` (the ``-m integration`` target),
   the benchmarks (minutes each; they print figures). ``solution.py`` for the viewer is written by the test.
 """
@@ -120,9 +120,9 @@ def parse_only(argv: List[str], capsys) -> argparse.Namespace:
                 runpy.run_path(program[0], run_name="__main__")
         except Parsed:
             return parsed["args"]
-        except SystemExit as exit_:
+        except (SystemExit, ValueError) as exit_:
             pytest.fail(f"README command `python {' '.join(argv)}` does not parse: {capsys.readouterr().err.strip()}"
-                        f" (exit {exit_.code})")
+                        f" ({exit_!r})")
     pytest.fail(f"README command `python {' '.join(argv)}` never parsed its arguments")
 
 

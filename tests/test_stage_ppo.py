@@ -8,11 +8,11 @@ import re
 import pytest
 import torch
 
-from conftest import read_metrics
-from test_distributed import _torchrun
-from test_stage_sft_rm import SFT_FLAGS, _import_main, rm_main, sft_main
-
-ppo_main = _import_main("training/step3_rlhf_finetuning/main.py")
+import dschat.utils.loop as loop
+from conftest import SFT_FLAGS, read_metrics, torchrun
+from dschat.cli.ppo import main as ppo_main
+from dschat.cli.rm import main as rm_main
+from dschat.cli.sft import main as sft_main
 
 
 @pytest.fixture(scope="module")
@@ -29,16 +29,16 @@ def sft_rm(tmp_path_factory):
 def ppo_flags(sft_rm, out, steps=2) -> list:
     sft, rm = sft_rm
     return ["--actor_model_name_or_path", sft, "--critic_model_name_or_path", rm, "--output_dir", str(out),
-            "--max_prompt_seq_len", "32", "--max_answer_seq_len", "16", "--per_device_generation_batch_size", "8",
-            "--per_device_training_batch_size", "4", "--max_steps", str(steps), "--max_eval_samples", "16",
-            "--num_warmup_steps", "0", "--no_progress_bar", "--log_samples", "1"]
+            "--max_prompt_seq_len", "32", "--max_new_tokens", "16", "--per_device_generation_batch_size", "8",
+            "--per_device_train_batch_size", "4", "--max_steps", str(steps), "--max_eval_samples", "16",
+            "--warmup_steps", "0", "--no_progress_bar", "--log_samples", "1"]
 
 
 @pytest.mark.parametrize("rule", [["--termination", "fixed", "--ngram", "5"],
-                                  ["--termination", "ngram", "--ngram", "inf", "--value_function", "unit"],
-                                  ["--termination", "randomized", "--value_function", "position"],
-                                  ["--termination", "ppl", "--ma_ratio", "macro"],
-                                  ["--termination", "parsing", "--parser", "spacy", "--macro_reward", "mean"]],
+                                  ["--termination", "ngram", "--ngram", "inf", "--sigma", "unit"],
+                                  ["--termination", "randomized", "--sigma", "position"],
+                                  ["--termination", "ppl", "--ratio", "macro"],
+                                  ["--termination", "parsing", "--parser", "spacy", "--reward_agg", "mean"]],
                          ids=["fixed5", "infinite-unit", "randomized-position", "ppl-macro-ratio", "parsing-mean"])
 def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, rule):
     ppo_main(ppo_flags(sft_rm, tmp_path) + rule)
@@ -66,8 +66,7 @@ def test_interrupted_ppo_resumes_exactly(sft_rm, tmp_path, monkeypatch):
     state is restored, so sampling repeats exactly on CPU)."""
     flags = ppo_flags(sft_rm, tmp_path, steps=4) + ["--save_steps", "2", "--ngram", "5", "--eval_steps", "0"]
     ppo_main(flags + ["--output_dir", str(tmp_path / "full")])
-    stage_globals = ppo_main.__globals__
-    real_save = stage_globals["save_resumable"]
+    real_save = loop.save_resumable
     saved = []
 
     def save_then_die(engine, output_dir, state, extra=None):
@@ -76,10 +75,10 @@ def test_interrupted_ppo_resumes_exactly(sft_rm, tmp_path, monkeypatch):
         if len(saved) == 2:  # actor and critic both saved
             raise KeyboardInterrupt("simulated interruption")
 
-    monkeypatch.setitem(stage_globals, "save_resumable", save_then_die)
+    monkeypatch.setattr(loop, "save_resumable", save_then_die)
     with pytest.raises(KeyboardInterrupt):
         ppo_main(flags + ["--output_dir", str(tmp_path / "resumed")])
-    monkeypatch.setitem(stage_globals, "save_resumable", real_save)
+    monkeypatch.setattr(loop, "save_resumable", real_save)
     ppo_main(flags + ["--output_dir", str(tmp_path / "resumed"), "--resume"])
 
     def by_step(run):
@@ -93,7 +92,7 @@ def test_interrupted_ppo_resumes_exactly(sft_rm, tmp_path, monkeypatch):
 
 
 def test_ppo_zero3_two_processes(sft_rm, tmp_path):
-    _torchrun("training/step3_rlhf_finetuning/main.py",
+    torchrun("training/step3_rlhf_finetuning/main.py",
               ppo_flags(sft_rm, tmp_path) + ["--actor_zero_stage", "3", "--critic_zero_stage", "3",
                                              "--ngram", "5"])
     assert len([r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]) == 2

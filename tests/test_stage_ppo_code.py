@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import read_metrics
+from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.reward_sources import CodeExecutionReward
 from dschat.utils.data import load_code_tasks
-from test_stage_ppo import ppo_main
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +36,10 @@ def test_code_reward_source_scores_each_row_against_its_own_task(humaneval_tasks
                                   ["--termination", "parsing"]], ids=["ppo", "mappo-parsing-code"])
 def test_ppo_with_execution_reward_runs_end_to_end(tmp_path, rule):
     ppo_main(["--reward", "code", "--data_name", "humaneval", "--actor_model_name_or_path", "tiny-gemma",
-              "--output_dir", str(tmp_path), "--max_prompt_seq_len", "160", "--max_answer_seq_len", "16",
-              "--per_device_generation_batch_size", "4", "--per_device_training_batch_size", "4",
+              "--output_dir", str(tmp_path), "--max_prompt_seq_len", "160", "--max_new_tokens", "16",
+              "--per_device_generation_batch_size", "4", "--per_device_train_batch_size", "4",
               "--max_steps", "2", "--max_eval_samples", "40", "--temperature", "1.0", "--top_k", "5",
-              "--num_warmup_steps", "0", "--no_progress_bar", "--log_samples", "0", *rule])
+              "--warmup_steps", "0", "--no_progress_bar", "--log_samples", "0", *rule])
     train = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
     assert len(train) == 2
     for record in train:

@@ -7,26 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-from conftest import last_value, read_metrics
-
-SFT_MAIN = "training/step1_supervised_finetuning/main.py"
-
-
-def _import_main(path: str):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(os.path.basename(os.path.dirname(path)), path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
-
-
-sft_main = _import_main(SFT_MAIN)
-rm_main = _import_main("training/step2_reward_model_finetuning/main.py")
-
-SFT_FLAGS = ["--model_name_or_path", "tiny-gemma", "--max_seq_len", "64", "--per_device_train_batch_size", "16",
-             "--learning_rate", "2e-3", "--warmup_ratio", "0.05", "--max_eval_samples", "64",
-             "--no_progress_bar", "--log_steps", "1"]
+from conftest import SFT_FLAGS, read_metrics
+from dschat.cli.rm import main as rm_main
+from dschat.cli.sft import main as sft_main
 
 
 @pytest.fixture(scope="module")

@@ -85,25 +85,23 @@ def test_randomized_lengths_are_spelled_as_in_step3(capsys, tokenizer_dir):
                               "2", "--tokenizer", tokenizer_dir, "--text", FOX)
     assert code == 0 and out == "The quick brown@@ fox jumps over@@ the lazy dog.@@\n"
     with pytest.raises(SystemExit):
-        viewer.main(["--termination", "randomized", "--random_lengths", "2 3", "--text", FOX])
-    assert "--random_lengths 2 3: expected comma-separated positive integers" in capsys.readouterr().err
+        viewer.main(["--termination", "randomized", "--random_lengths", "2", "0", "--text", FOX])
+    assert "--random_lengths 0: expected" in capsys.readouterr().err
 
 
 def test_options_mean_what_step3_makes_of_them():
     """The same flags give the viewer and step 3 (first process) the same rule options, defaults included."""
-    import importlib.util
-    import os
+    from dschat.cli import ppo
+    from dschat.cli.configs import RLHFConfig
+    from dschat.utils.config import ConfigParser
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "training", "step3_rlhf_finetuning", "main.py")
-    spec = importlib.util.spec_from_file_location("step3_main_for_viewer", path)
-    step3 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(step3)
-    for flags in ([], ["--ngram", "inf"], ["--ngram", "5", "--random_lengths", "2,3", "--random_repeat", "2",
-                                           "--seed", "7", "--parser", "spacy", "--parser_cutoff", "4"]):
-        trainer_args = step3.build_parser().parse_args(flags + ["--output_dir", "unused"])
-        viewer_args = viewer.build_arg_parser().parse_args(flags + ["--termination", "fixed", "--text", "x"])
-        assert viewer.termination_options(viewer_args) == step3.termination_options(trainer_args, 0)
+    for flags in ([], ["--ngram", "inf"], ["--termination", "randomized", "--ngram", "5", "--random_lengths", "2",
+                                           "3", "--random_repeat", "2", "--seed", "7", "--parser", "spacy",
+                                           "--parser_cutoff", "4"]):
+        trainer_config = ConfigParser(RLHFConfig).parse_config(flags + ["--output_dir", "unused"])
+        viewer_args = viewer.build_arg_parser().parse_args(flags + ["--text", "x"])
+        assert viewer_args.termination == trainer_config.termination
+        assert viewer.termination_options(viewer_args) == ppo.termination_options(trainer_config, 0)
 
 
 def test_offline_model_names_are_accepted(capsys):
@@ -133,7 +131,7 @@ def test_missing_tokenizer_is_a_one_line_error(capsys, monkeypatch, tmp_path):
 def test_unknown_parser_is_rejected(capsys, tokenizer_dir):
     with pytest.raises(SystemExit) as exit_info:
         viewer.main(["--termination", "parsing", "--parser", "nope", "--tokenizer", tokenizer_dir, "--text", "x"])
-    assert exit_info.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--parser nope: expected one of auto, spacy" in capsys.readouterr().err
 
 
 def test_fallback_is_noted_on_stderr(capsys, tokenizer_dir):

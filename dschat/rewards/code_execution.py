@@ -36,6 +36,7 @@ Comparison rules, after APPS' ``testing_util.run_test`` (Hendrycks et al., 2021)
 from __future__ import annotations
 
 import json
+import logging
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ from dschat.utils.data.schema import CodeTask
 
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program
 from .sandbox_child import TESTS_FILENAME
+
+logger = logging.getLogger(__name__)
 
 FLOAT_RELATIVE_TOLERANCE = 1e-5
 FLOAT_ABSOLUTE_TOLERANCE = 1e-8
@@ -90,7 +93,8 @@ class TestOutcome(str, Enum):
 
 class ProgramOutcome(str, Enum):
     """Verdict of a whole program: its first runtime error or timeout in test order, else passed (every test
-    passed) or failed; or compile_error; or malformed_task when the task's tests cannot be run."""
+    passed) or failed; or compile_error; or malformed_task when the task's tests cannot be run; or
+    sandbox_error when the sandbox failed or a child's isolation was not the one asked for."""
 
     PASSED = "passed"
     FAILED = "failed"
@@ -98,6 +102,7 @@ class ProgramOutcome(str, Enum):
     TIMEOUT = "timeout"
     COMPILE_ERROR = "compile_error"
     MALFORMED_TASK = "malformed_task"
+    SANDBOX_ERROR = "sandbox_error"  # the sandbox could not vouch for the run: never a pass (see sandbox.py)
 
 
 class StopPolicy(str, Enum):
@@ -350,7 +355,16 @@ def execute_program(task: CodeTask, code: str, limits: SandboxLimits = SandboxLi
             details.append(_describe_test(run, outcome, expected, mode))
         return not _stops(stop, outcome)
 
-    program_run = run_program(spec, limits, on_test)
+    try:
+        program_run = run_program(spec, limits, on_test)
+    except Exception as error:  # a sandbox bug must cost this program its verdict, not the batch
+        logger.exception("task %s: the sandbox failed", task.task_id)
+        return ExecutionResult(task.task_id, ProgramOutcome.SANDBOX_ERROR, (TestOutcome.SKIPPED,) * spec.num_tests,
+                               f"sandbox error: {error!r}"[:_MAX_DETAIL_CHARS])
+    if program_run.sandbox_error is not None:
+        return ExecutionResult(task.task_id, ProgramOutcome.SANDBOX_ERROR, (TestOutcome.SKIPPED,) * spec.num_tests,
+                               f"sandbox error: {program_run.sandbox_error}"[:_MAX_DETAIL_CHARS],
+                               program_run.isolation)
     if program_run.compile_error is not None:
         return ExecutionResult(task.task_id, ProgramOutcome.COMPILE_ERROR,
                                (TestOutcome.SKIPPED,) * spec.num_tests, program_run.compile_error,

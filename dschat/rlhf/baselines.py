@@ -154,7 +154,7 @@ class Algorithm:
 
 
 def _macro_gae(config: PPOConfig) -> MacroGAEEstimator:
-    return MacroGAEEstimator(config.sigma, config.macro_reward, config.gamma, config.lam)
+    return MacroGAEEstimator(config.sigma, config.reward_agg, config.gamma, config.lam)
 
 
 def _sequence_baseline(advantage_fn: SequenceAdvantageFn) -> Callable[[PPOConfig], SequenceBaselineEstimator]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, fields
-from typing import Optional
 
 import deepspeed
 import torch

@@ -1,44 +1,80 @@
-"""Every PPO / MA-PPO constant, with the paper's Table 5 defaults (Gemma-2B column)."""
+"""Every PPO / MA-PPO constant, with the paper's Table 5 defaults (Gemma-2B column). Each field is also a flag of
+step 3 (``dschat/cli/ppo.py``): its type says how the value is checked and its docstring is the ``--help``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Literal, Optional
+
+from dschat.rlhf.macro_action.segments import REWARD_AGGS, SIGMAS
+from dschat.utils.config import Alias, Fraction, NonNegativeFloat, OneOf, Parse, PositiveFloat, PositiveInt
+
+
+def _terminations():
+    from dschat.rlhf.macro_action.termination import available_terminations
+
+    return available_terminations()
+
+
+def _algorithms():
+    from dschat.rlhf.baselines import ALGORITHMS
+
+    return sorted(ALGORITHMS)
+
+
+def _reinforce_baselines():
+    from dschat.rlhf.baselines import REINFORCE_BASELINES
+
+    return REINFORCE_BASELINES
+
+
+def ngram_length(text: str) -> Optional[int]:
+    """``--ngram``: a positive integer, or 0 / inf for one macro per response (None)."""
+    if str(text).lower() in ("0", "inf", "none"):
+        return None
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
 
 
 @dataclass
 class PPOConfig:
-    kl_coef: float = 0.05
+    """PPO / MA-PPO (§3.2, Table 5)"""
+
+    kl_coef: NonNegativeFloat = 0.05
     """β: weight of the per-token KL penalty -β·KL(π‖π_ref) in the reward (Table 5)."""
-    kl_estimator: str = "k1"
+    kl_estimator: Literal["k1", "k2", "k3"] = "k1"
     """KL estimator per token: k1 = log π - log π_ref, k2 = ½(·)², k3 = (ratio - 1) - log ratio (Schulman)."""
-    reward_clip: float = 5.0
+    reward_clip: PositiveFloat = 5.0
     """The reward-model score is clipped to [-c, c] before it is added at the last response token."""
-    clip_ratio: float = 0.2
+    clip_eps: Annotated[PositiveFloat, Alias("--clip_ratio")] = 0.2
     """ε of the clipped surrogate objective (§3.2.2)."""
-    value_clip: float = 0.2
+    value_clip: PositiveFloat = 0.2
     """Clip range of the critic's value update around the rollout values."""
-    gamma: float = 1.0
+    gamma: Fraction = 1.0
     """γ of GAE over macro steps (Table 5)."""
-    lam: float = 0.95
+    lam: Fraction = 0.95
     """λ of GAE over macro steps (Table 5)."""
-    ppo_epochs: int = 1
+    ppo_epochs: PositiveInt = 1
     """Passes over each rollout batch (Table 5: 1)."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's response tokens (off in the paper's setup)."""
-    sigma: str = "equal"
-    """Macro value σ (Appendix D.1): equal | unit | position."""
-    macro_reward: str = "sum"
-    """Macro reward: sum (the paper's R_τ with ρ = 1) | mean (the released code)."""
-    ma_ratio: str = "token"
+    sigma: Annotated[Literal[SIGMAS], Alias("--value_function")] = "equal"
+    """σ of the macro value (Appendix D.1): equal | unit | position."""
+    reward_agg: Annotated[Literal[REWARD_AGGS], Alias("--macro_reward")] = "sum"
+    """Macro reward R_τ: sum (the paper's, ρ = 1) | mean (the released code)."""
+    ratio: Annotated[Literal["token", "macro"], Alias("--ma_ratio")] = "token"
     """Importance ratio: token (each token's ratio with its macro's advantage) | macro (π(ω|s)/π_old(ω|s))."""
-    termination: str = "fixed"
-    """Termination rule ζ (§3.2.1); with ``ngram`` = 1 MA-PPO is token-level PPO."""
-    ngram: Optional[int] = 1
-    """Fixed n-gram length; None = the whole response is one macro (n → ∞)."""
-    algo: str = "ppo"
+    termination: Annotated[str, OneOf(_terminations)] = "fixed"
+    """Termination rule ζ (§3.2.1); with --ngram 1 MA-PPO is token-level PPO."""
+    ngram: Annotated[Optional[int], Parse(ngram_length, "a positive integer, or 0 / inf (n → ∞)")] = 1
+    """n of the fixed n-gram rule: 1 = vanilla PPO; 0 / inf = the whole response is one macro (n → ∞)."""
+    algo: Annotated[str, OneOf(_algorithms)] = "ppo"
     """Advantage estimator (``dschat.rlhf.baselines``): ppo (critic + macro GAE) | rloo | grpo | reinforce
     (critic-free, one macro per response: the n → ∞ limit of §3.2.3; Appendix C.3)."""
-    num_samples_per_prompt: int = 1
-    """K: each prompt of a generation batch is sampled K times, in contiguous rows (RLOO: K = 4, App. C.3)."""
-    reinforce_baseline: str = "none"
-    """REINFORCE only: none (raw sequence return) | batch_mean (subtract the batch's mean return)."""
+    num_samples_per_prompt: Optional[PositiveInt] = None
+    """K: each prompt of a generation batch is sampled K times, in contiguous rows (default: 4 for rloo and grpo,
+    1 otherwise; App. C.3)."""
+    reinforce_baseline: Annotated[str, OneOf(_reinforce_baselines)] = "none"
+    """--algo reinforce only: none (raw sequence return) | batch_mean (subtract the batch's mean return)."""
+

@@ -13,8 +13,15 @@ import torch
 from tqdm.auto import tqdm
 
 from dschat.rlhf.baselines import build_advantage_estimator
-from dschat.rlhf.experience import (Experience, SamplingConfig, decode_responses, generate, macro_view,
-                                    rollout_masks, sequence_logprobs)
+from dschat.rlhf.experience import (
+    Experience,
+    SamplingConfig,
+    decode_responses,
+    generate,
+    macro_view,
+    rollout_masks,
+    sequence_logprobs,
+)
 from dschat.rlhf.kl import token_rewards
 from dschat.rlhf.macro_action import masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
@@ -136,13 +143,14 @@ class PPOTrainer:
             for micro in experience.micro_batches(self.micro_batch_size):
                 logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask)
                 actor_loss, actor_stats = policy_loss(
-                    logprobs, micro.logprobs, micro.advantages, micro.action_mask, cfg.clip_ratio,
-                    segment_ids=micro.segment_ids, ratio=cfg.ma_ratio)
+                    logprobs, micro.logprobs, micro.advantages, micro.action_mask, cfg.clip_eps,
+                    segment_ids=micro.segment_ids, ratio=cfg.ratio)
                 actor.backward(actor_loss)
                 actor.step()
+                critic_stats = self.critic_update(micro)
                 history.append({"loss/policy": actor_loss.detach(),
                                 **{f"policy/{k}": torch.as_tensor(v).detach() for k, v in actor_stats.items()},
-                                **self.critic_update(micro)})
+                                **critic_stats})
         return {key: torch.stack([h[key].float() for h in history]).mean() for key in history[0]}
 
     def step(self, batch: dict) -> tuple:

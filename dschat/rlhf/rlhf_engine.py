@@ -3,32 +3,24 @@ the SFT model for code tasks) and frozen reward model — each wrapped by DeepSp
 Critic-free algorithms (``--algo rloo | grpo | reinforce``, Appendix C.3) get no critic at all."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from dschat.rlhf.baselines import get_algorithm
-from dschat.utils.engine import init_eval_engine, init_train_engine, prepare_model
+from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
 from dschat.utils.model import load_causal_lm, load_reward_model
 
 
-def _role_args(args, role: str) -> SimpleNamespace:
-    """The generic engine flags for one model, read from the ``--{role}_*`` flags of step 3."""
-    return SimpleNamespace(
-        zero_stage=getattr(args, f"{role}_zero_stage"),
-        gradient_checkpointing=getattr(args, f"{role}_gradient_checkpointing", False),
-        lora_dim=getattr(args, f"{role}_lora_dim", 0),
-        lora_alpha=args.lora_alpha,
-        lora_dropout=0.0,
-        dtype=args.dtype,
-        offload=args.offload,
-        offload_params=args.offload_params,
-        gradient_accumulation_steps=(args.per_device_generation_batch_size * args.num_samples_per_prompt
-                                     // args.per_device_training_batch_size),
-        per_device_train_batch_size=args.per_device_training_batch_size,
-        weight_decay=args.weight_decay,
-        lr_scheduler_type=args.lr_scheduler_type,
-        warmup_ratio=0.0,
-        gradient_clipping=args.gradient_clipping,
-    )
+def role_config(args, role: str, num_update_steps: int) -> EngineConfig:
+    """The DeepSpeed settings of ``role`` (actor or critic) from step 3's ``--{role}_*`` and shared flags: one
+    optimizer step per PPO pass over the per-process rollouts, accumulated in micro batches."""
+    rollouts = args.per_device_generation_batch_size * args.num_samples_per_prompt
+    return EngineConfig(
+        zero_stage=getattr(args, f"{role}_zero_stage"), dtype=args.dtype, offload=args.offload,
+        offload_params=args.offload_params, gradient_checkpointing=getattr(args, f"{role}_gradient_checkpointing"),
+        lora_dim=getattr(args, f"{role}_lora_dim"), lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
+        micro_batch_size=args.per_device_train_batch_size,
+        gradient_accumulation_steps=rollouts // args.per_device_train_batch_size,
+        learning_rate=getattr(args, f"{role}_learning_rate"), weight_decay=args.weight_decay,
+        adam_betas=(args.adam_beta1, args.adam_beta2), lr_scheduler_type=args.lr_scheduler_type,
+        warmup_steps=args.warmup(num_update_steps), gradient_clipping=args.gradient_clipping)
 
 
 class RLHFEngine:
@@ -36,20 +28,19 @@ class RLHFEngine:
     is code execution) ``reward``."""
 
     def __init__(self, args, tokenizer, world_size: int, num_update_steps: int):
-        actor_args = _role_args(args, "actor")
-        critic_args = _role_args(args, "critic")
+        actor_config = role_config(args, "actor", num_update_steps)
+        critic_config = role_config(args, "critic", num_update_steps)
         actor = load_causal_lm(args.actor_model_name_or_path, tokenizer, args.dtype, args.seed)
-        self.actor = init_train_engine(prepare_model(actor, actor_args), actor_args, world_size, num_update_steps,
-                                       lr=args.actor_learning_rate, warmup_steps=args.num_warmup_steps)
+        self.actor = init_train_engine(prepare_model(actor, actor_config), actor_config, world_size,
+                                       num_update_steps)
         reference = load_causal_lm(args.actor_model_name_or_path, tokenizer, args.dtype, args.seed)
-        self.ref = init_eval_engine(reference, actor_args, world_size, args.per_device_generation_batch_size)
+        self.ref = init_eval_engine(reference, actor_config, world_size, args.per_device_generation_batch_size)
         self.critic = None
         if get_algorithm(args.algo).needs_critic:
             critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed)
-            self.critic = init_train_engine(prepare_model(critic, critic_args, task_type="SEQ_CLS"), critic_args,
-                                            world_size, num_update_steps, lr=args.critic_learning_rate,
-                                            warmup_steps=args.num_warmup_steps)
+            self.critic = init_train_engine(prepare_model(critic, critic_config, task_type="SEQ_CLS"),
+                                            critic_config, world_size, num_update_steps)
         self.reward = None
         if args.reward == "model":
             reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed)
-            self.reward = init_eval_engine(reward, critic_args, world_size, args.per_device_generation_batch_size)
+            self.reward = init_eval_engine(reward, critic_config, world_size, args.per_device_generation_batch_size)

@@ -7,8 +7,6 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Optional
 
-import torch
-
 from .distributed import barrier, is_main_process
 from .seeding import rng_state, set_rng_state
 

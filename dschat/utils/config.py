@@ -1,9 +1,28 @@
-"""Command-line arguments in DeepSpeed-Chat style, with ``--config file.yaml`` whose values the command line
-overrides, and the flags every stage shares."""
+"""Command lines generated from config dataclasses (as TRL's ``HfArgumentParser`` and simple-parsing do), and
+layered YAML configs checked exactly like the command line.
+
+A stage declares one dataclass; each field is one flag: its type (with an optional ``Range``, ``Literal``
+choices, or a ``Parse`` function) says how a value is read and checked, its default is the flag's default and its
+docstring (the string literal under the field) is the flag's help. Adding a documented field adds a flag.
+
+``--config file.yaml`` (repeatable, later files win) sets values that explicit flags override. A YAML file may
+``inherit:`` other files (paths relative to it), so configs layer base -> model -> task and each layer holds only
+what differs. Every YAML value goes through the flag's own parser and range check, and every bad value, flag or
+file ends in one :class:`ConfigError` line naming the flag or the file and key.
+"""
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+import ast
+import dataclasses
+import functools
+import inspect
+import os
+import re
+import sys
+import textwrap
+import typing
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
@@ -12,7 +31,296 @@ class ConfigError(ValueError):
     """A config file or flag is invalid; the message names the file or flag and what was expected."""
 
 
-def _load_yaml(path: str) -> dict:
+# ---------------------------------------------------------------------------------------------- field markers
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """Inclusive bounds of a numeric field (``None`` = unbounded); ``open_low`` excludes ``low`` itself."""
+
+    low: Optional[float] = None
+    high: Optional[float] = None
+    open_low: bool = False
+
+    def describe(self) -> str:
+        low = None if self.low is None else f"{'>' if self.open_low else '>='} {self.low:g}"
+        high = None if self.high is None else f"<= {self.high:g}"
+        return " and ".join(part for part in (low, high) if part)
+
+    def contains(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.open_low and value == self.low)):
+            return False
+        return self.high is None or value <= self.high
+
+
+@dataclasses.dataclass(frozen=True)
+class Parse:
+    """A custom text -> value function (raises ValueError with what it expected)."""
+
+    fn: Callable[[str], Any]
+    expected: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """Choices read from a registry when the parser is built (``fn() -> names``)."""
+
+    fn: Callable[[], Sequence[str]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Alias:
+    """Extra option strings of the same flag (deprecated names kept because they cost nothing)."""
+
+    names: Tuple[str, ...]
+
+    def __init__(self, *names: str):
+        object.__setattr__(self, "names", names)
+
+
+REQUIRED = object()
+"""Marker in ``Annotated[..., REQUIRED]``: the flag must be given on the command line."""
+
+PositiveInt = typing.Annotated[int, Range(1)]
+NonNegativeInt = typing.Annotated[int, Range(0)]
+PositiveFloat = typing.Annotated[float, Range(0, open_low=True)]
+NonNegativeFloat = typing.Annotated[float, Range(0)]
+Fraction = typing.Annotated[float, Range(0, 1)]
+
+
+# ---------------------------------------------------------------------------------------------- field specs
+
+
+@dataclasses.dataclass
+class FlagSpec:
+    """What the parser needs to know about one field."""
+
+    name: str
+    default: Any
+    help: str
+    group: str
+    base: type = str
+    optional: bool = False
+    sequence: bool = False
+    choices: Optional[Tuple[str, ...]] = None
+    range: Optional[Range] = None
+    parse: Optional[Parse] = None
+    aliases: Tuple[str, ...] = ()
+    required: bool = False
+    group_rank: int = 0
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name}"
+
+    def expected(self) -> str:
+        if self.parse is not None:
+            return self.parse.expected
+        if self.choices is not None:
+            return "one of " + ", ".join(map(str, self.choices))
+        kind = {int: "an integer", float: "a number", bool: "true or false"}.get(self.base, "a string")
+        if self.range is not None:
+            kind += " " + self.range.describe()
+        return kind
+
+    def convert_one(self, text: str, name: str) -> Any:
+        """Read one value from its text form; ``name`` is how an error refers to it (flag or file: key)."""
+        if self.optional and str(text).lower() in ("none", "null"):
+            return None
+        try:
+            if self.parse is not None:
+                return self.parse.fn(text)
+            if self.base is int and re.fullmatch(r"[+-]?\d+", str(text).strip()) is None:
+                raise ValueError
+            value = self.base(text)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} {text}: expected {self.expected()}") from None
+        if self.choices is not None and value not in self.choices:
+            raise ConfigError(f"{name} {text}: expected {self.expected()}")
+        if self.range is not None and not self.range.contains(value):
+            raise ConfigError(f"{name} {value!r}: expected {self.expected()}")
+        return value
+
+    def convert_text(self, text: str) -> Any:
+        """A command-line token (for a sequence, one comma-separated token); argparse shows the message."""
+        try:
+            if self.sequence:
+                return [self.convert_one(part, self.flag) for part in str(text).split(",") if part]
+            return self.convert_one(text, self.flag)
+        except ConfigError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    def convert_yaml(self, value: Any, where: str) -> Any:
+        """A YAML value, checked as strictly as the same text on the command line."""
+        if value is None:
+            if self.optional:
+                return None
+            raise ConfigError(f"{where}: null: expected {self.expected()}")
+        if self.base is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: {value!r}: expected true or false")
+            return value
+        if self.sequence:
+            items = value if isinstance(value, list) else str(value).split(",")
+            return tuple(self.convert_one(self._scalar(item, where), where) for item in items)
+        return self.convert_one(self._scalar(value, where), where)
+
+    def _scalar(self, value: Any, where: str) -> str:
+        if isinstance(value, (list, dict)):
+            raise ConfigError(f"{where}: {value!r}: expected a single value ({self.expected()})")
+        if isinstance(value, bool) and self.base is not str:
+            raise ConfigError(f"{where}: {value!r}: expected {self.expected()}")
+        return str(value)
+
+
+def _unwrap(hint) -> tuple:
+    """``(base type, optional, sequence, choices, metadata)`` of a (possibly Annotated/Optional) type hint."""
+    metadata: list = []
+    optional = sequence = False
+    choices = None
+    while True:
+        origin = typing.get_origin(hint)
+        if origin is typing.Annotated:
+            metadata.extend(hint.__metadata__)
+            hint = hint.__origin__
+        elif origin is typing.Union:
+            args = [a for a in typing.get_args(hint) if a is not type(None)]
+            optional = True
+            hint = args[0]
+        elif origin in (tuple, list):
+            sequence = True
+            hint = typing.get_args(hint)[0]
+        elif origin is typing.Literal:
+            choices = tuple(typing.get_args(hint))
+            hint = type(choices[0])
+        else:
+            return hint, optional, sequence, choices, metadata
+
+
+@functools.lru_cache(maxsize=None)
+def field_docstrings(cls: type) -> Dict[str, str]:
+    """``{field: docstring}`` for the fields ``cls`` itself declares (the string literal below each field)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return {}
+    docs, body = {}, tree.body[0].body
+    for node, following in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+@functools.lru_cache(maxsize=None)
+def flag_specs(cls: type) -> Tuple[FlagSpec, ...]:
+    """One :class:`FlagSpec` per field of the config dataclass ``cls``, in field order; the help group of a
+    field is the first docstring line of the (base) class that declares it first (an override keeps its group)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    owner, docs = {}, {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            for name in klass.__dict__.get("__annotations__", {}):
+                owner.setdefault(name, klass)
+            docs.update(field_docstrings(klass))
+    specs = []
+    for field in dataclasses.fields(cls):
+        base, optional, sequence, choices, metadata = _unwrap(hints[field.name])
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        group_doc = (owner[field.name].__doc__ or owner[field.name].__name__).strip().splitlines()[0]
+        spec = FlagSpec(name=field.name, default=default, help=docs.get(field.name, ""), group=group_doc,
+                        group_rank=cls.__mro__.index(owner[field.name]), base=base,
+                        optional=optional or default is None, sequence=sequence, choices=choices)
+        for item in metadata:
+            if isinstance(item, Range):
+                spec.range = item
+            elif isinstance(item, Parse):
+                spec.parse = item
+            elif isinstance(item, OneOf):
+                spec.choices = tuple(item.fn())
+            elif isinstance(item, Alias):
+                spec.aliases = item.names
+            elif item is REQUIRED:
+                spec.required = True
+        if base is bool and default is not False:
+            raise TypeError(f"{cls.__name__}.{field.name}: boolean flags must default to False")
+        specs.append(spec)
+    return tuple(specs)
+
+
+# ---------------------------------------------------------------------------------------------- the parser
+
+
+class _SequenceAction(argparse.Action):
+    """``--flag 2 3 5`` or ``--flag 2,3,5``: one flat tuple."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, tuple(item for value in values for item in value))
+
+
+class ConfigParser(argparse.ArgumentParser):
+    """An ``argparse`` parser generated from a config dataclass; usage errors raise :class:`ConfigError`
+    (one line, no usage dump) and ``--help`` shows every default."""
+
+    def __init__(self, config_class: type, description: Optional[str] = None):
+        super().__init__(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+        self.config_class = config_class
+        self.specs = {spec.name: spec for spec in flag_specs(config_class)}
+        groups: Dict[str, argparse._ArgumentGroup] = {}
+        for spec in sorted(self.specs.values(), key=lambda spec: spec.group_rank):
+            group = groups.get(spec.group) or groups.setdefault(spec.group, self.add_argument_group(spec.group))
+            self._add(group, spec)
+        self.add_argument("--config", action="append", default=[], metavar="YAML",
+                          help="YAML file(s) of flag values (may 'inherit:' others); later files and explicit "
+                               "flags win (default: none)")
+
+    @staticmethod
+    def _add(group, spec: FlagSpec) -> None:
+        names = [spec.flag, *spec.aliases]
+        shown = "required" if spec.required else f"default: {_show(spec.default)}"
+        help_text = f"{spec.help} ({shown})" if spec.help else f"({shown})"
+        help_text = help_text.replace("%", "%%")
+        if spec.base is bool:
+            group.add_argument(*names, dest=spec.name, action="store_true", help=help_text)
+            return
+        kwargs = dict(dest=spec.name, default=spec.default, help=help_text, required=spec.required,
+                      type=spec.convert_text, metavar=spec.name.upper() if spec.choices is None else None)
+        if spec.choices is not None:
+            kwargs["metavar"] = "{" + ",".join(map(str, spec.choices)) + "}"
+        if spec.sequence:
+            kwargs.update(nargs="+", action=_SequenceAction)
+        group.add_argument(*names, **kwargs)
+
+    def error(self, message: str):
+        match = re.match(r"argument ([^:]+): (--\S+ .*)", message)
+        raise ConfigError(match.group(2) if match else message.replace("argument ", "", 1))
+
+    def parse_config(self, argv: Optional[Sequence[str]] = None):
+        """Parse ``argv`` (after the ``--config`` files) into an instance of the config dataclass."""
+        argv = list(sys.argv[1:] if argv is None else argv)
+        pre = argparse.ArgumentParser(add_help=False)
+        pre.add_argument("--config", action="append", default=[])
+        known, _ = pre.parse_known_args(argv)
+        values: Dict[str, Any] = {}
+        for path in known.config:
+            values.update(load_config(path, self.specs))
+        self.set_defaults(**values)
+        namespace = vars(self.parse_args(argv))
+        namespace.pop("config")
+        return self.config_class(**namespace)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return " ".join(map(str, value)) if value else "none"
+    return "none" if value is None else str(value)
+
+
+# ---------------------------------------------------------------------------------------------- YAML layers
+
+
+def _read_yaml(path: str) -> dict:
     try:
         with open(path) as handle:
             values = yaml.safe_load(handle) or {}
@@ -25,93 +333,54 @@ def _load_yaml(path: str) -> dict:
     return values
 
 
-def parse_args_with_config(parser: argparse.ArgumentParser, argv: Optional[Sequence[str]] = None):
-    """Parse ``argv``; values from ``--config`` files (later files win) become defaults, so explicit flags
-    override them. Unknown keys in a config file are an error naming the file and the key."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config", action="append", default=[])
-    known, _ = pre.parse_known_args(argv)
-    dests = {action.dest for action in parser._actions}
-    for path in known.config:
-        values = _load_yaml(path)
-        for key in values:
-            if key.replace("-", "_") not in dests:
-                raise ConfigError(f"--config {path}: unknown key {key!r} (not a flag of this stage)")
-        parser.set_defaults(**{key.replace("-", "_"): value for key, value in values.items()})
-    args = parser.parse_args(argv)
-    return args
+def config_layers(path: str, _seen: Tuple[str, ...] = ()) -> List[Tuple[str, dict]]:
+    """``[(file, raw values)]`` from the deepest ``inherit:`` ancestor down to ``path`` itself."""
+    real = os.path.realpath(path)
+    if real in _seen:
+        raise ConfigError(f"--config {path}: 'inherit' forms a cycle")
+    values = _read_yaml(path)
+    parents = values.pop("inherit", None) or []
+    layers: List[Tuple[str, dict]] = []
+    for parent in [parents] if isinstance(parents, str) else parents:
+        layers += config_layers(os.path.normpath(os.path.join(os.path.dirname(path), parent)), _seen + (real,))
+    return layers + [(path, values)]
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("model")
-    group.add_argument("--model_name_or_path", default="tiny-gemma",
-                       help="HF checkpoint dir, hub id, or an offline name: tiny-gemma, smollm2-135m-instruct")
-    group.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
-    group.add_argument("--gradient_checkpointing", action="store_true")
-    group.add_argument("--lora_dim", type=int, default=0, help="LoRA rank via peft; 0 trains all weights")
-    group.add_argument("--lora_alpha", type=float, default=16.0)
-    group.add_argument("--lora_dropout", type=float, default=0.0)
+def check_layer(path: str, values: dict, specs: Dict[str, FlagSpec]) -> Dict[str, Any]:
+    """The typed values of one YAML layer; unknown keys and bad values name the file and key."""
+    typed = {}
+    for key, raw in values.items():
+        name = str(key).replace("-", "_")
+        if name not in specs:
+            raise ConfigError(f"--config {path}: unknown key {key!r} (not a flag of this stage)")
+        typed[name] = specs[name].convert_yaml(raw, f"--config {path}: {key}")
+    return typed
 
 
-def add_data_args(parser: argparse.ArgumentParser, default_max_len: int = 512) -> None:
-    group = parser.add_argument_group("data")
-    group.add_argument("--data_name", default="synthetic",
-                       help="dataset adapter: synthetic, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl")
-    group.add_argument("--data_path", default=None,
-                       help="local file in the dataset's schema (required for jsonl; otherwise loads the hub)")
-    group.add_argument("--eval_data_path", default=None,
-                       help="local file of held-out rows (default: the validation split of --data_path/the hub)")
-    group.add_argument("--data_split", default="2,4,4", help="SFT,RM,PPO proportions (paper §B.2)")
-    group.add_argument("--data_cache_dir", default=None, help="where the phase split is cached")
-    group.add_argument("--max_seq_len", type=int, default=default_max_len)
-    group.add_argument("--max_train_samples", type=int, default=0, help="0 = all")
-    group.add_argument("--max_eval_samples", type=int, default=0, help="0 = all")
+def load_config(path: str, specs: Dict[str, FlagSpec]) -> Dict[str, Any]:
+    """The merged, checked values of ``path`` and the files it inherits (later layers win)."""
+    merged: Dict[str, Any] = {}
+    for layer_path, values in config_layers(path):
+        merged.update(check_layer(layer_path, values, specs))
+    return merged
 
 
-def add_optim_args(parser: argparse.ArgumentParser, lr: float) -> None:
-    group = parser.add_argument_group("optimisation")
-    group.add_argument("--per_device_train_batch_size", type=int, default=8)
-    group.add_argument("--per_device_eval_batch_size", type=int, default=16)
-    group.add_argument("--gradient_accumulation_steps", type=int, default=None,
-                       help="default: global batch / (micro batch x world size), or 1 without --global_batch_size")
-    group.add_argument("--global_batch_size", type=int, default=None,
-                       help="Table 5 batch size; sets the accumulation steps for the number of processes")
-    group.add_argument("--learning_rate", type=float, default=lr)
-    group.add_argument("--weight_decay", type=float, default=0.0)
-    group.add_argument("--num_train_epochs", type=int, default=1)
-    group.add_argument("--max_steps", type=int, default=0, help="stop after this many optimizer steps (0 = all)")
-    group.add_argument("--lr_scheduler_type", choices=["cosine", "linear", "constant_with_warmup"], default="cosine")
-    group.add_argument("--warmup_ratio", type=float, default=0.1)
-    group.add_argument("--gradient_clipping", type=float, default=1.0)
+# ---------------------------------------------------------------------------------------------- helpers
 
 
-def add_runtime_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("runtime")
-    group.add_argument("--output_dir", required=True)
-    group.add_argument("--seed", type=int, default=1234)
-    group.add_argument("--zero_stage", type=int, choices=[0, 1, 2, 3], default=0)
-    group.add_argument("--offload", action="store_true", help="ZeRO optimizer-state offload to CPU")
-    group.add_argument("--offload_params", action="store_true", help="ZeRO-3 parameter offload to CPU")
-    group.add_argument("--eval_steps", type=int, default=0, help="evaluate every N optimizer steps (0 = per epoch)")
-    group.add_argument("--save_steps", type=int, default=0, help="resumable checkpoint every N steps (0 = none)")
-    group.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in output_dir")
-    group.add_argument("--log_steps", type=int, default=10)
-    group.add_argument("--tensorboard_dir", default=None, help="default: <output_dir>/tensorboard")
-    group.add_argument("--no_progress_bar", action="store_true")
-    group.add_argument("--local_rank", type=int, default=-1, help="passed by the deepspeed launcher")
-    group.add_argument("--config", action="append", default=[], help="YAML file(s) of flag values")
+def select(config: Any, target: type, **overrides):
+    """An instance of dataclass ``target`` from the same-named fields of ``config`` (plus ``overrides``)."""
+    names = {field.name for field in dataclasses.fields(target)}
+    return target(**{name: getattr(config, name) for name in names if name not in overrides}, **overrides)
 
 
-def resolve_accumulation(args, world_size: int) -> None:
-    """Set ``args.gradient_accumulation_steps`` from ``--global_batch_size`` when it was not given, so one
-    config (Table 5's global batch) serves any number of GPUs."""
-    if args.gradient_accumulation_steps is not None:
-        return
-    if args.global_batch_size is None:
-        args.gradient_accumulation_steps = 1
-        return
-    per_step = args.per_device_train_batch_size * world_size
-    if args.global_batch_size % per_step:
-        raise ConfigError(f"--global_batch_size {args.global_batch_size} is not a multiple of micro batch "
-                          f"{args.per_device_train_batch_size} x {world_size} processes")
-    args.gradient_accumulation_steps = args.global_batch_size // per_step
+def split_global_batch(global_batch: int, world_size: int, max_micro_batch: int, flag: str = "--global_batch_size"
+                       ) -> Tuple[int, int]:
+    """``(micro batch, accumulation steps)`` with micro x accumulation x world size = ``global_batch`` and the
+    largest micro batch <= ``max_micro_batch``; impossible only when the processes cannot share the batch."""
+    if global_batch % world_size:
+        raise ConfigError(f"{flag} {global_batch} cannot be split over {world_size} processes; use a multiple "
+                          f"of {world_size} or launch a number of processes that divides {global_batch}")
+    per_process = global_batch // world_size
+    micro = max(size for size in range(1, min(max_micro_batch, per_process) + 1) if per_process % size == 0)
+    return micro, per_process // micro

@@ -1,7 +1,8 @@
 """Wrap a model in DeepSpeed: optimizer choice, LR schedule, LoRA, gradient checkpointing."""
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
+from typing import Tuple
 
 import deepspeed
 import torch
@@ -10,6 +11,29 @@ from transformers import get_scheduler
 from .ds_utils import get_eval_ds_config, get_train_ds_config
 
 NO_DECAY = ("bias", "norm.weight", "layernorm.weight", "ln_f.weight")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything DeepSpeed needs for one model; the stages build it from their flags (step 3 once per role).
+    No defaults here: they live in the stage configs (``dschat/cli``)."""
+
+    zero_stage: int
+    dtype: str
+    offload: bool
+    offload_params: bool
+    gradient_checkpointing: bool
+    lora_dim: int
+    lora_alpha: float
+    lora_dropout: float
+    micro_batch_size: int
+    gradient_accumulation_steps: int
+    learning_rate: float
+    weight_decay: float
+    adam_betas: Tuple[float, float]
+    lr_scheduler_type: str
+    warmup_steps: int
+    gradient_clipping: float
 
 
 def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list:
@@ -22,18 +46,19 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list:
     return [group for group in groups if group["params"]]  # DeepSpeed drops empty groups; so do we
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, offload: bool):
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, offload: bool,
+                   betas: Tuple[float, float]):
     """DeepSpeedCPUAdam with optimizer offload, FusedAdam on GPU, torch AdamW on CPU (starts in ~1 s)."""
     groups = parameter_groups(model, weight_decay)
     if offload:
         from deepspeed.ops.adam import DeepSpeedCPUAdam
 
-        return DeepSpeedCPUAdam(groups, lr=lr, betas=(0.9, 0.95))
+        return DeepSpeedCPUAdam(groups, lr=lr, betas=betas)
     if torch.cuda.is_available():
         from deepspeed.ops.adam import FusedAdam
 
-        return FusedAdam(groups, lr=lr, betas=(0.9, 0.95))
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
+        return FusedAdam(groups, lr=lr, betas=betas)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
 
 def apply_lora(model: torch.nn.Module, lora_dim: int, lora_alpha: float, lora_dropout: float, task_type: str):
@@ -47,7 +72,7 @@ def apply_lora(model: torch.nn.Module, lora_dim: int, lora_alpha: float, lora_dr
     return get_peft_model(model, config)
 
 
-def prepare_model(model: torch.nn.Module, args, task_type: str = "CAUSAL_LM") -> torch.nn.Module:
+def prepare_model(model: torch.nn.Module, args: EngineConfig, task_type: str = "CAUSAL_LM") -> torch.nn.Module:
     """Gradient checkpointing and LoRA as the stage's flags ask."""
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -59,39 +84,34 @@ def prepare_model(model: torch.nn.Module, args, task_type: str = "CAUSAL_LM") ->
     return model
 
 
-def init_train_engine(model, args, world_size: int, num_update_steps: int, lr: float | None = None,
-                      micro_batch_size: int | None = None, warmup_steps: int | None = None):
-    """DeepSpeed engine with optimizer and a warmup + cosine/linear schedule over ``num_update_steps``
-    (warmup: ``warmup_steps`` if given, else ``--warmup_ratio`` of the run)."""
-    micro_batch_size = micro_batch_size or args.per_device_train_batch_size
-    if warmup_steps is None:
-        warmup_steps = math.ceil(args.warmup_ratio * num_update_steps)
+def init_train_engine(model, config: EngineConfig, world_size: int, num_update_steps: int):
+    """DeepSpeed engine with optimizer and a warmup + cosine/linear schedule over ``num_update_steps``."""
     ds_config = get_train_ds_config(
-        micro_batch_size=micro_batch_size,
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        micro_batch_size=config.micro_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
         world_size=world_size,
-        zero_stage=args.zero_stage,
-        dtype=args.dtype,
-        offload=args.offload,
-        offload_params=args.offload_params,
-        gradient_clipping=args.gradient_clipping,
-        global_batch_size=getattr(args, "global_batch_size", None),
+        zero_stage=config.zero_stage,
+        dtype=config.dtype,
+        offload=config.offload,
+        offload_params=config.offload_params,
+        gradient_clipping=config.gradient_clipping,
     )
-    optimizer = make_optimizer(model, lr or args.learning_rate, args.weight_decay, args.offload)
+    optimizer = make_optimizer(model, config.learning_rate, config.weight_decay, config.offload, config.adam_betas)
     scheduler = get_scheduler(
-        args.lr_scheduler_type,
+        config.lr_scheduler_type,
         optimizer=optimizer,
-        num_warmup_steps=warmup_steps,
+        num_warmup_steps=config.warmup_steps,
         num_training_steps=max(num_update_steps, 1),
     )
     engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler, config=ds_config)
     return engine
 
 
-def init_eval_engine(model, args, world_size: int, micro_batch_size: int):
+def init_eval_engine(model, config: EngineConfig, world_size: int, micro_batch_size: int):
     """DeepSpeed engine for a frozen model (no optimizer): ZeRO-3 shards it, other stages keep it whole."""
     model.requires_grad_(False)
-    config = get_eval_ds_config(micro_batch_size, world_size, args.zero_stage, args.dtype, args.offload_params)
-    engine, *_ = deepspeed.initialize(model=model, config=config)
+    ds_config = get_eval_ds_config(micro_batch_size, world_size, config.zero_stage, config.dtype,
+                                   config.offload_params)
+    engine, *_ = deepspeed.initialize(model=model, config=ds_config)
     engine.eval()
     return engine

@@ -1,9 +1,13 @@
-"""The supervised training loop steps 1 and 2 share (and the DPO baseline): seeded per-epoch data order that
-resumes mid-epoch, gradient accumulation through DeepSpeed, periodic evaluation, logging and checkpoints."""
+"""The one training loop of every stage (SFT, RM, DPO, PPO): seeded per-epoch data order that resumes mid-epoch,
+optimizer steps counted as DeepSpeed takes them, periodic evaluation, logging and resumable checkpoints.
+
+A stage hands the loop a step function ``update(batch) -> metrics`` that does all the work of one batch (a
+forward/backward/step through DeepSpeed for steps 1-2, a whole PPO iteration for step 3; see
+:class:`EngineStep`) and says how ``accumulation`` batches make one optimizer step."""
 from __future__ import annotations
 
-import math
-from typing import Callable, Dict, Optional
+import os
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -12,7 +16,8 @@ from tqdm.auto import tqdm
 from .checkpoint import TrainState, load_resumable, save_resumable
 from .distributed import all_reduce_mean, is_main_process
 
-StepFn = Callable[[dict], Dict[str, torch.Tensor]]
+StepFn = Callable[[Any], Dict[str, Any]]
+Summarize = Callable[[List[Dict[str, Any]]], Dict[str, float]]
 
 
 def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size: int, batch_size: int) -> list:
@@ -25,6 +30,7 @@ def epoch_order(num_examples: int, seed: int, epoch: int, rank: int, world_size:
 
 
 def batches_per_epoch(num_examples: int, world_size: int, batch_size: int) -> int:
+    """Whole batches each process gets per epoch."""
     return num_examples // (world_size * batch_size)
 
 
@@ -39,74 +45,129 @@ def make_loader(dataset: Dataset, collate_fn, batch_size: int, seed: int, epoch:
                       collate_fn=collate_fn, generator=torch.Generator().manual_seed(seed + epoch))
 
 
-def num_update_steps(num_examples: int, args, world_size: int) -> int:
-    """Optimizer steps the run will take (honours ``--max_steps``)."""
-    per_epoch = batches_per_epoch(num_examples, world_size, args.per_device_train_batch_size)
-    steps = math.ceil(per_epoch / args.gradient_accumulation_steps) * args.num_train_epochs
-    return min(steps, args.max_steps) if args.max_steps else steps
+def shard_loader(dataset: Dataset, batch_size: int, collate_fn, rank: int, world_size: int) -> DataLoader:
+    """Evaluation batches: every ``world_size``-th example from ``rank`` on, in order."""
+    return DataLoader(torch.utils.data.Subset(dataset, range(rank, len(dataset), world_size)),
+                      batch_size=batch_size, collate_fn=collate_fn)
 
 
-def _mean_metrics(history: list) -> Dict[str, float]:
+def num_update_steps(batches: int, num_epochs: int, accumulation: int = 1, max_steps: int = 0) -> int:
+    """Optimizer steps of a run of ``num_epochs`` x ``batches`` micro batches per process.
+
+    DeepSpeed steps after every ``accumulation`` micro batches counted over the whole run (an epoch end is no
+    boundary: a ragged remainder carries into the next epoch), so the count is ``⌊epochs·batches / accumulation⌋``
+    — capped by ``max_steps`` when that is set."""
+    steps = batches * num_epochs // accumulation
+    return min(steps, max_steps) if max_steps else steps
+
+
+def mean_metrics(history: List[Dict[str, torch.Tensor]]) -> Dict[str, float]:
+    """Each metric averaged over the steps since the last log and over processes."""
     keys = history[0].keys()
     return {key: all_reduce_mean(torch.stack([h[key].detach().float() for h in history]).mean()).item()
             for key in keys}
 
 
-def train_loop(engine, dataset: Dataset, collate_fn, step_fn: StepFn, evaluate: Callable[[], Dict[str, float]],
-               args, rank: int, world_size: int, metric_logger, prefix: str,
-               on_finish: Optional[Callable[[], None]] = None) -> Dict[str, float]:
-    """Train ``engine`` with ``step_fn(batch) -> {"loss": ..., other metrics}`` (it must not call backward).
+class EngineStep:
+    """The step function of a stage that trains one DeepSpeed engine: ``loss_fn(batch) -> {"loss", ...}``, then
+    backward and step (DeepSpeed applies the optimizer at accumulation boundaries). Logs the mean metrics since
+    the last log and the learning rate."""
 
-    Logs ``{prefix}/...`` metrics every ``--log_steps`` optimizer steps, evaluates every ``--eval_steps`` (and
-    at the end), saves a resumable checkpoint every ``--save_steps``, and resumes with ``--resume``.
-    Returns the final evaluation metrics.
-    """
+    def __init__(self, engine, loss_fn: StepFn):
+        self.engine = engine
+        self.loss_fn = loss_fn
+
+    def __call__(self, batch) -> Dict[str, torch.Tensor]:
+        self.engine.train()
+        metrics = self.loss_fn(batch)
+        self.engine.backward(metrics["loss"])
+        self.engine.step()
+        return metrics
+
+    def summarize(self, history: List[Dict[str, torch.Tensor]]) -> Dict[str, float]:
+        return {**mean_metrics(history), "lr": self.engine.get_lr()[0]}
+
+
+def _engine_dir(output_dir: str, subdir: str) -> str:
+    return os.path.join(output_dir, subdir) if subdir else output_dir
+
+
+def _save(engines: Dict[str, Any], output_dir: str, state: TrainState) -> None:
+    for subdir, engine in engines.items():
+        save_resumable(engine, _engine_dir(output_dir, subdir), state)
+
+
+def _load(engines: Dict[str, Any], output_dir: str) -> TrainState:
+    """The state of the latest checkpoint (the first engine's decides; the others load theirs), or a fresh one."""
     state = TrainState()
-    if args.resume:
-        loaded = load_resumable(engine, args.output_dir)
-        if loaded is not None:
-            state = loaded[0]
-    total_steps = num_update_steps(len(dataset), args, world_size)
-    per_epoch = batches_per_epoch(len(dataset), world_size, args.per_device_train_batch_size)
+    for index, (subdir, engine) in enumerate(engines.items()):
+        loaded = load_resumable(engine, _engine_dir(output_dir, subdir))
+        if index == 0 and loaded is None:
+            return state
+        state = loaded[0] if index == 0 else state
+    return state
+
+
+def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
+               evaluate: Callable[[], Dict[str, float]], args, rank: int, world_size: int, metric_logger, *,
+               engines: Dict[str, Any], prefix: Optional[str], accumulation: int = 1,
+               summarize: Optional[Summarize] = None,
+               on_log: Optional[Callable[[int], None]] = None) -> Dict[str, float]:
+    """Run ``update`` over ``--num_train_epochs`` of ``dataset`` (``batch_size`` rows per process) until the
+    ``--max_steps`` / last optimizer step; returns the final evaluation metrics.
+
+    ``engines`` (``{subdir of --output_dir: engine}``) are checkpointed every ``--save_steps`` and restored with
+    ``--resume``. Every ``--log_steps`` optimizer steps (and at the last) ``summarize(history)`` of the step
+    outputs since the last log is logged, keys under ``{prefix}/`` (as they are when ``prefix`` is None), and
+    ``on_log(step)`` runs. Evaluation runs at the start of a fresh run, every ``--eval_steps`` and at the end.
+    """
+    summarize = summarize or mean_metrics
+    per_epoch = batches_per_epoch(len(dataset), world_size, batch_size)
     if per_epoch == 0:
         raise ValueError(f"{len(dataset)} training examples are fewer than one batch of "
-                         f"{args.per_device_train_batch_size} x {world_size} processes")
-    history = []
-    progress = tqdm(total=total_steps, initial=state.global_step, desc=prefix,
+                         f"{batch_size} x {world_size} processes")
+    total_steps = num_update_steps(per_epoch, args.num_train_epochs, accumulation, args.max_steps)
+    if total_steps == 0:
+        raise ValueError(f"{args.num_train_epochs} epoch(s) of {per_epoch} batches make no optimizer step of "
+                         f"{accumulation} accumulated batches; lower --gradient_accumulation_steps")
+    state = _load(engines, args.output_dir) if args.resume else TrainState()
+
+    def log_eval() -> Dict[str, float]:
+        metrics = evaluate()
+        metric_logger.log(state.global_step, {f"eval/{k}": v for k, v in metrics.items()})
+        return metrics
+
+    def named(metrics: Dict[str, float]) -> Dict[str, float]:
+        return metrics if prefix is None else {f"{prefix}/{k}": v for k, v in metrics.items()}
+
+    if state.global_step == 0:
+        log_eval()
+    history: list = []
+    progress = tqdm(total=total_steps, initial=state.global_step, desc=prefix or "train",
                     disable=args.no_progress_bar or not is_main_process())
-    engine.train()
-    while state.global_step < total_steps and state.epoch < args.num_train_epochs:
-        loader = make_loader(dataset, collate_fn, args.per_device_train_batch_size, args.seed, state.epoch,
-                             rank, world_size, skip_batches=state.batch_in_epoch)
+    while state.global_step < total_steps:
+        loader = make_loader(dataset, collate_fn, batch_size, args.seed, state.epoch, rank, world_size,
+                             skip_batches=state.batch_in_epoch)
         for batch in loader:
-            metrics = step_fn(batch)
-            engine.backward(metrics["loss"])
-            engine.step()
-            history.append(metrics)
+            history.append(update(batch))
             state.batch_in_epoch += 1
-            boundary = state.batch_in_epoch % args.gradient_accumulation_steps == 0 or state.batch_in_epoch == per_epoch
-            if not boundary:
+            if (state.epoch * per_epoch + state.batch_in_epoch) % accumulation:
                 continue
             state.global_step += 1
             progress.update(1)
             if state.global_step % args.log_steps == 0 or state.global_step == total_steps:
-                logged = _mean_metrics(history)
-                logged["lr"] = engine.get_lr()[0]
-                metric_logger.log(state.global_step, {f"{prefix}/{k}": v for k, v in logged.items()})
+                metric_logger.log(state.global_step, named(summarize(history)))
                 history = []
-            if args.eval_steps and state.global_step % args.eval_steps == 0 and state.global_step < total_steps:
-                metric_logger.log(state.global_step, {f"eval/{k}": v for k, v in evaluate().items()})
-                engine.train()
+                if on_log is not None:
+                    on_log(state.global_step)
             if state.global_step >= total_steps:
                 break
+            if args.eval_steps and state.global_step % args.eval_steps == 0:
+                log_eval()
             if args.save_steps and state.global_step % args.save_steps == 0:
-                save_resumable(engine, args.output_dir, state)
+                _save(engines, args.output_dir, state)
         else:
             state.epoch += 1
             state.batch_in_epoch = 0
-            continue
-        break
     progress.close()
-    final = evaluate()
-    metric_logger.log(state.global_step, {f"eval/{k}": v for k, v in final.items()})
-    return final
+    return log_eval()

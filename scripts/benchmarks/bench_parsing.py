@@ -42,11 +42,11 @@ def text_response(rng: random.Random) -> str:
 
 
 def code_response(rng: random.Random) -> str:
-    lines = [f"def solve(n, values):", "    total = 0", "    best = [0] * (n + 1)"]
+    lines = ["def solve(n, values):", "    total = 0", "    best = [0] * (n + 1)"]
     for index in range(rng.randint(2, 6)):
         kind = rng.choice(["for", "if", "while", "assign"])
         if kind == "for":
-            lines += [f"    for i in range(len(values)):", f"        best[i % n] += values[i] * {index + 1}"]
+            lines += ["    for i in range(len(values)):", f"        best[i % n] += values[i] * {index + 1}"]
         elif kind == "if":
             lines += [f"    if total > {index}:", "        total -= best[0]", "    else:",
                       f"        total += max(values[:{index + 2}])"]

@@ -11,7 +11,6 @@ and the ratio to vanilla PPO (``fixed``, n = 1).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import statistics
 import sys
@@ -29,30 +28,17 @@ VARIANTS = {
 }
 
 
-def _step3_module():
-    path = os.path.join(ROOT, "training", "step3_rlhf_finetuning", "main.py")
-    spec = importlib.util.spec_from_file_location("step3_main", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def build_trainer(step3, flags: list, tokenizer, prompts, world_size: int = 1, rank: int = 0):
-    from dschat.rlhf.experience import SamplingConfig
-    from dschat.rlhf.macro_action.termination import build_termination
+def build_trainer(flags: list, tokenizer, world_size: int = 1, rank: int = 0):
+    """Step 3's trainer for ``flags``, built as ``python -m dschat.cli.ppo`` builds it."""
+    from dschat.cli import ppo
     from dschat.rlhf.reward_sources import ModelReward
     from dschat.rlhf.rlhf_engine import RLHFEngine
-    from dschat.rlhf.ppo_trainer import PPOTrainer
 
-    args = step3.build_parser().parse_args(flags)
-    step3.validate(args)
+    args = ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(ppo.build_parser().parse_config(flags))),
+                               world_size)
     torch.manual_seed(args.seed)
     engines = RLHFEngine(args, tokenizer, world_size, num_update_steps=10**6)
-    sampling = SamplingConfig(max_new_tokens=args.max_answer_seq_len, temperature=args.temperature,
-                              top_k=args.top_k, top_p=args.top_p)
-    return PPOTrainer(engines, tokenizer, ModelReward(engines.reward),
-                      build_termination(args.termination, step3.termination_options(args, rank)),
-                      step3.ppo_config(args), sampling, args.per_device_training_batch_size, world_size)
+    return ppo.make_trainer(args, engines, tokenizer, ModelReward(engines.reward), world_size, rank)
 
 
 def main(argv=None) -> None:
@@ -70,7 +56,6 @@ def main(argv=None) -> None:
     from dschat.utils.model import load_tokenizer
 
     init_distributed()
-    step3 = _step3_module()
     tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
     prompts = [pair.prompt for pair in load_pairs("synthetic", "validation")]
     dataset = PromptDataset(prompts, tokenizer, 64)
@@ -78,14 +63,14 @@ def main(argv=None) -> None:
     batches = [collate([dataset[i] for i in range(start, start + args.batch_size)])
                for start in range(0, args.batch_size * (args.steps + args.warmup), args.batch_size)]
     common = ["--output_dir", "/tmp/unused", "--actor_model_name_or_path", "tiny-gemma",
-              "--critic_model_name_or_path", "tiny-gemma", "--max_answer_seq_len", str(args.max_new_tokens),
+              "--critic_model_name_or_path", "tiny-gemma", "--max_new_tokens", str(args.max_new_tokens),
               "--per_device_generation_batch_size", str(args.batch_size),
-              "--per_device_training_batch_size", str(args.batch_size), "--num_warmup_steps", "0"]
+              "--per_device_train_batch_size", str(args.batch_size), "--warmup_steps", "0"]
     names = args.variants.split(",")
     unknown = [name for name in names if name not in VARIANTS]
     if unknown:
         parser.error(f"--variants: unknown {unknown}; expected some of {list(VARIANTS)}")
-    trainers = {name: build_trainer(step3, common + VARIANTS[name], tokenizer, prompts) for name in names}
+    trainers = {name: build_trainer(common + VARIANTS[name], tokenizer) for name in names}
     times = {name: [] for name in names}
     for index, batch in enumerate(batches):
         for name, trainer in trainers.items():

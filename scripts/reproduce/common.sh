@@ -1,14 +1,7 @@
 # Shared by scripts/reproduce/{table2,table3,fig2,fig4,fig5,fig6,fig8}.sh (sourced, not run): train what is
 # missing with the launchers of scripts/step*/ (Table 5 hyper-parameters, outputs/STAGE/MODEL/TASK[/RUN]) and
 # score policies on held-out prompts. Every launcher honours NUM_GPUS, HOSTFILE and MASTER_PORT (scripts/launch.sh).
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-[ -x "$ROOT/.venv/bin/python" ] || bash "$ROOT/scripts/setup_env.sh"
-cd "$ROOT"
-PY="$ROOT/.venv/bin/python"
-export TOKENIZERS_PARALLELISM=false
-
-have() { [ -f "$1/config.json" ]; }
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 # paper_size MODEL -> the paper's column for MODEL (2b, 7b or 27b)
 paper_size() {
@@ -18,8 +11,8 @@ paper_size() {
   esac
 }
 
-# config_value STAGE MODEL TASK KEY -> KEY's value in configs/STAGE/MODEL/TASK.yaml (Table 5)
-config_value() { awk -v key="$4:" '$1 == key {print $2}' "configs/$1/$2/$3.yaml"; }
+# config_value STAGE MODEL TASK KEY -> KEY's value for configs/STAGE/MODEL/TASK.yaml (its layers and defaults)
+config_value() { "$PY" -m dschat.cli.show_config "$1" "configs/$1/$2/$3.yaml" "$4"; }
 
 sft_dir() { echo "outputs/sft/$1/$2"; }
 rm_dir() { echo "outputs/rm/$1/$2"; }
@@ -48,7 +41,7 @@ score_policies() {
   for spec in "$@"; do policies+=(--policy "$spec"); done
   "$PY" -m evaluation.rm_score --reward_model "$(rm_dir "$model" "$task")" --data_name "$task" \
     --max_eval_samples "$max_prompts" --temperature "$(config_value ppo "$model" "$task" temperature)" \
-    --max_new_tokens "$(config_value ppo "$model" "$task" max_answer_seq_len)" \
+    --max_new_tokens "$(config_value ppo "$model" "$task" max_new_tokens)" \
     --max_prompt_len "$(config_value ppo "$model" "$task" max_prompt_seq_len)" \
     --dtype "$(config_value ppo "$model" "$task" dtype)" --batch_size "${EVAL_BATCH_SIZE:-16}" \
     --output_dir "$out" "${policies[@]}"

@@ -11,17 +11,11 @@
 # "1 2 3", train one PPO and one MA-PPO run per seed: Fig. 2 then shows mean ± std across runs).
 # Time: the same two step-3 runs as scripts/demo.sh (~10 minutes for the whole demo on idle cores) plus scoring
 # 400 prompts per policy; measured 58 minutes for one seed on 2 CPU cores shared with other jobs (load 4-6).
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-[ -x "$ROOT/.venv/bin/python" ] || bash "$ROOT/scripts/setup_env.sh"
-cd "$ROOT"
-export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" TOKENIZERS_PARALLELISM=false
-PY="$ROOT/.venv/bin/python"
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 DEMO="${DEMO_DIR:-outputs/demo}"
 OUT="${OUT:-outputs/reproduce/cpu_table2_fig2}"
 SEEDS=(${SEEDS:-1234})
-
-have() { [ -f "$1/config.json" ]; }
 
 # --- SFT and reward model: scripts/demo.sh's, or the same commands ---
 source "$ROOT/scripts/demo_flags.sh"

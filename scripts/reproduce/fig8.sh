@@ -13,6 +13,6 @@ ensure_run "$MODEL" "$TASK" mappo mappo
   --policy SFT="$(sft_dir "$MODEL" "$TASK")" --policy PPO="$(run_dir "$MODEL" "$TASK" ppo)" \
   --policy MA-PPO="$(run_dir "$MODEL" "$TASK" mappo)" --num_prompts "${NUM_PROMPTS:-200}" \
   --temperatures 0.2,0.4,0.6,0.8,1.0,1.2 --ns 4,8,16,32 \
-  --max_new_tokens "$(config_value ppo "$MODEL" "$TASK" max_answer_seq_len)" \
+  --max_new_tokens "$(config_value ppo "$MODEL" "$TASK" max_new_tokens)" \
   --max_prompt_len "$(config_value ppo "$MODEL" "$TASK" max_prompt_seq_len)" \
   --batch_size "${EVAL_BATCH_SIZE:-16}" --output_dir "outputs/reproduce/fig8/$MODEL/$TASK"

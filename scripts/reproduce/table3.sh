@@ -14,7 +14,7 @@ ensure_run "$MODEL" apps mappo mappo
 OUT=outputs/reproduce/table3/$MODEL
 "$PY" -m evaluation.code_samples --data_name apps --split test --num_samples 5 \
   --max_prompt_len "$(config_value ppo "$MODEL" apps max_prompt_seq_len)" \
-  --max_new_tokens "$(config_value ppo "$MODEL" apps max_answer_seq_len)" --output_dir "$OUT" \
+  --max_new_tokens "$(config_value ppo "$MODEL" apps max_new_tokens)" --output_dir "$OUT" \
   --policy PPO="$(run_dir "$MODEL" apps ppo)" --policy MA-PPO="$(run_dir "$MODEL" apps mappo)" "$@"
 "$PY" -m evaluation.pass_at_k --samples "$OUT/PPO.jsonl" "$OUT/MA-PPO.jsonl" --labels PPO MA-PPO \
   --tasks "$OUT/tasks.jsonl" --k 1 5 --details "$OUT/details.jsonl"

@@ -8,17 +8,11 @@
 # (one sample per prompt at temperature 0.8, the reward model of step 2; responses in $OUT/scores/*.jsonl).
 # RLOO / GRPO sample 8 prompts x K = 4 per step: the same 32 rollouts and optimizer steps per iteration as PPO.
 # About 40 minutes on 2 CPU cores when nothing is reused.
-set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-[ -x "$ROOT/.venv/bin/python" ] || bash "$ROOT/scripts/setup_env.sh"
-cd "$ROOT"
-export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}" TOKENIZERS_PARALLELISM=false
-PY="$ROOT/.venv/bin/python"
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 DEMO="${DEMO_DIR:-outputs/demo}"
 OUT="${OUT:-outputs/table7}"
 COMMON=(--seed 1234 --no_progress_bar)
-
-have() { [ -f "$1/config.json" ]; }
 
 # --- the runs of scripts/demo.sh (same flags) ---
 source "$ROOT/scripts/demo_flags.sh"

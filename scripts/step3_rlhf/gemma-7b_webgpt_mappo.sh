@@ -1,4 +1,4 @@
 #!/usr/bin/env bash
-# Step 3 MA-PPO: gemma-7b on webgpt, fixed 5-gram by default; swap the rule with one flag, e.g.
+# Step 3 MA-PPO: gemma-7b on webgpt with its config's fixed n-gram (configs/ppo/); swap the rule with one flag, e.g.
 #   bash scripts/step3_rlhf/gemma-7b_webgpt_mappo.sh --termination parsing     (or: --termination ppl, --termination randomized, --ngram 10)
-RUN_NAME=${RUN_NAME:-mappo} exec bash "$(dirname "$0")/../launch.sh" ppo gemma-7b webgpt --termination fixed --ngram 5 "$@"
+exec bash "$(dirname "$0")/../launch.sh" mappo gemma-7b webgpt "$@"

@@ -5,11 +5,12 @@ Appendix B.4), with ``@@`` after each macro as in the review discussion's exampl
         --text "20M, moved to Europe, met some people but they quickly disappeared."
     python -m dschat.rlhf.macro_action.viewer --termination parsing --parser code --file solution.py
     python -m dschat.rlhf.macro_action.viewer --termination fixed --ngram 5 --file answer.txt
-    python -m dschat.rlhf.macro_action.viewer --termination randomized --random_lengths 2,3,5 --text "..."
+    python -m dschat.rlhf.macro_action.viewer --termination randomized --random_lengths 2 3 5 --text "..."
     python -m dschat.rlhf.macro_action.viewer --termination ppl --model smollm2-135m-instruct --text "..."
 
-The rule's options are spelled, and default, as step 3's (``--ngram``, ``--random_lengths``, ``--random_repeat``,
-``--seed``, ``--parser``, ``--parser_cutoff``), so a cut seen here is the cut step 3 makes on its first process.
+The rule's options are step 3's own flag definitions (``--termination``, ``--ngram``, ``--random_lengths``,
+``--random_repeat``, ``--seed``, ``--parser``, ``--parser_cutoff``: same spelling, checks and defaults), so a cut
+seen here is the cut step 3 makes on its first process.
 The whole text is treated as one response of the policy tokenizer: ``--tokenizer``, else the tokenizer of
 ``--model``, else the shipped ``dschat/assets/tokenizer``. Rules are looked up in the registry only, so every
 registered rule works here. ``ppl`` needs log-probabilities: ``--model`` (a Hugging Face causal-LM directory or
@@ -25,10 +26,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from dschat.rlhf.macro_action.parsers import PARSERS
 from dschat.rlhf.macro_action.parsers.alignment import text_decoder, token_pieces
-from dschat.rlhf.macro_action.termination import (SegmentationBatch, TerminationOptions,
-                                                  available_terminations, build_termination)
+from dschat.rlhf.macro_action.termination import SegmentationBatch, TerminationOptions, build_termination
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
 SEPARATOR = "@@"
@@ -38,52 +37,28 @@ class ViewerError(Exception):
     """A user error reported as one line."""
 
 
-STEP3_SEED = 1234  # step 3's --seed default; its randomized rule draws with seed + rank
-
-
-def parse_ngram(value: str) -> Optional[int]:
-    """``--ngram``: a positive integer, or ``0`` / ``inf`` for one macro per response (n → ∞), as in step 3."""
-    if value.lower() in ("0", "inf", "none"):
-        return None
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"--ngram {value}: expected a positive integer, 0 or inf")
-    return number
-
-
-def parse_lengths(value: str) -> Tuple[int, ...]:
-    """``--random_lengths``: a comma-separated list of positive integers, e.g. ``2,3,5,10``."""
-    try:
-        lengths = tuple(int(x) for x in value.split(","))
-    except ValueError:
-        lengths = ()
-    if not lengths or min(lengths) < 1:
-        raise argparse.ArgumentTypeError(f"--random_lengths {value}: expected comma-separated positive integers")
-    return lengths
+RULE_FLAGS = ("termination", "ngram", "random_lengths", "random_repeat", "seed", "parser", "parser_cutoff")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    defaults = TerminationOptions()
+    """The rule's flags are step 3's own (``dschat.cli.configs.RLHFConfig``: same spelling, types, checks and
+    defaults); the rest are the viewer's."""
+    from dschat.cli.configs import RLHFConfig
+    from dschat.utils.config import ConfigParser, flag_specs
+
     parser = argparse.ArgumentParser(
-        prog="python -m dschat.rlhf.macro_action.viewer", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        prog="python -m dschat.rlhf.macro_action.viewer", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Print a text cut into macro actions by a termination rule ('@@' after each macro).")
-    parser.add_argument("--termination", required=True, choices=available_terminations(), help="termination rule ζ")
-    parser.add_argument("--ngram", type=parse_ngram, default=defaults.ngram,
-                        help="fixed n-gram length; 1 = vanilla PPO; 0/inf = the whole response")
-    parser.add_argument("--random_lengths", type=parse_lengths, default=",".join(map(str, defaults.lengths)),
-                        help="randomized n-gram length list (§B.4)")
-    parser.add_argument("--random_repeat", type=int, default=defaults.repeat,
-                        help="how often the randomized list is repeated")
-    parser.add_argument("--seed", type=int, default=STEP3_SEED, help="seed of the randomized rule")
-    parser.add_argument("--parser", choices=PARSERS, default=defaults.parser, help="tree provider of the parsing rule")
-    parser.add_argument("--parser_cutoff", type=int, default=defaults.parser_cutoff, help="C of the parsing rule")
+    step3 = {spec.name: spec for spec in flag_specs(RLHFConfig)}
+    rule = parser.add_argument_group("termination rule (as in step 3)")
+    for name in RULE_FLAGS:
+        ConfigParser._add(rule, step3[name])
     parser.add_argument("--tokenizer", default=None,
-                        help=f"policy tokenizer path (default: --model's, else {DEFAULT_TOKENIZER.name} shipped "
-                             "in dschat/assets)")
+                        help="policy tokenizer path (default: --model's, else dschat/assets/tokenizer)")
     parser.add_argument("--model", default=None,
                         help="causal LM that scores the text (needed by ppl): a directory, a hub id, tiny-gemma or "
-                             "smollm2-135m-instruct")
-    parser.add_argument("--sep", default=SEPARATOR, help="text printed after each macro")
+                             "smollm2-135m-instruct (default: none)")
+    parser.add_argument("--sep", default=SEPARATOR, help=f"text printed after each macro (default: {SEPARATOR})")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text to segment")
     source.add_argument("--file", type=Path, help="a file holding the text to segment")
@@ -91,7 +66,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def termination_options(args: argparse.Namespace) -> TerminationOptions:
-    return TerminationOptions(ngram=args.ngram, lengths=args.random_lengths, repeat=args.random_repeat,
+    """The rule options step 3's first process builds from the same flags."""
+    return TerminationOptions(ngram=args.ngram, lengths=tuple(args.random_lengths), repeat=args.random_repeat,
                               seed=args.seed, parser=args.parser, parser_cutoff=args.parser_cutoff)
 
 

@@ -1,147 +1,170 @@
-"""Where adapter rows come from: a local file (JSON, JSONL, optionally gzipped, or parquet) or the hub.
+"""Where adapter rows come from, and the readers of local data files (JSON, JSONL, optionally gzipped, parquet).
 
-Every adapter reads rows in its dataset's *hub schema*; only the origin differs:
+Every adapter reads rows in its dataset's *hub schema*; only the origin differs (:func:`read_rows`):
 
-* ``data_path`` is a file: its rows are the requested split;
-* ``data_path`` is a directory: the file ``{split}.jsonl`` / ``.json`` / ``.jsonl.gz`` / ``.parquet`` in it;
-* no ``data_path``: ``datasets.load_dataset`` on the hub dataset (needs network access or a warm HF cache).
+* no ``data_path``: the split's file from the hub at the pinned commit (:mod:`dschat.utils.data.hub`);
+* ``data_path`` a directory: a local mirror of the repository (the split's file at its repository path), or
+  a flat directory with ``{split}.jsonl`` / ``.json`` / ``.jsonl.gz`` / ``.parquet`` named by the hub's split
+  name (HH-RLHF: ``train`` and ``test``) or by ours (``validation``);
+* ``data_path`` a file: all rows of the dataset, to split into train and evaluation rows.
 
-Rows come back as ``(row_number, record)`` pairs; rows are numbered from 1 and, in JSONL files, by line
-number, so an error message points at the line to open.
+Evaluation rows come from ``eval_data_path`` (a file or a directory as above) when it is given, else from
+the source's own evaluation split, else -- for a single ``data_path`` file, or a source without an evaluation
+split (WebGPT) -- from the held-out part of the training rows (:mod:`dschat.utils.data.holdout`); the log
+says which. Rows come back as ``(row_number, record)``; rows are numbered from 1 and, in JSONL files, by line
+number, so an error message points at the line to open. A file without rows is an error naming it.
 """
 from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass, field
+import logging
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .errors import DataError, row_error
+from .holdout import DEFAULT_HOLDOUT, HOLDOUT_SEED, holdout_indices
+from .hub import DatasetSource, download_file, mirror_file
+
+logger = logging.getLogger(__name__)
 
 Row = Tuple[int, Dict[str, Any]]
 LOCAL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet")
+TRAIN = "train"
 
 
-@dataclass(frozen=True)
-class HubSource:
-    """A hub dataset: its name, optional config or data files, and our split names mapped to its splits.
-
-    ``splits`` maps the split names callers use ("train", "validation", ...) to the hub's split names.
-    ``data_files`` (hub split -> file pattern) loads plain files from the hub repository with the ``json``
-    builder, for repositories whose loading script current ``datasets`` no longer runs.
-    """
-
-    name: str
-    splits: Mapping[str, str]
-    config: Optional[str] = None
-    data_files: Mapping[str, str] = field(default_factory=dict)
-
-    def hub_split(self, split: str) -> str:
-        if split not in self.splits:
-            raise DataError(f"{self.name}: unknown split {split!r}; known splits: {', '.join(self.splits)}")
-        return self.splits[split]
-
-
-def read_rows(source: HubSource, split: str, data_path: Optional[str]) -> Tuple[str, List[Row]]:
+def read_rows(source: DatasetSource, split: str, data_path: Optional[str] = None,
+              eval_data_path: Optional[str] = None, holdout: str = DEFAULT_HOLDOUT) -> Tuple[str, List[Row]]:
     """The rows of ``split`` and a label naming where they came from (for messages)."""
     hub_split = source.hub_split(split)
-    if data_path is not None:
-        path = resolve_local_file(data_path, split)
-        return str(path), read_local_file(path)
-    return f"{source.name}[{hub_split}]", read_hub_rows(source, hub_split)
+    evaluation = split != TRAIN
+    if evaluation and eval_data_path is not None:
+        return read_split(source, hub_split, split, eval_data_path)
+    single_file = data_path is not None and Path(data_path).is_file()
+    held_out = eval_data_path is None and (single_file or source.eval_held_out)
+    if not held_out:
+        return read_split(source, hub_split, split, data_path)
+    label, rows = read_split(source, source.hub_split(TRAIN), TRAIN, data_path)
+    why = "a single --data_path file" if single_file else f"{source.name} has no evaluation split"
+    chosen = [rows[position] for position in holdout_indices(len(rows), evaluation, holdout, HOLDOUT_SEED)]
+    logger.info("%s: %s and no --eval_data_path, so the last part of a seeded shuffle (--eval_holdout %s, "
+                "seed %d) is held out for evaluation: %d of %d rows are the %s rows", label, why, holdout,
+                HOLDOUT_SEED, len(chosen), len(rows), "evaluation" if evaluation else "training")
+    return label, chosen
 
 
-def resolve_local_file(data_path: str, split: str) -> Path:
-    """``data_path`` itself when it is a file, else ``{data_path}/{split}.<suffix>``."""
+def read_split(source: DatasetSource, hub_split: str, split: str, data_path: Optional[str]) -> Tuple[str, List[Row]]:
+    """One split's rows from a file, a directory (mirror or flat) or the hub."""
+    if data_path is None:
+        if source.repo is None:
+            raise DataError(f"dataset {source.name!r} needs data_path (a file, or a directory with {{split}}.jsonl)")
+        return source.label(hub_split), read_local_file(download_file(source, hub_split), source.label(hub_split))
+    path = Path(data_path)
+    if path.is_dir():
+        path = mirror_file(source, hub_split, path) or resolve_local_file(path, *dict.fromkeys((hub_split, split)))
+    elif not path.is_file():
+        raise DataError(f"{path}: no such file or directory")
+    return str(path), read_local_file(path)
+
+
+def resolve_local_file(data_path, *split_names: str) -> Path:
+    """``data_path`` itself when it is a file, else ``{data_path}/{name}.<suffix>`` for the first name found."""
     path = Path(data_path)
     if path.is_file():
         return path
-    if path.is_dir():
+    if not path.is_dir():
+        raise DataError(f"{path}: no such file or directory")
+    for name in split_names:
         for suffix in LOCAL_SUFFIXES:
-            candidate = path / f"{split}{suffix}"
+            candidate = path / f"{name}{suffix}"
             if candidate.is_file():
                 return candidate
-        raise DataError(f"{path}: no file for split {split!r} (looked for {split}{{{','.join(LOCAL_SUFFIXES)}}})")
-    raise DataError(f"{path}: no such file or directory")
+    looked_for = " or ".join(f"{name}{{{','.join(LOCAL_SUFFIXES)}}}" for name in split_names)
+    raise DataError(f"{path}: no file for split {split_names[-1]!r} (looked for {looked_for})")
 
 
-def read_local_file(path: Path) -> List[Row]:
-    """Rows of a JSONL / JSON (array of objects, or JSON lines) / parquet file, each checked to be an object."""
+def read_local_file(path: Path, label: Optional[str] = None) -> List[Row]:
+    """Rows of a JSONL / JSON (array of objects, or JSON lines) / parquet file, each checked to be an object.
+
+    ``label`` names the file in messages (default: its path). An empty file is a DataError naming it.
+    """
+    label = label or str(path)
     name = path.name
     if name.endswith(".parquet"):
-        rows = _read_parquet(path)
+        rows = _read_parquet(path, label)
     elif name.endswith((".jsonl", ".jsonl.gz")):
-        rows = _read_json_lines(path)
+        rows = _read_json_lines(path, label)
     elif name.endswith((".json", ".json.gz")):
-        rows = _read_json(path)
+        rows = _read_json(path, label)
     else:
-        raise DataError(f"{path}: unsupported file type (expected one of {', '.join(LOCAL_SUFFIXES)})")
+        raise DataError(f"{label}: unsupported file type (expected one of {', '.join(LOCAL_SUFFIXES)})")
+    if not rows:
+        raise DataError(f"{label}: the file has no rows (expected one JSON object per row)")
     for number, record in rows:
         if not isinstance(record, dict):
-            raise row_error(str(path), number, f"expected a JSON object, got {type(record).__name__}")
+            raise row_error(label, number, f"expected a JSON object, got {type(record).__name__}")
     return rows
 
 
-def _open_text(path: Path):
-    return gzip.open(path, "rt", encoding="utf-8") if path.name.endswith(".gz") else open(path, encoding="utf-8")
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
 
-def _read_json_lines(path: Path) -> List[Row]:
+def _decode_line(line: bytes, label: str, number: int) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise row_error(label, number, f"invalid UTF-8 (byte 0x{line[error.start]:02x} at column "
+                                       f"{error.start + 1}); the file must be UTF-8 text") from None
+
+
+def _read_json_lines(path: Path, label: str) -> List[Row]:
     rows = []
-    with _open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
+    with _open_binary(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = _decode_line(raw, label, number)
             if not line.strip():
                 continue
             try:
                 rows.append((number, json.loads(line)))
             except json.JSONDecodeError as error:
-                raise row_error(str(path), number, f"invalid JSON ({error.msg} at column {error.colno})") from None
+                raise row_error(label, number, f"invalid JSON ({error.msg} at column {error.colno})") from None
     return rows
 
 
-def _read_json(path: Path) -> List[Row]:
+def _read_json(path: Path, label: str) -> List[Row]:
     """A JSON array of objects; a file of JSON lines named ``.json`` (as ``Dataset.to_json`` writes) also works."""
-    with _open_text(path) as handle:
-        text = handle.read()
+    with _open_binary(path) as handle:
+        data = handle.read()
     try:
-        data = json.loads(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_number = data.count(b"\n", 0, error.start) + 1
+        line_start = data.rfind(b"\n", 0, error.start) + 1
+        raise row_error(label, line_number, f"invalid UTF-8 (byte 0x{data[error.start]:02x} at column "
+                                            f"{error.start - line_start + 1}); the file must be UTF-8 text") from None
+    if not text.strip():
+        return []
+    try:
+        records = json.loads(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":
-            return _read_json_lines(path)
-        raise DataError(f"{path}: invalid JSON ({error.msg} at line {error.lineno})") from None
-    if not isinstance(data, list):
-        raise DataError(f"{path}: expected a JSON array of row objects, got {type(data).__name__}")
-    return list(enumerate(data, start=1))
+            return _read_json_lines(path, label)
+        raise DataError(f"{label}: invalid JSON ({error.msg} at line {error.lineno})") from None
+    if not isinstance(records, list):
+        raise DataError(f"{label}: expected a JSON array of row objects, got {type(records).__name__}")
+    return list(enumerate(records, start=1))
 
 
-def _read_parquet(path: Path) -> List[Row]:
+def _read_parquet(path: Path, label: str) -> List[Row]:
     import pyarrow.parquet as parquet
 
     try:
         table = parquet.read_table(path)
     except Exception as error:  # pyarrow raises several types for a damaged file
-        raise DataError(f"{path}: unreadable parquet file ({type(error).__name__}: {error})") from None
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise DataError(f"{label}: unreadable parquet file ({type(error).__name__}: {first_line})") from None
     return list(enumerate(table.to_pylist(), start=1))
-
-
-def read_hub_rows(source: HubSource, hub_split: str) -> List[Row]:
-    """Rows of one hub split through ``datasets.load_dataset``; a failure becomes a one-line DataError."""
-    import datasets
-
-    try:
-        if source.data_files:
-            dataset = datasets.load_dataset("json", data_files={hub_split: source.data_files[hub_split]},
-                                            split=hub_split)
-        else:
-            dataset = datasets.load_dataset(source.name, source.config, split=hub_split)
-    except Exception as error:  # network, cache and hub errors have many types; all end here the same way
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise DataError(
-            f"{source.name}[{hub_split}]: could not load from the hub ({type(error).__name__}: {first_line}); "
-            "without network access pass data_path= pointing at a local copy in the hub schema"
-        ) from None
-    return list(enumerate(dataset, start=1))
 
 
 def require_field(record: Dict[str, Any], key: str, expected_type, source: str, row_number: int,

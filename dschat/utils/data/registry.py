@@ -3,8 +3,8 @@
 An adapter module builds one :class:`DatasetAdapter` and calls :func:`register` at import time;
 ``dschat.utils.data.adapters`` imports them all. Loader signatures:
 
-* ``load_pairs(split, data_path=None, **options) -> list[PreferencePair]``
-* ``load_code_tasks(split, data_path=None, **options) -> list[CodeTask]``
+* ``load_pairs(split, data_path=None, eval_data_path=None, options=DataOptions()) -> list[PreferencePair]``
+* ``load_code_tasks(split, data_path=None, eval_data_path=None, options=DataOptions()) -> list[CodeTask]``
 * ``pairs_from_tasks(tasks) -> list[PreferencePair]`` for code datasets whose SFT pairs are
   (prompt, reference solution): the phase split then runs over the tasks, so SFT solutions never come
   from problems held for PPO.

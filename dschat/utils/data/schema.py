@@ -44,3 +44,8 @@ class CodeTask:
     entry_point: Optional[str] = None
     difficulty: str = "unknown"
     solutions: List[str] = field(default_factory=list)
+
+    @property
+    def has_tests(self) -> bool:
+        """Whether a completion can be checked: APPS test cases, or a HumanEval test program."""
+        return bool(self.inputs) or self.test_code is not None

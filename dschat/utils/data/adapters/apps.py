@@ -8,9 +8,13 @@ Hub row schema::
 ``solutions`` is a JSON list of Python programs; ``input_output`` a JSON object
 ``{"inputs": [...], "outputs": [...], "fn_name"?: str}`` (with ``fn_name``: call-based tests whose inputs
 are argument lists; without: standard-input strings). Either may be the empty string (no solutions / no
-tests; kept, with empty lists). A row whose JSON does not parse is skipped, counted and logged by
-problem_id. Splits: ``train``; ``validation`` and ``test`` read the hub ``test`` split. The hub repository's
-loading script no longer runs under current ``datasets``, so its ``{split}.jsonl`` files are read directly.
+tests; kept here, with empty lists: SFT can use a problem without tests, and the phase split runs over all
+problems; PPO and evaluation drop tasks without tests, counted and logged, see
+:func:`dschat.utils.data.loading.tasks_with_tests`). A row whose JSON does not parse is skipped, counted
+and logged by problem_id. Splits: ``train`` (5,000 problems); ``validation`` and ``test`` read the hub
+``test`` split (5,000; Table 4: 5k / 5k). The repository's loading script no longer runs under current
+``datasets``, so its ``train.jsonl`` / ``test.jsonl`` are read directly, at commit :data:`REVISION` (the
+hub's Parquet-conversion bot could otherwise delete them from ``main``).
 
 ``load_code_tasks`` gives one :class:`CodeTask` per row (prompt in the Hendrycks et al. format, see
 :mod:`dschat.utils.data.formats`); ``load_pairs`` gives SFT pairs (prompt, first reference solution) for
@@ -24,26 +28,33 @@ from typing import Any, Dict, List, Optional
 
 from ..errors import SkipCounter, row_error
 from ..formats import apps_prompt
-from ..records import HubSource, read_rows, require_field
+from ..hub import DatasetSource
+from ..options import DataOptions
+from ..records import read_rows, require_field
 from ..registry import DatasetAdapter, register
 from ..schema import CodeTask, PreferencePair
 from .common import SkipRow, convert_rows
 
 logger = logging.getLogger(__name__)
 
-HUB_FILES = "hf://datasets/codeparrot/apps/{split}.jsonl"
-SOURCE = HubSource("codeparrot/apps", splits={"train": "train", "validation": "test", "test": "test"},
-                   data_files={split: HUB_FILES.format(split=split) for split in ("train", "test")})
+# main: "update metadata" (2022-10-20), the last commit on main (read from the hub's pages and corroborated by
+# several public projects that pin the same commit).
+REVISION = "21e74ddf8de1a21436da12e3e653065c5213e9d1"
+SOURCE = DatasetSource("codeparrot/apps", splits={"train": "train", "validation": "test", "test": "test"},
+                       repo="codeparrot/apps", revision=REVISION,
+                       files={split: f"{split}.jsonl" for split in ("train", "test")})
 SCHEMA = "apps rows: problem_id, question, solutions, input_output, difficulty, starter_code"
 
 
-def load_apps_tasks(split: str = "train", data_path: Optional[str] = None) -> List[CodeTask]:
-    source, rows = read_rows(SOURCE, split, data_path)
+def load_apps_tasks(split: str = "train", data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
+                    options: DataOptions = DataOptions()) -> List[CodeTask]:
+    source, rows = read_rows(SOURCE, split, data_path, eval_data_path, options.eval_holdout)
     return convert_rows(rows, source, apps_task, logger)
 
 
-def load_apps_pairs(split: str = "train", data_path: Optional[str] = None) -> List[PreferencePair]:
-    return solution_pairs(load_apps_tasks(split, data_path))
+def load_apps_pairs(split: str = "train", data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
+                    options: DataOptions = DataOptions()) -> List[PreferencePair]:
+    return solution_pairs(load_apps_tasks(split, data_path, eval_data_path, options))
 
 
 def solution_pairs(tasks: List[CodeTask]) -> List[PreferencePair]:

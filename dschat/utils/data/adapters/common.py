@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Dict, List, Optional, TypeVar
 
-from ..errors import SkipCounter
+from ..errors import DataError, SkipCounter
 from ..records import Row
 
 Item = TypeVar("Item")
@@ -21,7 +21,10 @@ class SkipRow(Exception):
 
 
 def convert_rows(rows: List[Row], source: str, convert: RowConverter, logger: logging.Logger) -> List[Item]:
-    """``convert(record, source, row_number)`` on every row; SkipRow rows are counted and logged once."""
+    """``convert(record, source, row_number)`` on every row; SkipRow rows are counted and logged once.
+
+    Rows that are all skipped are a DataError: an empty split must fail when it is loaded, not train or
+    evaluate on nothing."""
     skips = SkipCounter(source)
     items = []
     for number, record in rows:
@@ -30,6 +33,9 @@ def convert_rows(rows: List[Row], source: str, convert: RowConverter, logger: lo
         except SkipRow as skip:
             skips.skip(skip.reason, skip.item or f"row {number}")
     skips.log_summary(logger, len(rows))
+    if rows and not items:
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in sorted(skips.counts.items()))
+        raise DataError(f"{source}: all {len(rows)} rows were skipped ({reasons}); no usable rows")
     return items
 
 

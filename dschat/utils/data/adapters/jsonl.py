@@ -6,6 +6,8 @@ The texts are used verbatim (no template is applied): ``prompt`` is the full for
 responses are what follows it (start them with a space for natural language); no end-of-sequence token
 (tokenisation appends the tokenizer's own). Rows without ``rejected`` are SFT/PPO-only data. ``data_path``
 is required: a file (JSON, JSONL or parquet, rows in this schema) or a directory holding ``{split}.jsonl``.
+A single file without ``eval_data_path`` is split: the last 5% of a seeded shuffle are the evaluation rows
+(:mod:`dschat.utils.data.holdout`), so evaluation never reads training rows.
 A missing or mistyped field is a DataError naming the row; an empty response a counted, logged skip.
 """
 from __future__ import annotations
@@ -13,8 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional
 
-from ..errors import DataError, row_error
-from ..records import read_local_file, require_field, resolve_local_file
+from ..errors import row_error
+from ..hub import DatasetSource
+from ..options import DataOptions
+from ..records import read_rows, require_field
 from ..registry import DatasetAdapter, register
 from ..schema import PreferencePair
 from .common import convert_rows, nonempty_response
@@ -22,13 +26,13 @@ from .common import convert_rows, nonempty_response
 logger = logging.getLogger(__name__)
 
 SCHEMA = 'canonical rows: {"prompt": str, "chosen": str, "rejected": str (optional)}'
+SOURCE = DatasetSource("jsonl", splits={split: split for split in ("train", "validation", "test")})
 
 
-def load_jsonl_pairs(split: str = "train", data_path: Optional[str] = None) -> List[PreferencePair]:
-    if data_path is None:
-        raise DataError("dataset 'jsonl' needs data_path (a JSONL file, or a directory with {split}.jsonl)")
-    path = resolve_local_file(data_path, split)
-    return convert_rows(read_local_file(path), str(path), canonical_pair, logger)
+def load_jsonl_pairs(split: str = "train", data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
+                     options: DataOptions = DataOptions()) -> List[PreferencePair]:
+    source, rows = read_rows(SOURCE, split, data_path, eval_data_path, options.eval_holdout)
+    return convert_rows(rows, source, canonical_pair, logger)
 
 
 def canonical_pair(record: Dict[str, Any], source: str, number: int) -> PreferencePair:

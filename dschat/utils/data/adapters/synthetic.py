@@ -8,16 +8,18 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ..errors import DataError
+from ..options import DataOptions
 from ..registry import DatasetAdapter, register
 from ..schema import PreferencePair
 from ..synthetic_task import SPLIT_SIZES, SYNTHETIC_DATA_DIR
 from .jsonl import load_jsonl_pairs
 
 
-def load_synthetic_pairs(split: str = "train", data_path: Optional[str] = None) -> List[PreferencePair]:
+def load_synthetic_pairs(split: str = "train", data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
+                         options: DataOptions = DataOptions()) -> List[PreferencePair]:
     if split not in SPLIT_SIZES:
         raise DataError(f"synthetic: unknown split {split!r}; known splits: {', '.join(SPLIT_SIZES)}")
-    return load_jsonl_pairs(split, str(data_path or SYNTHETIC_DATA_DIR))
+    return load_jsonl_pairs(split, str(data_path or SYNTHETIC_DATA_DIR), eval_data_path, options)
 
 
 register(DatasetAdapter(name="synthetic", load_pairs=load_synthetic_pairs))

@@ -1,0 +1,311 @@
+"""Every stage's flags, as config dataclasses: each field is one flag (its docstring is the help, its default the
+default, its type the check; see ``dschat/utils/config.py``). The groups the stages share come first; a stage's
+config inherits the groups it uses. Light to import (no DeepSpeed, no transformers), so tools and tests can
+parse any stage's flags and configs cheaply."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Annotated, Literal, Optional, Tuple
+
+from dschat.rlhf.ppo_config import PPOConfig
+from dschat.utils.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
+from dschat.utils.config import (
+    REQUIRED,
+    Alias,
+    ConfigError,
+    Fraction,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Range,
+)
+
+Dtype = Literal["fp32", "bf16", "fp16"]
+ZeroStage = Literal[0, 1, 2, 3]
+Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
+
+
+@dataclass
+class PrecisionArgs:
+    """precision and LoRA"""
+
+    dtype: Dtype = "fp32"
+    """Parameter / compute dtype."""
+    lora_alpha: PositiveFloat = 16.0
+    """LoRA scaling α (with a LoRA rank > 0)."""
+    lora_dropout: Annotated[float, Range(0, 1)] = 0.0
+    """Dropout on the LoRA branch."""
+
+
+@dataclass
+class ModelArgs(PrecisionArgs):
+    """model"""
+
+    model_name_or_path: str = "tiny-gemma"
+    """HF checkpoint dir, hub id, or an offline name: tiny-gemma, smollm2-135m-instruct."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, more time)."""
+    lora_dim: NonNegativeInt = 0
+    """LoRA rank via peft; 0 trains all weights."""
+
+
+@dataclass
+class DataArgs:
+    """data"""
+
+    data_name: str = "synthetic"
+    """Dataset adapter: synthetic, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
+    data_path: Optional[str] = None
+    """Local file in the dataset's schema (required for jsonl; otherwise the hub is read)."""
+    eval_data_path: Optional[str] = None
+    """Local file of held-out rows (default: the dataset's validation split, else the held-out part of the
+    training rows, see --eval_holdout)."""
+    data_split: str = "2,4,4"
+    """SFT,RM,PPO proportions of the training split (paper §B.2)."""
+    data_cache_dir: Optional[str] = None
+    """Where the phase split is cached."""
+    max_train_samples: NonNegativeInt = 0
+    """Use at most this many training rows (0 = all)."""
+    max_eval_samples: NonNegativeInt = 0
+    """Use at most this many held-out rows (0 = all)."""
+    eval_holdout: str = DataOptions.eval_holdout
+    """train,eval weights: the last part of a seeded shuffle is held out for evaluation, for a single
+    --data_path file without --eval_data_path and for webgpt, as DeepSpeed-Chat does."""
+    webgpt_ties: WebgptTies = DataOptions.webgpt_ties
+    """WebGPT comparisons with equal scores: keep with answer 0 chosen (the authors) or drop."""
+    webgpt_template: WebgptTemplate = DataOptions.webgpt_template
+    """WebGPT prompt: dschat = ' Human: {q} Assistant:' (the authors), hh = the HH-RLHF template."""
+    tldr_cnndm: TldrCnndm = DataOptions.tldr_cnndm
+    """TL;DR validation's CNN/DailyMail rows: keep (the authors) or drop (Reddit posts only)."""
+
+
+@dataclass
+class ScheduleArgs:
+    """optimisation"""
+
+    weight_decay: NonNegativeFloat = 0.0
+    """AdamW weight decay (not on biases and norms)."""
+    adam_beta1: Fraction = 0.9
+    """Adam β1."""
+    adam_beta2: Fraction = 0.95
+    """Adam β2."""
+    lr_scheduler_type: Scheduler = "cosine"
+    """Learning-rate schedule after warmup."""
+    warmup_ratio: Fraction = 0.1
+    """Warmup as a fraction of the optimizer steps (unless --warmup_steps is set)."""
+    warmup_steps: Optional[NonNegativeInt] = None
+    """Warmup in optimizer steps; overrides --warmup_ratio."""
+    gradient_clipping: NonNegativeFloat = 1.0
+    """Clip the global gradient norm to this (0 = off)."""
+    num_train_epochs: PositiveInt = 1
+    """Passes over the training set."""
+    max_steps: NonNegativeInt = 0
+    """Stop after this many optimizer steps (0 = all)."""
+
+    def warmup(self, num_update_steps: int) -> int:
+        """Warmup steps of a run of ``num_update_steps`` optimizer steps."""
+        if self.warmup_steps is not None:
+            return self.warmup_steps
+        return math.ceil(self.warmup_ratio * num_update_steps)
+
+
+@dataclass
+class MicroBatchArgs:
+    """batches"""
+
+    per_device_train_batch_size: Annotated[PositiveInt, Alias("--per_device_training_batch_size")] = 8
+    """Micro batch per process of a forward/backward pass (with --global_batch_size: the largest to use)."""
+    per_device_eval_batch_size: PositiveInt = 16
+    """Evaluation batch per process."""
+
+
+@dataclass
+class GlobalBatchArgs:
+    """batches"""
+
+    global_batch_size: Optional[PositiveInt] = None
+    """Table 5's batch size over all processes — examples per optimizer step (steps 1-2), prompts per PPO
+    iteration (step 3); the per-process batches follow from it and the number of processes."""
+
+
+@dataclass
+class BatchArgs(MicroBatchArgs, GlobalBatchArgs):
+    """batches"""
+
+    gradient_accumulation_steps: Optional[PositiveInt] = None
+    """Micro batches per optimizer step (default: from --global_batch_size, else 1)."""
+
+
+@dataclass
+class OffloadArgs:
+    """DeepSpeed"""
+
+    offload: bool = False
+    """ZeRO optimizer-state offload to CPU."""
+    offload_params: bool = False
+    """ZeRO-3 parameter offload to CPU."""
+
+
+@dataclass
+class DeepSpeedArgs(OffloadArgs):
+    """DeepSpeed"""
+
+    zero_stage: ZeroStage = 0
+    """ZeRO stage."""
+
+
+@dataclass
+class LoopArgs:
+    """runtime"""
+
+    output_dir: Annotated[Optional[str], REQUIRED] = None
+    """Where the model, metrics.jsonl, TensorBoard logs and checkpoints go."""
+    seed: int = 1234
+    """Seed of data order, initialisation and sampling."""
+    eval_steps: NonNegativeInt = 0
+    """Evaluate every N optimizer steps, besides at the start and the end (0 = only start and end)."""
+    save_steps: NonNegativeInt = 0
+    """Resumable checkpoint every N optimizer steps (0 = none)."""
+    resume: bool = False
+    """Continue from the latest checkpoint in --output_dir."""
+    log_steps: PositiveInt = 10
+    """Log training metrics every N optimizer steps (and at the last)."""
+    tensorboard_dir: Optional[str] = None
+    """Default: <output_dir>/tensorboard."""
+    no_progress_bar: bool = False
+    """Hide the tqdm progress bar."""
+    local_rank: int = -1
+    """Passed by the deepspeed launcher."""
+
+    def __post_init__(self):
+        if self.output_dir is not None and os.path.isfile(self.output_dir):
+            raise ConfigError(f"--output_dir {self.output_dir}: is a file; expected a directory")
+
+
+@dataclass
+class SupervisedArgs(ModelArgs, DataArgs, BatchArgs, ScheduleArgs, DeepSpeedArgs, LoopArgs):
+    """sequences"""
+
+    max_seq_len: PositiveInt = 512
+    """Prompt + response tokens per example (longer rows are skipped)."""
+    learning_rate: PositiveFloat = 1e-5
+    """Peak learning rate."""
+
+
+@dataclass
+class SFTConfig(SupervisedArgs):
+    """SFT"""
+
+    learning_rate: PositiveFloat = 5e-5
+    """Peak learning rate."""
+
+
+@dataclass
+class RMConfig(SupervisedArgs):
+    """reward model"""
+
+
+@dataclass
+class DPOConfig(SupervisedArgs):
+    """DPO (Appendix C.3)"""
+
+    learning_rate: PositiveFloat = 2e-7
+    """Peak learning rate (the paper's 2e-7)."""
+    beta: PositiveFloat = 0.1
+    """β of the implicit reward: 0.1 for TL;DR, 0.01 for HH-RLHF in the paper."""
+
+
+@dataclass
+class ModelsArgs(PrecisionArgs, OffloadArgs):
+    """models (§B.2)"""
+
+    actor_model_name_or_path: str = "tiny-gemma"
+    """SFT checkpoint: the actor and the frozen reference."""
+    critic_model_name_or_path: Optional[str] = None
+    """Critic init (the RM for text; the SFT model for code); default: the reward model."""
+    reward_model_name_or_path: Optional[str] = None
+    """Reward model (with --reward model); default: --critic_model_name_or_path."""
+    reward: Literal["model", "code"] = "model"
+    """Score source: a reward model, or program execution (code tasks, paper §B.5)."""
+    code_workers: PositiveInt = 2
+    """Programs executed in parallel."""
+    code_test_timeout: PositiveFloat = 4.0
+    """Seconds per test case."""
+    actor_zero_stage: ZeroStage = 0
+    """ZeRO stage of the actor (and the reference)."""
+    critic_zero_stage: ZeroStage = 0
+    """ZeRO stage of the critic (and the reward model)."""
+    actor_gradient_checkpointing: bool = False
+    """Recompute the actor's activations in the backward pass."""
+    critic_gradient_checkpointing: bool = False
+    """Recompute the critic's activations in the backward pass."""
+    actor_lora_dim: NonNegativeInt = 0
+    """LoRA rank of the actor; 0 trains all weights."""
+    critic_lora_dim: NonNegativeInt = 0
+    """LoRA rank of the critic; 0 trains all weights."""
+    no_gather_for_generation: bool = False
+    """ZeRO-3: fetch parameters per layer while generating (synced_gpus) instead of once."""
+
+
+@dataclass
+class SamplingArgs:
+    """sampling (Table 5)"""
+
+    max_prompt_seq_len: PositiveInt = 512
+    """Prompt tokens (longer prompts are skipped)."""
+    max_new_tokens: Annotated[PositiveInt, Alias("--max_answer_seq_len")] = 512
+    """Response tokens generated at most (as in evaluation)."""
+    temperature: PositiveFloat = 0.8
+    """Sampling temperature of the rollouts."""
+    top_k: NonNegativeInt = 50
+    """Top-k sampling (0 = off)."""
+    top_p: Annotated[float, Range(0, 1, open_low=True)] = 1.0
+    """Nucleus sampling mass."""
+    eval_temperature: Optional[PositiveFloat] = None
+    """Temperature of the evaluation samples; default: --temperature."""
+
+
+@dataclass
+class RolloutBatchArgs(MicroBatchArgs, GlobalBatchArgs):
+    """batches (Table 5)"""
+
+    per_device_generation_batch_size: PositiveInt = 8
+    """Prompts per process and PPO iteration (with --global_batch_size: derived from it)."""
+
+
+@dataclass
+class MacroArgs:
+    """macro-action rule options (§3.2.1, §B.4)"""
+
+    random_lengths: Tuple[PositiveInt, ...] = (2, 3, 5, 10)
+    """Length list of the randomized n-gram rule (space- or comma-separated)."""
+    random_repeat: PositiveInt = 3
+    """Repeats of the length list in the randomized rule's table."""
+    parser: Literal["auto", "spacy", "benepar", "code"] = "auto"
+    """Parsing rule's parser (auto = code with --reward code, else spacy/benepar)."""
+    parser_cutoff: PositiveInt = 5
+    """C of the parsing rule."""
+
+
+@dataclass
+class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleArgs, PPOConfig, MacroArgs,
+                 LoopArgs):
+    """step 3"""
+
+    actor_learning_rate: PositiveFloat = 1.5e-5
+    """Actor peak learning rate (Table 5)."""
+    critic_learning_rate: PositiveFloat = 1.5e-5
+    """Critic peak learning rate (Table 5)."""
+    warmup_steps: Annotated[Optional[NonNegativeInt], Alias("--num_warmup_steps")] = 200
+    """Warmup in PPO iterations (Table 5); none = --warmup_ratio of the run."""
+    log_steps: PositiveInt = 1
+    """Log training metrics every N PPO iterations (and at the last)."""
+    log_samples: NonNegativeInt = 2
+    """Decoded responses shown every --log_steps."""
+
+
+STAGE_CONFIGS = {"sft": SFTConfig, "rm": RMConfig, "dpo": DPOConfig, "ppo": RLHFConfig}
+"""Stage name (the folder under ``configs/``) -> its config dataclass."""

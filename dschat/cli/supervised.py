@@ -1,0 +1,91 @@
+"""What steps 1 and 2 (SFT, reward model, DPO) share: batch sizes for the process count, one trained engine on
+pair/sequence datasets of one ``--data_split`` phase, the shared loop, and the final HF checkpoint."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Tuple
+
+from dschat.cli.configs import SupervisedArgs
+from dschat.utils.checkpoint import save_hf_model
+from dschat.utils.config import ConfigError, split_global_batch
+from dschat.utils.distributed import init_distributed
+from dschat.utils.engine import EngineConfig, init_train_engine, prepare_model
+from dschat.utils.loop import EngineStep, batches_per_epoch, num_update_steps, shard_loader, train_loop
+from dschat.utils.metrics import MetricLogger
+from dschat.utils.model import load_tokenizer
+from dschat.utils.seeding import set_random_seed
+from dschat.utils.stage_data import eval_pairs, train_pairs
+
+
+def resolve_batches(args: SupervisedArgs, world_size: int) -> SupervisedArgs:
+    """A copy of ``args`` whose micro batch and accumulation make ``--global_batch_size`` on ``world_size``
+    processes (the largest micro batch <= ``--per_device_train_batch_size``), so one config serves any number of
+    GPUs; without a global batch the accumulation defaults to 1."""
+    micro, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
+    if args.global_batch_size is not None:
+        derived = split_global_batch(args.global_batch_size, world_size, micro)
+        if accumulation is not None and micro * accumulation * world_size != args.global_batch_size:
+            raise ConfigError(f"--global_batch_size {args.global_batch_size} != --per_device_train_batch_size "
+                              f"{micro} x --gradient_accumulation_steps {accumulation} x {world_size} processes; "
+                              "drop --gradient_accumulation_steps to derive it")
+        micro, accumulation = derived if accumulation is None else (micro, accumulation)
+    return dataclasses.replace(args, per_device_train_batch_size=micro,
+                               gradient_accumulation_steps=accumulation or 1)
+
+
+def engine_config(args: SupervisedArgs, num_update_steps: int) -> EngineConfig:
+    """The DeepSpeed settings of the one trained model of steps 1-2."""
+    return EngineConfig(
+        zero_stage=args.zero_stage, dtype=args.dtype, offload=args.offload, offload_params=args.offload_params,
+        gradient_checkpointing=args.gradient_checkpointing, lora_dim=args.lora_dim, lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout, micro_batch_size=args.per_device_train_batch_size,
+        gradient_accumulation_steps=args.gradient_accumulation_steps, learning_rate=args.learning_rate,
+        weight_decay=args.weight_decay, adam_betas=(args.adam_beta1, args.adam_beta2),
+        lr_scheduler_type=args.lr_scheduler_type, warmup_steps=args.warmup(num_update_steps),
+        gradient_clipping=args.gradient_clipping)
+
+
+@dataclass
+class Stage:
+    """What a stage's loss and evaluation need: the resolved flags, the trained engine, its engine settings,
+    the tokenizer, the device and the evaluation batches."""
+
+    args: Any
+    engine: Any
+    engine_config: EngineConfig
+    tokenizer: Any
+    device: Any
+    world_size: int
+    eval_loader: Any
+
+
+def run_supervised(args: SupervisedArgs, *, phase: int, dataset_cls, collator_cls, load_model: Callable,
+                   objective: Callable[[Stage], Tuple[Callable, Callable[[], Dict[str, float]]]],
+                   prefix: str, task_type: str = "CAUSAL_LM") -> Dict[str, float]:
+    """Train ``load_model(path, tokenizer, dtype, seed)`` on the ``phase`` rows; ``objective(stage)`` gives
+    ``(loss(batch) -> {"loss", ...}, evaluate() -> metrics)``. Saves the model under ``--output_dir`` and
+    returns the final evaluation."""
+    rank, world_size, device = init_distributed()
+    args = resolve_batches(args, world_size)
+    set_random_seed(args.seed)
+    tokenizer = load_tokenizer(args.model_name_or_path)
+    train_set = dataset_cls(train_pairs(args, phase=phase), tokenizer, args.max_seq_len)
+    eval_set = dataset_cls(eval_pairs(args), tokenizer, args.max_seq_len)
+    steps = num_update_steps(batches_per_epoch(len(train_set), world_size, args.per_device_train_batch_size),
+                             args.num_train_epochs, args.gradient_accumulation_steps, args.max_steps)
+    config = engine_config(args, steps)
+    model = prepare_model(load_model(args.model_name_or_path, tokenizer, args.dtype, args.seed), config, task_type)
+    engine = init_train_engine(model, config, world_size, steps)
+    collate = collator_cls.for_tokenizer(tokenizer)
+    stage = Stage(args, engine, config, tokenizer, device, world_size,
+                  shard_loader(eval_set, args.per_device_eval_batch_size, collate, rank, world_size))
+    loss, evaluate = objective(stage)
+    step = EngineStep(engine, loss)
+    metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
+    final = train_loop(step, train_set, collate, args.per_device_train_batch_size, evaluate, args, rank,
+                       world_size, metric_logger, engines={"": engine}, prefix=prefix,
+                       accumulation=args.gradient_accumulation_steps, summarize=step.summarize)
+    save_hf_model(engine, tokenizer, args.output_dir)
+    metric_logger.close()
+    return final

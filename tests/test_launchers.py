@@ -1,0 +1,109 @@
+"""Every launcher under scripts/step*/ at the scale it is written for: expanded at 1, 8 and 16 processes with a
+fake ``deepspeed`` on PATH that records its argv; each command is parsed by its stage's own parser and config
+checks, and the batch sizes derived for that process count must make the config's global batch."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from dschat.cli import stage_parser
+
+LAUNCHERS = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "scripts", "step*", "*.sh")))
+MAINS = {"training/step1_supervised_finetuning/main.py": "sft", "training/step2_reward_model_finetuning/main.py": "rm",
+         "training/step2_dpo_finetuning/main.py": "dpo", "training/step3_rlhf_finetuning/main.py": "ppo"}
+
+
+@pytest.fixture(scope="module")
+def fake_deepspeed(tmp_path_factory):
+    """A ``deepspeed`` executable that writes its argv (one per line) to ``$CAPTURE`` instead of launching."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    script = bin_dir / "deepspeed"
+    script.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$0" "$@" > "$CAPTURE"\n')
+    script.chmod(0o755)
+    return str(bin_dir)
+
+
+def launch(launcher: str, num_gpus: int, fake_bin: str, tmp_path, *flags, **env) -> list:
+    capture = tmp_path / "argv.txt"
+    overrides = ("MODEL_PATH", "SFT_PATH", "RM_PATH", "OUTPUT_DIR", "RUN_NAME", "HOSTFILE")  # the launcher's env
+    environment = {key: value for key, value in os.environ.items() if key not in overrides}
+    environment.update(PATH=f"{fake_bin}:{os.environ['PATH']}", CAPTURE=str(capture), NUM_GPUS=str(num_gpus),
+                       MASTER_PORT="29555", OUTPUT_ROOT=str(tmp_path / "outputs"), **env)
+    subprocess.run(["bash", os.path.join(ROOT, launcher), *flags], env=environment, check=True,
+                   capture_output=True, text=True, cwd=tmp_path)
+    return capture.read_text().splitlines()
+
+
+def parse_launch(argv: list, fake_bin: str, num_gpus: int):
+    """``(stage, resolved flags)`` of a captured ``deepspeed`` command at ``num_gpus`` processes."""
+    assert argv[0] == os.path.join(fake_bin, "deepspeed")  # the deepspeed on PATH
+    assert argv[1:5] == ["--num_gpus", str(num_gpus), "--master_port", "29555"]
+    stage = MAINS[argv[5]]
+    args = stage_parser(stage).parse_config(argv[6:])
+    if stage == "ppo":
+        from dschat.cli import ppo
+
+        return stage, ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(args)), num_gpus)
+    from dschat.cli.supervised import resolve_batches
+
+    return stage, resolve_batches(args, num_gpus)
+
+
+@pytest.mark.parametrize("num_gpus", [1, 8, 16])
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_launcher_expands_to_a_valid_command_at_every_scale(launcher, num_gpus, fake_deepspeed, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.chdir(ROOT)
+    argv = launch(launcher, num_gpus, fake_deepspeed, tmp_path)
+    stage, args = parse_launch(argv, fake_deepspeed, num_gpus)
+    name = os.path.basename(launcher)[:-3]
+    if stage == "ppo":
+        assert args.per_device_generation_batch_size * num_gpus == args.global_batch_size
+        assert args.per_device_generation_batch_size * args.num_samples_per_prompt % args.per_device_train_batch_size == 0
+        assert args.ngram == (1 if name.endswith("_ppo") else 10 if "apps" in name else 5)
+        assert args.offload == name.startswith("gemma2-27b")
+        assert os.path.basename(args.output_dir) == ("ppo" if name.endswith("_ppo") else "mappo")
+    else:
+        assert args.global_batch_size is not None
+        assert (args.per_device_train_batch_size * args.gradient_accumulation_steps * num_gpus
+                == args.global_batch_size)
+        if stage == "sft":
+            assert args.model_name_or_path.startswith("google/")
+
+
+def test_a_rule_variant_gets_its_own_run_folder(fake_deepspeed, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    launcher = "scripts/step3_rlhf/gemma-2b_tldr_mappo.sh"
+    fixed = parse_launch(launch(launcher, 8, fake_deepspeed, tmp_path), fake_deepspeed, 8)[1]
+    parsing = parse_launch(launch(launcher, 8, fake_deepspeed, tmp_path, "--termination", "parsing"),
+                           fake_deepspeed, 8)[1]
+    assert parsing.termination == "parsing" and fixed.termination == "fixed"
+    assert fixed.output_dir != parsing.output_dir
+    assert parsing.output_dir.endswith("mappo-parsing")
+    named = parse_launch(launch(launcher, 8, fake_deepspeed, tmp_path, "--termination", "parsing", RUN_NAME="mine"),
+                         fake_deepspeed, 8)[1]
+    assert named.output_dir.endswith("/mine")
+
+
+def test_the_ppo_batch_is_the_configs_global_batch_without_gpus(fake_deepspeed, tmp_path, monkeypatch):
+    """Without nvidia-smi the launcher falls back to one process; the global batch of Table 5 still holds."""
+    monkeypatch.chdir(ROOT)
+    args = parse_launch(launch("scripts/step3_rlhf/gemma-2b_tldr_ppo.sh", 1, fake_deepspeed, tmp_path),
+                        fake_deepspeed, 1)[1]
+    assert args.per_device_generation_batch_size == 256
+
+
+def test_evaluation_is_packaged_so_python_m_evaluation_works_from_any_directory(monkeypatch):
+    import runpy
+
+    import setuptools
+
+    captured = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    monkeypatch.chdir(ROOT)
+    runpy.run_path(os.path.join(ROOT, "setup.py"))
+    assert {"dschat", "dschat.cli", "evaluation"} <= set(captured["packages"])

