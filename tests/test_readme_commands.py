@@ -7,7 +7,7 @@ stand-in at ``.venv/bin/python`` (and ``.venv/bin/transformers``) which records 
   then parsed by its own entry point's argparse parser (in this process, stopped right after ``parse_args``):
   every flag exists, required flags are given, values have their types. A ``bash scripts/X.sh`` line is not run
   (those scripts install into ``.venv``); its script must exist.
-- ``test_readme_commands_run`` (``-m slow``: 7 processes, 6.8 min on 2 busy cores): the stand-in runs the real
+- ``test_readme_commands_run`` (``-m slow``: 7 processes, 3–7 min on 2 busy cores): the stand-in runs the real
   interpreter, with the documented override ``--max_steps 2 --max_eval_samples 16`` appended to every
   ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets: ``bash scripts/...`` (they install into ``.venv``; the
   demo runs the flags of "Stages"), the judge against ``transformers serve`` (the ``-m integration`` target),
