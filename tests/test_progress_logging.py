@@ -48,6 +48,7 @@ def test_metric_lines_do_not_glue_to_a_progress_bar(monkeypatch, tmp_path):
 def test_log_records_do_not_glue_to_a_progress_bar(monkeypatch):
     root = logging.getLogger()
     before = list(root.handlers)
+    monkeypatch.setattr(root, "handlers", [])  # an unconfigured process (pytest installs its own handlers)
     try:
         with terminal(monkeypatch) as stream:
             setup_logging()
@@ -61,3 +62,4 @@ def test_log_records_do_not_glue_to_a_progress_bar(monkeypatch):
     finally:
         for handler in [h for h in root.handlers if h not in before]:
             root.removeHandler(handler)
+    assert root.handlers == []

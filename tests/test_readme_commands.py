@@ -9,9 +9,10 @@ stand-in at ``.venv/bin/python`` (and ``.venv/bin/transformers``) which records 
   (those scripts install into ``.venv``); its script must exist.
 - ``test_readme_commands_run`` (``-m slow``: 7 processes, 3–7 min on 2 busy cores): the stand-in runs the real
   interpreter, with the documented override ``--max_steps 2 --max_eval_samples 16`` appended to every
-  ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets: ``bash scripts/...`` (they install into ``.venv``; the
-  demo runs the flags of "Stages"), the judge against ``transformers serve`` (the ``-m integration`` target),
-  the benchmarks (minutes each; they print figures). ``solution.py`` for the viewer is written by the test.
+  ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets:
+  ``bash scripts/...`` (they install into ``.venv``; the demo runs the flags of "Stages"), the judge against
+  ``transformers serve`` (the ``-m integration`` target), the benchmarks (minutes each; they print figures).
+  ``solution.py`` for the viewer is written by the test.
 """
 from __future__ import annotations
 

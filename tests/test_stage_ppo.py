@@ -58,7 +58,7 @@ def test_evaluation_shows_progress(sft_rm, tmp_path, capsys):
     ppo_main(flags + ["--per_device_eval_batch_size", "8"])
     err = capsys.readouterr().err
     assert len(re.findall(r"eval: 100%.*\| 2/2 ", err)) == 2  # 16 prompts / 8: at the start and at the end
-    assert re.search(r"ppo: 100%.*\| 1/1 ", err)
+    assert re.search(r"train: 100%.*\| 1/1 ", err)
 
 
 def test_interrupted_ppo_resumes_exactly(sft_rm, tmp_path, monkeypatch):

@@ -23,10 +23,11 @@ class TqdmLoggingHandler(logging.Handler):
 
 
 def setup_logging() -> None:
-    """INFO (``MARLHF_LOG_LEVEL``) to stderr through :class:`TqdmLoggingHandler`; idempotent."""
+    """INFO (``MARLHF_LOG_LEVEL``) to stderr through :class:`TqdmLoggingHandler`, unless logging is configured
+    already (as ``logging.basicConfig`` does: e.g. under pytest, whose handlers capture the records)."""
     root = logging.getLogger()
     root.setLevel(os.environ.get("MARLHF_LOG_LEVEL", "INFO"))
-    if not any(isinstance(handler, TqdmLoggingHandler) for handler in root.handlers):
+    if not root.handlers:
         handler = TqdmLoggingHandler()
         handler.setFormatter(logging.Formatter(LOG_FORMAT, datefmt="%H:%M:%S"))
         root.addHandler(handler)
