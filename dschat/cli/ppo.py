@@ -122,7 +122,7 @@ def make_reward_sources(args: RLHFConfig, engines, train_tasks, eval_tasks) -> t
     """``(training reward source, evaluation reward source)``: the reward model for both, or program execution
     against the tasks each prompt set was built from (paper §B.5)."""
     if args.reward == "model":
-        source = ModelReward(engines.reward)
+        source = ModelReward(engines.reward, args.per_device_train_batch_size)
         return source, source
     return (CodeExecutionReward(train_tasks, args.code_workers, args.code_test_timeout),
             CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))

@@ -120,6 +120,11 @@ class MacroGAEEstimator:
         return advantages, returns, {"ppo/values_mean": masked_mean(values, action_mask),
                                      **{f"macro/{key}": value for key, value in stats.items()}}
 
+    def rows_independent(self, rows: int) -> bool:
+        """Whether the advantages of any ``rows`` contiguous rows depend on those rows only: always (GAE runs
+        along each response)."""
+        return True
+
 
 @dataclass(frozen=True)
 class SequenceBaselineEstimator:
@@ -128,6 +133,13 @@ class SequenceBaselineEstimator:
 
     advantage_fn: SequenceAdvantageFn
     group_size: int
+    batch_wide: bool = False
+    """The baseline reads the whole batch (REINFORCE's batch mean), not just the group."""
+
+    def rows_independent(self, rows: int) -> bool:
+        """Whether the advantages of any ``rows`` contiguous rows (starting at a multiple of ``rows``) depend on
+        those rows only: when they hold whole groups of K and the baseline is not batch-wide."""
+        return not self.batch_wide and rows % self.group_size == 0
 
     @torch.no_grad()
     def __call__(self, values: Optional[torch.Tensor], rewards: torch.Tensor, segment_ids: torch.Tensor,
@@ -169,7 +181,7 @@ def _reinforce(config: PPOConfig) -> SequenceBaselineEstimator:
         raise ValueError(f"--reinforce_baseline {config.reinforce_baseline!r}: expected one of {REINFORCE_BASELINES}")
     with_baseline = config.reinforce_baseline == "batch_mean"
     advantage_fn = functools.partial(reinforce_advantages, batch_mean_baseline=with_baseline)
-    return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt)
+    return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt, batch_wide=with_baseline)
 
 
 ALGORITHMS: Dict[str, Algorithm] = {algorithm.name: algorithm for algorithm in (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, fields
+from typing import Optional
 
 import deepspeed
 import torch
@@ -17,24 +18,33 @@ from dschat.utils.model import position_ids
 
 @dataclass
 class Experience:
-    """One batch of rollouts with everything the PPO update needs (all tensors on the training device)."""
+    """One batch of rollouts with everything the PPO update needs (all tensors on the training device). The
+    fields after ``segment_ids`` come from the rollout-time forwards, or — exactly on-policy — from the
+    training forwards (then they are None until ``PPOTrainer.train_on_experience`` fills them)."""
 
     seq: torch.Tensor  # [B, T]
     attention_mask: torch.Tensor  # [B, T]
     action_mask: torch.Tensor  # [B, T-1]
-    logprobs: torch.Tensor  # [B, T-1] actor (old policy)
     ref_logprobs: torch.Tensor  # [B, T-1]
-    values: torch.Tensor  # [B, T-1] critic V(s_t)
-    rewards: torch.Tensor  # [B, T-1] -β·KL plus the clipped score at the last response token
     scores: torch.Tensor  # [B] reward-model / execution score
     segment_ids: torch.Tensor  # [B, T-1] macro index per response token, -1 elsewhere
-    advantages: torch.Tensor  # [B, T-1] macro advantage broadcast to its tokens
-    returns: torch.Tensor  # [B, T-1] macro return broadcast to its tokens
+    logprobs: Optional[torch.Tensor] = None  # [B, T-1] actor (old policy)
+    values: Optional[torch.Tensor] = None  # [B, T-1] critic V(s_t)
+    rewards: Optional[torch.Tensor] = None  # [B, T-1] -β·KL plus the clipped score at the last response token
+    advantages: Optional[torch.Tensor] = None  # [B, T-1] macro advantage broadcast to its tokens
+    returns: Optional[torch.Tensor] = None  # [B, T-1] macro return broadcast to its tokens
 
     def micro_batches(self, size: int):
         """Split along the batch dimension for gradient accumulation."""
         for start in range(0, self.seq.shape[0], size):
-            yield Experience(**{f.name: getattr(self, f.name)[start:start + size] for f in fields(self)})
+            yield Experience(**{f.name: None if getattr(self, f.name) is None else
+                                getattr(self, f.name)[start:start + size] for f in fields(self)})
+
+    def fill_from(self, micro_batches: list) -> None:
+        """Set the fields this experience lacks from its micro-batches (in order, covering every row once)."""
+        for f in fields(self):
+            if getattr(self, f.name) is None:
+                setattr(self, f.name, torch.cat([getattr(micro, f.name) for micro in micro_batches]))
 
 
 def response_mask(response: torch.Tensor, eos_token_id: int) -> torch.Tensor:
@@ -52,6 +62,35 @@ def rollout_masks(seq: torch.Tensor, prompt_mask: torch.Tensor, eos_token_id: in
     action_mask = torch.zeros_like(seq[:, 1:])
     action_mask[:, prompt_len - 1:] = responses
     return attention_mask, action_mask
+
+
+def trim_to_longest(seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor) -> tuple:
+    """Drop the columns that are padding in every row (at either end), so that every forward and backward
+    after generation pays for the batch's longest real sequence, not ``max_answer_seq_len`` (issue: a batch of
+    ~15-token responses padded to 192). Exact: positions come from the attention mask (not the column index),
+    attention is causal, and the dropped columns are masked out of attention, rewards and losses alike.
+
+    Works for any padding side of prompt and response. The trimmed length is this process's own: under ZeRO-3
+    with several processes it may differ between ranks, which is fine because no collective depends on the
+    sequence length (parameters are gathered per module, gradients are parameter-shaped, metrics are scalars)
+    and every rank runs the same number of forward calls (fixed by the batch size). Returns ``(seq,
+    attention_mask, action_mask)``, views of the inputs."""
+    attended = attention_mask.bool().any(dim=0)
+    if not attended.any():
+        return seq, attention_mask, action_mask
+    columns = attended.nonzero().squeeze(1)
+    start, end = int(columns[0]), int(columns[-1]) + 1
+    return seq[:, start:end], attention_mask[:, start:end], action_mask[:, start:end - 1]
+
+
+def chunked_rows(function, size: int, *tensors: torch.Tensor) -> torch.Tensor:
+    """``function(*tensors)`` evaluated on row chunks of ``size`` and concatenated: a no-grad forward over a
+    large generation batch costs the activation memory of one training micro-batch (the number of chunks, and
+    so of ZeRO-3 parameter gathers, depends only on the batch size, equal on every rank)."""
+    rows = tensors[0].shape[0]
+    if rows <= size:
+        return function(*tensors)
+    return torch.cat([function(*(t[start:start + size] for t in tensors)) for start in range(0, rows, size)])
 
 
 def gather_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

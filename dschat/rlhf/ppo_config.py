@@ -57,6 +57,10 @@ class PPOConfig:
     """λ of GAE over macro steps (Table 5)."""
     ppo_epochs: PositiveInt = 1
     """Passes over each rollout batch (Table 5: 1)."""
+    recompute_rollout_forwards: bool = False
+    """Always run the rollout-time actor and critic forwards. Without it, an exactly on-policy update (one
+    optimizer step per rollout, advantages local to a micro-batch; ``ppo_trainer.reuses_training_forward``) takes
+    the old log-probs and values from the training forward (ratio ≡ 1) instead of recomputing them."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's response tokens (off in the paper's setup)."""
     sigma: Annotated[Literal[SIGMAS], Alias("--value_function")] = "equal"

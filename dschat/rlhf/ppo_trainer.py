@@ -7,22 +7,16 @@ GRPO / REINFORCE baselines (n → ∞, §3.2.3), for which no critic exists and 
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Dict, Optional
 
 import torch
 from tqdm.auto import tqdm
 
 from dschat.rlhf.baselines import build_advantage_estimator
-from dschat.rlhf.experience import (
-    Experience,
-    SamplingConfig,
-    decode_responses,
-    generate,
-    macro_view,
-    rollout_masks,
-    sequence_logprobs,
-)
-from dschat.rlhf.kl import token_rewards
+from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, generate,
+                                    macro_view, rollout_masks, sequence_logprobs, trim_to_longest)
+from dschat.rlhf.kl import kl_penalty, token_rewards
 from dschat.rlhf.macro_action import masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
 from dschat.rlhf.ppo_config import PPOConfig
@@ -32,6 +26,22 @@ from dschat.utils.model import token_values
 
 def _masked_row_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum(dim=1)
+
+
+def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_size: int) -> bool:
+    """Whether the update is exactly on-policy, so that the rollout-time actor log-prob and critic value
+    forwards are redundant and the training forwards supply them (unless ``config.recompute_rollout_forwards``):
+
+    - each rollout feeds exactly ONE optimizer step (``ppo_epochs`` = 1, gradient accumulation over the whole
+      rollout): every training forward then runs with the sampling parameters, so π_old = π and the ratio is
+      identically 1 — its value, not its gradient (∇r = ∇log π), which the training forward carries;
+    - the advantages of a micro-batch depend on its own rows only (no whitening across the batch, no
+      batch-wide baseline, groups of K samples not split): they can be estimated micro-batch by micro-batch
+      from those forwards.
+    """
+    optimizer_steps_per_rollout = config.ppo_epochs
+    return (not config.recompute_rollout_forwards and optimizer_steps_per_rollout == 1 and not config.whiten_advantages
+            and advantage_estimator.rows_independent(micro_batch_size))
 
 
 class PPOTrainer:
@@ -50,6 +60,7 @@ class PPOTrainer:
         self.world_size = world_size
         self.gather_for_generation = gather_for_generation
         self.advantage_estimator = build_advantage_estimator(config)
+        self.on_policy = reuses_training_forward(config, self.advantage_estimator, micro_batch_size)
 
     @property
     def device(self) -> torch.device:
@@ -63,100 +74,141 @@ class PPOTrainer:
         attention_mask, action_mask = rollout_masks(seq, prompt_mask, self.tokenizer.eos_token_id)
         return seq, attention_mask, action_mask
 
-    @torch.no_grad()
     def critic_values(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """V(s_t) ``[B, T-1]`` from the critic; zeros when the algorithm has no critic (nothing reads them)."""
+        """V(s_t) ``[B, T-1]`` from the critic (with a graph in training mode); zeros when the algorithm has no
+        critic (nothing reads them)."""
         critic = self.engines.critic
         if critic is None:
             return torch.zeros(seq.shape[0], seq.shape[1] - 1, device=seq.device)
-        critic.eval()
         return token_values(critic.module, seq, attention_mask)[:, :-1]
 
     @torch.no_grad()
     def make_experience(self, batch: dict) -> tuple:
         """Algorithm 1, lines 2-9 for a prompt batch: sample (each prompt ``num_samples_per_prompt`` times, in
-        contiguous rows), score, segment, estimate advantages. Returns ``(Experience, stats)``."""
-        cfg = self.config
-        samples = cfg.num_samples_per_prompt
+        contiguous rows), trim to the longest response, score, segment and — unless the update is exactly
+        on-policy (:func:`reuses_training_forward`), when the training forwards supply them — the old
+        log-probs, values and advantages. No-grad forwards run in chunks of the training micro-batch.
+        Returns ``(Experience, stats)``."""
+        samples = self.config.num_samples_per_prompt
         prompts = batch["input_ids"].to(self.device).repeat_interleave(samples, dim=0)
         prompt_mask = batch["attention_mask"].to(self.device).repeat_interleave(samples, dim=0)
         meta = batch.get("index")
         if meta is not None:
             meta = meta.repeat_interleave(samples, dim=0)
-        seq, attention_mask, action_mask = self.sample(prompts, prompt_mask)
-        self.engines.actor.eval()
-        logprobs = sequence_logprobs(self.engines.actor.module, seq, attention_mask)
-        ref_logprobs = sequence_logprobs(self.engines.ref.module, seq, attention_mask)
-        values = self.critic_values(seq, attention_mask)
+        return self.experience_from_rollout(*trim_to_longest(*self.sample(prompts, prompt_mask)), meta)
+
+    @torch.no_grad()
+    def experience_from_rollout(self, seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor,
+                                meta: Optional[torch.Tensor] = None) -> tuple:
+        """``make_experience`` after sampling: ``(Experience, stats)`` of a rollout batch."""
+        cfg = self.config
+        size = self.micro_batch_size
+        ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module), size, seq, attention_mask)
         responses = decode_responses(self.tokenizer, seq, action_mask)
         scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
-        scores = scores.to(self.device).float()
-        rewards, kl = token_rewards(logprobs, ref_logprobs, scores, action_mask, cfg.kl_coef, cfg.reward_clip,
-                                    cfg.kl_estimator)
         segmentation = self.termination_rule(SegmentationBatch(
             action_mask=action_mask, ref_logprobs=ref_logprobs, response_token_ids=seq[:, 1:],
             tokenizer=self.tokenizer))
-        advantages, returns, estimator_stats = self.advantage_estimator(values, rewards, segmentation.segment_ids,
-                                                                        action_mask)
-        if cfg.whiten_advantages:
-            advantages = masked_whiten(advantages, action_mask)
-        mask = action_mask.float()
-        experience = Experience(seq=seq, attention_mask=attention_mask, action_mask=action_mask, logprobs=logprobs,
-                                ref_logprobs=ref_logprobs, values=values, rewards=rewards, scores=scores,
-                                segment_ids=segmentation.segment_ids, advantages=advantages, returns=returns)
-        stats = {
-            "objective/score": scores.mean(),
-            "objective/kl": _masked_row_sum(kl, mask).mean(),
-            "objective/non_score_reward": _masked_row_sum(rewards, mask).mean() - scores.clamp(
-                -cfg.reward_clip, cfg.reward_clip).mean(),
-            "ppo/returns_mean": (returns * mask).sum() / mask.sum().clamp(min=1),
-            "ppo/advantages_mean": (advantages * mask).sum() / mask.sum().clamp(min=1),
-            "response/length": mask.sum(dim=1).mean(),
-            "macro/fallback_samples": segmentation.fallback.float().sum(),
-            **{key: torch.as_tensor(value, dtype=torch.float32) for key, value in estimator_stats.items()},
-            **{f"reward/{key}": torch.as_tensor(float(value)) for key, value in reward_counts.items()},
-        }
+        experience = Experience(seq=seq, attention_mask=attention_mask, action_mask=action_mask,
+                                ref_logprobs=ref_logprobs, scores=scores.to(self.device).float(),
+                                segment_ids=segmentation.segment_ids)
+        stats = {"macro/fallback_samples": segmentation.fallback.float().sum(),
+                 **{f"reward/{key}": torch.as_tensor(float(value)) for key, value in reward_counts.items()}}
+        if not self.on_policy:
+            self.engines.actor.eval()
+            if self.engines.critic is not None:
+                self.engines.critic.eval()
+            experience.logprobs = chunked_rows(partial(sequence_logprobs, self.engines.actor.module), size,
+                                               seq, attention_mask)
+            experience.values = chunked_rows(self.critic_values, size, seq, attention_mask)
+            stats.update(self.estimate_advantages(experience))
+            if cfg.whiten_advantages:
+                experience.advantages = masked_whiten(experience.advantages, action_mask)
         return experience, stats
 
-    def critic_update(self, micro: Experience) -> Dict[str, torch.Tensor]:
-        """Clipped value update on one micro-batch (Algorithm 1, line 11); nothing without a critic."""
-        critic = self.engines.critic
-        if critic is None:
-            return {}
-        critic.train()
-        values = token_values(critic.module, micro.seq, micro.attention_mask)[:, :-1]
-        critic_loss, critic_stats = value_loss(values, micro.values, micro.returns, micro.action_mask,
-                                               self.config.value_clip)
-        critic.backward(critic_loss)
-        critic.step()
-        return {"loss/value": critic_loss.detach(),
-                **{f"value/{k}": torch.as_tensor(v).detach() for k, v in critic_stats.items()}}
+    def estimate_advantages(self, experience: Experience) -> Dict[str, torch.Tensor]:
+        """Per-token rewards (−β·KL plus the clipped score) and (macro) advantages and returns from the
+        experience's old log-probs and values, stored in it; returns the estimator's statistics."""
+        cfg = self.config
+        experience.rewards, _ = token_rewards(experience.logprobs, experience.ref_logprobs, experience.scores,
+                                              experience.action_mask, cfg.kl_coef, cfg.reward_clip,
+                                              cfg.kl_estimator)
+        experience.advantages, experience.returns, stats = self.advantage_estimator(
+            experience.values, experience.rewards, experience.segment_ids, experience.action_mask)
+        return stats
+
+    def rollout_statistics(self, experience: Experience) -> Dict[str, torch.Tensor]:
+        """Score, KL, non-score reward, returns, advantages and response length of a complete experience."""
+        cfg = self.config
+        mask = experience.action_mask.float()
+        kl = kl_penalty(experience.logprobs, experience.ref_logprobs, cfg.kl_estimator) * mask
+        tokens = mask.sum().clamp(min=1)
+        return {
+            "objective/score": experience.scores.mean(),
+            "objective/kl": kl.sum(dim=1).mean(),
+            "objective/non_score_reward": _masked_row_sum(experience.rewards, mask).mean() - experience.scores.clamp(
+                -cfg.reward_clip, cfg.reward_clip).mean(),
+            "ppo/returns_mean": (experience.returns * mask).sum() / tokens,
+            "ppo/advantages_mean": (experience.advantages * mask).sum() / tokens,
+            "response/length": mask.sum(dim=1).mean(),
+        }
+
+    def micro_batch_losses(self, micro: Experience) -> tuple:
+        """Clipped policy loss and (with a critic) clipped value loss of one micro-batch, graphs attached
+        (Algorithm 1, lines 10-11): ``(actor_loss, critic_loss or None, stats)``.
+
+        Exactly on-policy (:func:`reuses_training_forward`) the micro-batch's old log-probs and values ARE these
+        forwards' outputs, detached, and its rewards and advantages are estimated from them here: the ratio is
+        identically 1 and the gradients are those of the recomputed-forward path (test_ppo_speed)."""
+        cfg = self.config
+        actor, critic = self.engines.actor, self.engines.critic
+        actor.train()
+        if critic is not None:
+            critic.train()
+        logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask)
+        values = self.critic_values(micro.seq, micro.attention_mask) if critic is not None else None
+        stats = {}
+        if self.on_policy:
+            micro.logprobs = logprobs.detach()
+            micro.values = values.detach() if values is not None else torch.zeros_like(micro.logprobs)
+            stats.update(self.estimate_advantages(micro))
+        actor_loss, actor_stats = policy_loss(logprobs, micro.logprobs, micro.advantages, micro.action_mask,
+                                              cfg.clip_eps, segment_ids=micro.segment_ids, ratio=cfg.ratio)
+        stats.update({"loss/policy": actor_loss.detach(),
+                      **{f"policy/{k}": torch.as_tensor(v).detach() for k, v in actor_stats.items()}})
+        critic_loss = None
+        if values is not None:
+            critic_loss, critic_stats = value_loss(values, micro.values, micro.returns, micro.action_mask,
+                                                   cfg.value_clip)
+            stats.update({"loss/value": critic_loss.detach(),
+                          **{f"value/{k}": torch.as_tensor(v).detach() for k, v in critic_stats.items()}})
+        return actor_loss, critic_loss, stats
 
     def train_on_experience(self, experience: Experience) -> Dict[str, torch.Tensor]:
-        """Clipped policy and (with a critic) value updates (Algorithm 1, lines 10-11), ``ppo_epochs`` passes,
-        gradient accumulation over micro-batches so each engine steps once per pass."""
-        cfg = self.config
-        actor = self.engines.actor
-        actor.train()
-        history = []
-        for _ in range(cfg.ppo_epochs):
+        """``ppo_epochs`` passes of gradient accumulation over micro-batches, so each engine steps once per pass.
+        Exactly on-policy, the experience is completed from the training forwards (old log-probs, values,
+        rewards, advantages, returns), so the caller sees the same experience either way."""
+        actor, critic = self.engines.actor, self.engines.critic
+        history, micros = [], []
+        for _ in range(self.config.ppo_epochs):
             for micro in experience.micro_batches(self.micro_batch_size):
-                logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask)
-                actor_loss, actor_stats = policy_loss(
-                    logprobs, micro.logprobs, micro.advantages, micro.action_mask, cfg.clip_eps,
-                    segment_ids=micro.segment_ids, ratio=cfg.ratio)
+                actor_loss, critic_loss, stats = self.micro_batch_losses(micro)
                 actor.backward(actor_loss)
                 actor.step()
-                critic_stats = self.critic_update(micro)
-                history.append({"loss/policy": actor_loss.detach(),
-                                **{f"policy/{k}": torch.as_tensor(v).detach() for k, v in actor_stats.items()},
-                                **critic_stats})
-        return {key: torch.stack([h[key].float() for h in history]).mean() for key in history[0]}
+                if critic_loss is not None:
+                    critic.backward(critic_loss)
+                    critic.step()
+                history.append(stats)
+                micros.append(micro)
+        if self.on_policy:
+            experience.fill_from(micros)
+        return {key: torch.stack([torch.as_tensor(h[key]).float() for h in history]).mean() for key in history[0]}
 
     def step(self, batch: dict) -> tuple:
         """One PPO iteration; returns ``(metrics averaged over processes, experience)``."""
         experience, stats = self.make_experience(batch)
         stats.update(self.train_on_experience(experience))
+        stats.update(self.rollout_statistics(experience))
         stats["lr/actor"] = torch.tensor(self.engines.actor.get_lr()[0])
         if self.engines.critic is not None:
             stats["lr/critic"] = torch.tensor(self.engines.critic.get_lr()[0])

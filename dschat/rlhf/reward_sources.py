@@ -1,10 +1,12 @@
 """Where the scalar score r(x, y) comes from: a reward model, or (for code tasks) program execution."""
 from __future__ import annotations
 
-from typing import Protocol
+from functools import partial
+from typing import Optional, Protocol
 
 import torch
 
+from dschat.rlhf.experience import chunked_rows
 from dschat.utils.model import sequence_scores
 
 
@@ -14,14 +16,17 @@ class RewardSource(Protocol):
 
 
 class ModelReward:
-    """r(x, y) = the reward model's score at the last real token of ``[prompt | response]``."""
+    """r(x, y) = the reward model's score at the last real token of ``[prompt | response]``, computed in chunks
+    of ``micro_batch_size`` rows (all at once when None) so a large generation batch costs no more memory."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, micro_batch_size: Optional[int] = None):
         self.engine = engine
+        self.micro_batch_size = micro_batch_size
 
     @torch.no_grad()
     def __call__(self, seq, attention_mask, responses, meta):
-        return sequence_scores(self.engine.module, seq, attention_mask), {}
+        score = partial(sequence_scores, self.engine.module)
+        return chunked_rows(score, self.micro_batch_size or seq.shape[0], seq, attention_mask), {}
 
 
 class CodeExecutionReward:
