@@ -9,7 +9,8 @@ Every source yields one preference per (prompt, occurrence) pair of responses A 
   response with the higher RM score is preferred (§4.2: "we determine the reward model's win rate by selecting
   the summary with the higher RM score").
 - judge (``--judge``): the ``--output`` JSONL of ``evaluation.judge`` ("prompt", "verdict"); unparseable
-  verdicts are left out.
+  verdicts are left out. Its row is labelled with the model that answered ("judge_model" of the verdicts),
+  unless ``--judge_name`` says otherwise.
 - human (``--human``): CSV or JSONL with "prompt" and "preferred" (a / b / tie; A / B / E accepted).
 
 The agreement of two sources is the fraction of the pairs both judged on which they give the same preference.
@@ -64,10 +65,14 @@ def agreement_matrix(sources: Mapping[str, Mapping[PairKey, str]]) -> Dict[Tuple
 
 
 def format_agreement(matrix: Mapping[Tuple[str, str], Tuple[Optional[float], int]], names: Sequence[str],
-                     paper: Optional[Mapping[Tuple[str, str], float]] = None) -> str:
-    """Table 1 layout: a lower-triangular matrix with 100% on the diagonal; "(paper X%)" where it reports one."""
+                     paper: Optional[Mapping[Tuple[str, str], float]] = None,
+                     labels: Optional[Mapping[str, str]] = None) -> str:
+    """Table 1 layout: a lower-triangular matrix with 100% on the diagonal; "(paper X%)" where it reports one.
+    ``names`` are the sources (matrix keys), shown as ``labels[name]`` when given."""
     width = 24
-    lines = [" " * 8 + "".join(f"{n:>{width}}" for n in names)]
+    shown = {name: (labels or {}).get(name, name) for name in names}
+    row_width = max(8, *(len(label) + 1 for label in shown.values()))
+    lines = [" " * row_width + "".join(f"{shown[n]:>{width}}" for n in names)]
     for i, row in enumerate(names):
         cells = []
         for j, col in enumerate(names):
@@ -81,7 +86,7 @@ def format_agreement(matrix: Mapping[Tuple[str, str], Tuple[Optional[float], int
                 reference = (paper or {}).get((row, col))
                 text += f" [paper {100 * reference:.0f}%]" if reference is not None else ""
                 cells.append(f"{text:>{width}}")
-        lines.append(f"{row:<8}" + "".join(cells))
+        lines.append(f"{shown[row]:<{row_width}}" + "".join(cells))
     return "\n".join(lines)
 
 
@@ -118,14 +123,18 @@ def read_rm_preferences(path_a: str, path_b: str) -> Dict[PairKey, str]:
     return {k: preference_from_scores(scores_a[k], scores_b[k]) for k in scores_a}
 
 
-def read_judge_preferences(path: str) -> Dict[PairKey, str]:
-    labelled = []
+def read_judge_preferences(path: str) -> Tuple[Dict[PairKey, str], str]:
+    """(preferences, the judge's name): the model(s) named by the rows' "judge_model" ('+'-joined when several
+    answered), or "judge" when the file does not record one."""
+    labelled, models = [], set()
     for number, row in _read_jsonl(path):
         verdict = _field(path, number, row, "verdict")
         if verdict not in (PREFER_A, PREFER_B, TIE, UNPARSEABLE):
             raise ValueError(f"{path} row {number}: verdict {verdict!r} is not a, b, tie or unparseable")
         labelled.append((_field(path, number, row, "prompt"), verdict))
-    return key_by_occurrence(labelled)
+        if row.get("judge_model"):
+            models.update(str(row["judge_model"]).split("+"))
+    return key_by_occurrence(labelled), "+".join(sorted(models)) or "judge"
 
 
 def read_human_preferences(path: str) -> Dict[PairKey, str]:
@@ -151,18 +160,21 @@ def main(argv=None) -> None:
     parser.add_argument("--rm_a", help="RM scores of response A (JSONL: prompt, score)")
     parser.add_argument("--rm_b", help="RM scores of response B")
     parser.add_argument("--judge", help="evaluation.judge --output verdicts (JSONL)")
-    parser.add_argument("--judge_name", default="gpt-4", help="row label of the judge (paper: GPT-4)")
+    parser.add_argument("--judge_name", default=None,
+                        help="row label of the judge (default: the model that answered, as the verdicts record it)")
     parser.add_argument("--human", help="human labels (CSV or JSONL: prompt, preferred)")
     parser.add_argument("--size", choices=["2b", "7b"], default=None, help="show the paper's Table 1 for this size")
     args = parser.parse_args(argv)
     try:
         sources: Dict[str, Mapping[PairKey, str]] = {}
+        labels: Dict[str, str] = {}
         if bool(args.rm_a) != bool(args.rm_b):
             raise ValueError("--rm_a and --rm_b go together")
         if args.rm_a:
             sources["rm"] = read_rm_preferences(args.rm_a, args.rm_b)
         if args.judge:
-            sources[args.judge_name] = read_judge_preferences(args.judge)
+            sources["judge"], answered = read_judge_preferences(args.judge)
+            labels["judge"] = args.judge_name or answered
         if args.human:
             sources["human"] = read_human_preferences(args.human)
         if len(sources) < 2:
@@ -172,10 +184,14 @@ def main(argv=None) -> None:
         sys.exit(2)
     from evaluation.paper_numbers import TABLE1_AGREEMENT
 
-    paper = TABLE1_AGREEMENT[args.size] if args.size else None
-    print("Table 1 - agreement between preference sources" + (f" (paper: TL;DR, Gemma-{args.size.upper()})"
-                                                             if paper else ""))
-    print(format_agreement(agreement_matrix(sources), list(sources), paper))
+    role = {"gpt-4": "judge"}  # the paper's judge
+    paper = None
+    if args.size:
+        paper = {(role.get(row, row), role.get(col, col)): value
+                 for (row, col), value in TABLE1_AGREEMENT[args.size].items()}
+    print("Table 1 - agreement between preference sources" + (f" (paper: TL;DR, Gemma-{args.size.upper()}, judge "
+                                                             "GPT-4)" if paper else ""))
+    print(format_agreement(agreement_matrix(sources), list(sources), paper, labels))
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ def sample_scores(policy: str, reward_model: str, prompts: Sequence[str], temper
 
     rows = score_policy(policy_dir(policy), reward_model, repeated, temperature=temperature,
                         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, seed=args.seed,
-                        max_prompt_len=args.max_prompt_len)
+                        max_prompt_len=args.max_prompt_len,
+                        progress=None if args.no_progress_bar else os.path.splitext(os.path.basename(cache_path))[0])
     os.makedirs(os.path.dirname(cache_path), exist_ok=True)
     with open(cache_path, "w") as handle:
         for row in rows:
@@ -133,6 +134,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--output_dir", required=True, help="samples/, best_of_n.json, fig8.png, fig21.png")
+    parser.add_argument("--no_progress_bar", action="store_true")
     args = parser.parse_args(argv)
     from evaluation.plots import parse_named_paths, plot_best_of_n_heatmaps, plot_temperature_sweep
 

@@ -2,18 +2,20 @@
 OpenAI-compatible chat-completions server.
 
     python -m evaluation.judge --task tldr --a mappo.jsonl --b ppo.jsonl --model gpt-4o
-    python -m evaluation.judge --task tldr --a mappo.jsonl --b ppo.jsonl \\
-        --base_url http://127.0.0.1:8011/v1 --model smollm2 --constrain logprobs
+    python -m evaluation.judge --task tldr --a mappo.jsonl --b ppo.jsonl --base_url http://127.0.0.1:8000/v1 \\
+        --model "$JUDGE" --constrain logit_bias --judge_tokenizer "$JUDGE"     # `transformers serve "$JUDGE"`
 
 Each input file is JSONL with "prompt" and "response" per line; rows are paired by prompt (the k-th occurrence
 of a prompt in --a with its k-th occurrence in --b). For every pair the order in which the two responses are
 shown is drawn from --seed (paper §4.1: "randomizing the order of responses") and undone when scoring, so a
 verdict always reads "A's file wins / tie / B's file wins". Completions are cached on disk (JSONL keyed by a
-hash of model, messages and sampling parameters): an interrupted run resumes without paying twice.
+hash of model, messages and sampling parameters): an interrupted run resumes without paying twice. The report
+names the model that actually answered (the responses' ``model`` field), beside the name asked for.
 
 Small judges (a 135M model does not follow "answer with one character") can be constrained: ``--constrain
 logit_bias`` biases the A/B/E token ids with ``max_tokens=1``; ``--constrain logprobs`` reads the first token's
-``top_logprobs`` and takes the most probable of A / B / E. Both ask one single-character question per
+``top_logprobs`` and takes the most probable of A / B / E (a server that ignores ``logprobs``, such as
+``transformers serve``, is reported as an error). Both ask one single-character question per
 criterion (``evaluation.judge_prompts.render_single_char``).
 """
 from __future__ import annotations
@@ -228,10 +230,16 @@ def pair_requests(task: JudgeTask, settings: JudgeSettings, prompt: str, first: 
 
 def read_verdicts(task: JudgeTask, settings: JudgeSettings, criteria: Sequence[str], completion: Mapping
                   ) -> Dict[str, Optional[str]]:
-    """Criterion → presented letter for one completion (``{"text", "top_logprobs"}``)."""
+    """Criterion → presented letter for one completion (``{"text", "top_logprobs", "model"}``).
+
+    ``--constrain logprobs`` against a server that ignores ``logprobs`` (``transformers serve`` does) is an
+    error, not a silent fall-back to the greedy first token."""
     if settings.constrain == "none":
         return parse_answer(task, completion["text"])
-    if settings.constrain == "logprobs" and completion.get("top_logprobs"):
+    if settings.constrain == "logprobs":
+        if not completion.get("top_logprobs"):
+            raise ValueError(f"--constrain logprobs: the judge {completion.get('model') or settings.model} returned "
+                             "no top_logprobs (the server ignores 'logprobs'); use --constrain logit_bias")
         letter = letter_from_top_logprobs(completion["top_logprobs"])
     else:
         letter = parse_letter(completion["text"])
@@ -259,14 +267,16 @@ def request_key(request: Mapping) -> str:
 
 
 def completion_fields(response) -> dict:
-    """``{"text", "top_logprobs"}`` from an OpenAI chat-completion response (top log-probs of the first token
-    as ``[token, logprob]`` pairs, empty when not requested)."""
+    """``{"text", "top_logprobs", "model"}`` from an OpenAI chat-completion response: top log-probs of the first
+    token as ``[token, logprob]`` pairs (empty when not requested), and the model that actually answered (the
+    response's ``model`` field: e.g. ``gpt-4o-2024-08-06`` for ``gpt-4o``, or the directory a local server
+    serves, whatever name was asked for)."""
     choice = response.choices[0]
     top = []
     content = getattr(getattr(choice, "logprobs", None), "content", None)
     if content:
         top = [[entry.token, float(entry.logprob)] for entry in content[0].top_logprobs]
-    return {"text": choice.message.content or "", "top_logprobs": top}
+    return {"text": choice.message.content or "", "top_logprobs": top, "model": getattr(response, "model", None)}
 
 
 class CachedJudgeClient:
@@ -348,6 +358,7 @@ class PairJudgement:
     swapped: bool
     outcomes: Dict[str, str]
     judge_answers: List[str] = field(default_factory=list)
+    judge_models: List[str] = field(default_factory=list)
 
 
 def judge_pair(index: int, pair: ResponsePair, task: JudgeTask, settings: JudgeSettings,
@@ -356,12 +367,22 @@ def judge_pair(index: int, pair: ResponsePair, task: JudgeTask, settings: JudgeS
     first, second = (pair.response_b, pair.response_a) if swapped else (pair.response_a, pair.response_b)
     outcomes: Dict[str, str] = {}
     answers: List[str] = []
+    models: List[str] = []
     for criteria, request in pair_requests(task, settings, pair.prompt, first, second):
         completion = client.complete(request)
         answers.append(completion["text"])
+        if completion.get("model") and completion["model"] not in models:
+            models.append(completion["model"])
         for criterion, letter in read_verdicts(task, settings, criteria, completion).items():
             outcomes[criterion] = undo_order(letter, swapped)
-    return PairJudgement(index, pair.prompt, swapped, outcomes, answers)
+    return PairJudgement(index, pair.prompt, swapped, outcomes, answers, models)
+
+
+def answering_model(judgements: Sequence[PairJudgement], requested: str) -> str:
+    """The name of the model(s) that answered (sorted, '+'-joined when several did), or ``requested`` marked
+    as unconfirmed when no response recorded one (completions cached before this was recorded)."""
+    models = sorted({m for j in judgements for m in j.judge_models})
+    return "+".join(models) if models else f"{requested} (unconfirmed: no response named its model)"
 
 
 def judge_pairs(pairs: Sequence[ResponsePair], task: JudgeTask, settings: JudgeSettings,
@@ -388,8 +409,9 @@ class Tally:
     def judged(self) -> int:
         return self.win + self.tie + self.loss
 
-    def rate(self, count: int) -> float:
-        return count / self.judged if self.judged else float("nan")
+    def rate(self, count: int) -> Optional[float]:
+        """``count`` over the parseable verdicts; None when every verdict was unparseable."""
+        return count / self.judged if self.judged else None
 
     def as_dict(self) -> dict:
         return {**asdict(self), "win_rate": self.rate(self.win), "tie_rate": self.rate(self.tie),
@@ -461,12 +483,17 @@ def verdict_token_ids_from_tokenizer(name_or_path: str) -> Tuple[int, ...]:
     return tuple(ids)
 
 
+def _percent(rate: Optional[float]) -> str:
+    return "n/a" if rate is None else f"{100 * rate:.1f}%"
+
+
 def summary_table(tallies: Mapping[str, Tally], name_a: str, name_b: str) -> str:
+    """Counts and rates per criterion; rates read "n/a" where no verdict could be parsed."""
     header = f"{'criterion':<20} {'win':>5} {'tie':>5} {'loss':>5} {'unparsed':>9} {'win%':>7} {'tie%':>7} {'loss%':>7}"
     lines = [f"{name_a} (A) vs {name_b} (B)", header]
     for criterion, t in tallies.items():
         lines.append(f"{criterion:<20} {t.win:>5} {t.tie:>5} {t.loss:>5} {t.unparseable:>9} "
-                     f"{100 * t.rate(t.win):>6.1f}% {100 * t.rate(t.tie):>6.1f}% {100 * t.rate(t.loss):>6.1f}%")
+                     f"{_percent(t.rate(t.win)):>7} {_percent(t.rate(t.tie)):>7} {_percent(t.rate(t.loss)):>7}")
     return "\n".join(lines)
 
 
@@ -479,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name_b", default=None, help="label of --b (default: its file name)")
     parser.add_argument("--limit", type=int, default=0, help="judge only the first N pairs (paper: 50); 0 = all")
     parser.add_argument("--model", default="gpt-4o", help="judge model (paper: gpt-4o-2024-05-13)")
-    parser.add_argument("--base_url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8011/v1")
+    parser.add_argument("--base_url", default=None, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
     parser.add_argument("--api_key", default=None,
                         help="default: $OPENAI_API_KEY, or a placeholder when --base_url is given")
     parser.add_argument("--temperature", type=float, default=0.0)
@@ -539,7 +566,9 @@ def main(argv=None) -> None:
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    print(f"judge {args.model} on {args.task}: {len(judgements)} pairs, order seed {args.seed}, "
+    answered = answering_model(judgements, args.model)
+    asked = "" if answered == args.model else f" (asked for {args.model})"
+    print(f"judge {answered}{asked} on {args.task}: {len(judgements)} pairs, order seed {args.seed}, "
           f"{client.api_calls} API calls (the rest from the cache)")
     print(summary_table(tallies, name_a, name_b))
     if args.output:
@@ -547,10 +576,12 @@ def main(argv=None) -> None:
             for j in judgements:
                 handle.write(json.dumps({"index": j.index, "prompt": j.prompt, "swapped": j.swapped,
                                          "verdict": j.outcomes[get_task(args.task).headline],
-                                         "criteria": j.outcomes, "judge_answers": j.judge_answers}) + "\n")
+                                         "criteria": j.outcomes, "judge_answers": j.judge_answers,
+                                         "judge_model": "+".join(j.judge_models) or None}) + "\n")
     if args.summary:
         with open(args.summary, "w") as handle:
-            json.dump({"task": args.task, "model": args.model, "a": name_a, "b": name_b, "pairs": len(judgements),
+            json.dump({"task": args.task, "model": answered, "requested_model": args.model, "a": name_a,
+                       "b": name_b, "pairs": len(judgements),
                        "headline": get_task(args.task).headline,
                        "criteria": {c: t.as_dict() for c, t in tallies.items()}}, handle, indent=2)
 

@@ -127,7 +127,8 @@ def plot_win_rates(summaries: Sequence[Mapping], path: str) -> None:
     for y, (label, counts) in enumerate(reversed(rows)):
         left = 0.0
         for key, color in (("win_rate", "#2ca02c"), ("tie_rate", "#bbbbbb"), ("loss_rate", "#d62728")):
-            width = 100 * counts[key] if counts[key] == counts[key] else 0.0
+            rate = counts[key]  # None (older files: NaN) when every verdict was unparseable
+            width = 100 * rate if rate is not None and rate == rate else 0.0
             ax.barh(y, width, left=left, color=color, label=key[:-5] if y == 0 else None)
             if width >= 6:
                 ax.text(left + width / 2, y, f"{width:.0f}%", ha="center", va="center", fontsize=8)

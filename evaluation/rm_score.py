@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Dict, List, Optional, Sequence
 
 import torch
+from tqdm.auto import tqdm
 
 from dschat.rlhf.experience import decode_responses, rollout_masks
 from dschat.utils.cli import run_cli
@@ -45,13 +46,14 @@ def _check_same_vocabulary(policy_tokenizer, reward_tokenizer, reward_path: str)
 def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], temperature: float = 0.8,
                  max_new_tokens: int = 512, batch_size: int = 16, seed: int = 1234, *, top_k: int = 50,
                  top_p: float = 1.0, max_prompt_len: int = 512, dtype: str = "fp32",
-                 device: Optional[str] = None) -> List[Dict]:
+                 device: Optional[str] = None, progress: Optional[str] = None) -> List[Dict]:
     """One sampled response per prompt from ``policy_path``, scored by the reward model at ``reward_path``.
 
     ``temperature`` 0 decodes greedily. Prompts longer than ``max_prompt_len`` tokens are skipped (and logged).
     Sampling is seeded by ``seed`` without touching the caller's global RNG. Returns one record per scored
     prompt: ``index`` (position in ``prompts``), ``prompt``, ``response``, ``score``, ``response_tokens``
-    (EOS included) and ``finished`` (the response ended with EOS within ``max_new_tokens``).
+    (EOS included) and ``finished`` (the response ended with EOS within ``max_new_tokens``). ``progress``: the
+    label of a progress bar over the prompts (None: no bar).
     """
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
@@ -68,6 +70,7 @@ def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], tem
     records = []
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
+        bar = tqdm(total=len(dataset), desc=progress, unit="prompt", disable=progress is None)
         for batch in loader:
             prompt_ids = batch["input_ids"].to(device)
             prompt_mask = batch["attention_mask"].to(device)
@@ -82,6 +85,8 @@ def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], tem
                 records.append({"index": index, "prompt": prompts[index], "response": responses[row],
                                 "score": scores[row].item(), "response_tokens": int(action_mask[row].sum()),
                                 "finished": bool(finished[row])})
+            bar.update(len(batch["index"]))
+        bar.close()
     return records
 
 
@@ -142,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32")
     parser.add_argument("--output_dir", required=True, help="writes NAME.jsonl per policy and summary.json")
+    parser.add_argument("--no_progress_bar", action="store_true")
     return parser
 
 
@@ -152,7 +158,8 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
     for name, path in args.policy:
         records = score_policy(path, args.reward_model, prompts, args.temperature, args.max_new_tokens,
                                args.batch_size, args.seed, top_k=args.top_k, top_p=args.top_p,
-                               max_prompt_len=args.max_prompt_len, dtype=args.dtype)
+                               max_prompt_len=args.max_prompt_len, dtype=args.dtype,
+                               progress=None if args.no_progress_bar else name)
         write_jsonl(records, os.path.join(args.output_dir, f"{name}.jsonl"))
         summaries[name] = {"policy": path, **summarize_scores(records)}
         print(f"{name}: RM score {summaries[name]['score_mean']:.3f} ± {summaries[name]['score_std']:.3f} "

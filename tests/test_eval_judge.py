@@ -15,14 +15,15 @@ WEBGPT_CRITERIA = TASKS["webgpt"].criteria
 
 
 # ------------------------------------------------------------------------------------------ fake client
-def fake_response(text: str, top_logprobs=None):
+def fake_response(text: str, top_logprobs=None, model="judge-2024-05-13"):
     logprobs = None
     if top_logprobs is not None:
         entries = [SimpleNamespace(token=t, logprob=lp) for t, lp in top_logprobs]
         logprobs = SimpleNamespace(content=[SimpleNamespace(token=top_logprobs[0][0], logprob=top_logprobs[0][1],
                                                             top_logprobs=entries)])
     message = SimpleNamespace(content=text, role="assistant")
-    return SimpleNamespace(choices=[SimpleNamespace(message=message, logprobs=logprobs, finish_reason="stop")])
+    return SimpleNamespace(model=model,
+                           choices=[SimpleNamespace(message=message, logprobs=logprobs, finish_reason="stop")])
 
 
 class FakeClient:
@@ -276,3 +277,46 @@ def test_cli_end_to_end_with_fake_client(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         judge.main(["--task", "tldr", "--a", a, "--b", str(tmp_path / "nope.jsonl"), "--base_url", "x"])
     assert "nope.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_report_names_the_model_that_answered_not_the_alias(tmp_path, monkeypatch, capsys):
+    """Asked for "gpt-4o", answered by whatever the server's responses name (issue: `judge gpt-4o` was printed
+    while a local SmolLM2 answered)."""
+    fake = FakeClient(lambda request: fake_response("A", model="/models/smollm2@main"))
+    monkeypatch.setattr(judge, "make_openai_client", lambda base_url, api_key, timeout: fake)
+    rows = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(3)]
+    a, b = write_jsonl(tmp_path / "a.jsonl", rows), write_jsonl(tmp_path / "b.jsonl", rows)
+    argv = ["--task", "tldr", "--a", a, "--b", b, "--model", "gpt-4o", "--base_url", "http://localhost:1/v1",
+            "--cache", str(tmp_path / "c.jsonl"), "--output", str(tmp_path / "v.jsonl"),
+            "--summary", str(tmp_path / "s.json"), "--no_progress_bar"]
+    judge.main(argv)
+    out = capsys.readouterr().out
+    assert out.startswith("judge /models/smollm2@main (asked for gpt-4o) on tldr")
+    assert json.loads((tmp_path / "s.json").read_text())["model"] == "/models/smollm2@main"
+    verdicts = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
+    assert {v["judge_model"] for v in verdicts} == {"/models/smollm2@main"}
+    judge.main(argv)  # from the cache: the answering model was cached with the completion
+    assert capsys.readouterr().out.startswith("judge /models/smollm2@main (asked for gpt-4o)")
+
+
+def test_all_unparseable_run_shows_counts_not_nan(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(lambda request: fake_response("I cannot decide."))
+    monkeypatch.setattr(judge, "make_openai_client", lambda base_url, api_key, timeout: fake)
+    rows = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(4)]
+    a, b = write_jsonl(tmp_path / "a.jsonl", rows), write_jsonl(tmp_path / "b.jsonl", rows)
+    judge.main(["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+                "--summary", str(tmp_path / "s.json"), "--no_progress_bar"])
+    out = capsys.readouterr().out
+    assert "nan" not in out.lower()
+    assert re.search(r"overall\s+0\s+0\s+0\s+4\s+n/a\s+n/a\s+n/a", out)
+    counts = json.loads((tmp_path / "s.json").read_text())["criteria"]["overall"]  # strict JSON: no NaN
+    assert counts == {"win": 0, "tie": 0, "loss": 0, "unparseable": 4, "win_rate": None, "tie_rate": None,
+                      "loss_rate": None}
+
+
+def test_logprobs_mode_fails_when_the_server_ignores_logprobs():
+    """`transformers serve` accepts `logprobs` and returns none: say so rather than read the greedy token."""
+    fake = FakeClient(lambda request: fake_response("A"))  # no logprobs in the response
+    settings = judge.JudgeSettings(constrain="logprobs")
+    with pytest.raises(ValueError, match="returned no top_logprobs.*--constrain logit_bias"):
+        judge.judge_pairs(pairs(2), get_task("tldr"), settings, make_client(fake))

@@ -1,23 +1,24 @@
-"""End to end, for real: ``evaluation.local_server`` serves SmolLM2-135M-Instruct on 127.0.0.1 and
-``evaluation.judge`` judges a handful of pairs through the official ``openai`` client.
+"""End to end, for real: ``transformers serve`` (the OpenAI-compatible server of transformers, installed with
+``transformers[serving]``) serves SmolLM2-135M-Instruct on 127.0.0.1 and ``evaluation.judge`` judges a handful of
+pairs through the official ``openai`` client.
 
-Opt-in (loads a 135M model, ~1 minute on 2 CPU cores): ``pytest -m integration tests/test_eval_judge_integration.py``.
-A 135M judge's verdicts are close to noise; this checks the pipeline (chat template, logit_bias, logprobs,
-parsing, cache), not model quality.
+Opt-in (loads a 135M model; about a minute on 2 CPU cores): ``pytest -m integration
+tests/test_eval_judge_integration.py``. A 135M judge's verdicts are close to noise; this checks the pipeline (chat
+template, logit_bias, parsing, cache, the answering model's name), not model quality. ``transformers serve``
+ignores ``logprobs``: ``--constrain logprobs`` must fail with one line saying so.
 """
 from __future__ import annotations
 
 import json
-import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 
 from evaluation import judge
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PAIRS = [
     ("My cat stopped eating her dry food after we moved to a new flat. The vet found nothing wrong. What can I do?",
@@ -35,18 +36,35 @@ PAIRS = [
 ]
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
-def server_url():
-    process = subprocess.Popen([sys.executable, "-m", "evaluation.local_server", "--port", "0"], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def served_model():
+    """(base_url, model directory) of a `transformers serve` process pinned to the converted SmolLM2."""
+    from dschat.utils.model.smollm2 import convert_smollm2
+
+    model_dir = str(convert_smollm2())
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "transformers.cli.transformers", "serve", model_dir,
+                                "--host", "127.0.0.1", "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 300
-        line = ""
-        while time.time() < deadline and "serving" not in line:
-            line = process.stdout.readline()
-            if not line and process.poll() is not None:
-                pytest.fail("evaluation.local_server exited before it was ready")
-        yield line.strip().rsplit(" ", 1)[-1]
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
+                    break
+            except OSError:
+                if process.poll() is not None:
+                    pytest.fail("transformers serve exited before it was ready")
+                if time.time() > deadline:
+                    pytest.fail("transformers serve was not ready after 300 s")
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1", model_dir
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -60,23 +78,37 @@ def write_pairs(tmp_path):
     return str(a), str(b)
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("task, constrain", [("tldr", "logit_bias"), ("webgpt", "logprobs")])
-def test_judge_against_local_smollm2_server(server_url, tmp_path, capsys, task, constrain):
+def judge_argv(tmp_path, base_url, model_dir, task, constrain):
     a, b = write_pairs(tmp_path)
-    argv = ["--task", task, "--a", a, "--b", b, "--base_url", server_url, "--model", "smollm2",
-            "--constrain", constrain, "--concurrency", "2", "--cache", str(tmp_path / "cache.jsonl"),
-            "--summary", str(tmp_path / "summary.json"), "--output", str(tmp_path / "verdicts.jsonl"),
-            "--no_progress_bar"]
-    if constrain == "logit_bias":
-        argv += ["--judge_tokenizer", "smollm2-135m-instruct"]
+    return ["--task", task, "--a", a, "--b", b, "--base_url", base_url, "--model", model_dir,
+            "--constrain", constrain, "--judge_tokenizer", model_dir, "--concurrency", "2",
+            "--cache", str(tmp_path / "cache.jsonl"), "--summary", str(tmp_path / "summary.json"),
+            "--output", str(tmp_path / "verdicts.jsonl"), "--no_progress_bar"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("task", ["tldr", "webgpt"])
+def test_judge_against_transformers_serve(served_model, tmp_path, capsys, task):
+    base_url, model_dir = served_model
+    argv = judge_argv(tmp_path, base_url, model_dir, task, "logit_bias")
     judge.main(argv)
     first = capsys.readouterr().out
     print(first)
+    # the answering model as the server names it, beside the name asked for
+    assert first.startswith(f"judge {model_dir}@main (asked for {model_dir}) on {task}")
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["pairs"] == len(PAIRS)
+    assert summary["pairs"] == len(PAIRS) and summary["model"] == f"{model_dir}@main"
     for counts in summary["criteria"].values():
         assert counts["win"] + counts["tie"] + counts["loss"] == len(PAIRS)  # every verdict parsed
         assert counts["unparseable"] == 0
     judge.main(argv)
     assert "0 API calls" in capsys.readouterr().out  # the second run is served from the cache
+
+
+@pytest.mark.integration
+def test_logprobs_constraint_is_refused_in_one_line(served_model, tmp_path, capsys):
+    base_url, model_dir = served_model
+    with pytest.raises(SystemExit):
+        judge.main(judge_argv(tmp_path, base_url, model_dir, "tldr", "logprobs"))
+    err = capsys.readouterr().err
+    assert err.startswith("error: --constrain logprobs") and "returned no top_logprobs" in err

@@ -51,6 +51,22 @@ def test_agreement_cli_reads_rm_judge_and_human_labels(tmp_path, capsys):
     assert "human.csv row 2: preferred 'maybe' is not a, b or tie" in capsys.readouterr().err
 
 
+def test_agreement_labels_the_judge_by_the_model_that_answered(tmp_path, capsys):
+    prompts = [f"p{i}" for i in range(3)]
+    judged = write_jsonl(tmp_path / "v.jsonl", [{"prompt": p, "verdict": "a", "judge_model": "smollm2@main"}
+                                                 for p in prompts])
+    human = tmp_path / "human.csv"
+    human.write_text("prompt,preferred\np0,a\np1,a\np2,b\n")
+    agreement.main(["--judge", judged, "--human", str(human), "--size", "2b"])
+    out = capsys.readouterr().out
+    assert "gpt-4" not in out.split("\n", 1)[1]  # the paper's judge is named in the title only
+    header, judge_row, human_row = out.splitlines()[1:4]
+    assert header.split() == ["smollm2@main", "human"] and judge_row.split()[0] == "smollm2@main"
+    assert "67% (n=3) [paper 58%]" in human_row  # human vs the paper's judge, 2B
+    agreement.main(["--judge", judged, "--human", str(human), "--judge_name", "GPT-4"])
+    assert capsys.readouterr().out.splitlines()[2].startswith("GPT-4 ")
+
+
 # ------------------------------------------------------------------------------------ length debias
 def test_least_squares_and_debiased_scores():
     assert length_debias.fit_least_squares([1, 2, 3], [3, 5, 7]) == pytest.approx((1.0, 2.0))
@@ -102,11 +118,12 @@ def test_best_of_n_table_and_temperature_sweep():
 
 
 def test_best_of_n_cli_samples_once_then_reuses(tmp_path, monkeypatch, capsys):
-    calls = []
+    calls, progress_labels = [], []
 
     def fake_score_policy(policy_path, reward_path, prompts, temperature, max_new_tokens, batch_size, seed,
-                          max_prompt_len):
+                          max_prompt_len, progress):
         calls.append((policy_path, temperature, len(prompts)))
+        progress_labels.append(progress)
         bonus = 1.0 if "mappo" in policy_path else 0.0
         return [{"index": i, "prompt": p, "response": "r", "score": bonus + temperature * (i % 4)}
                 for i, p in enumerate(prompts)]
@@ -119,6 +136,7 @@ def test_best_of_n_cli_samples_once_then_reuses(tmp_path, monkeypatch, capsys):
             "--ns", "1,4", "--output_dir", str(tmp_path / "out")]
     best_of_n.main(argv)
     assert sorted(calls) == sorted([(str(tmp_path / m), t, 12) for m in ("ppo", "mappo") for t in (0.2, 1.0)])
+    assert sorted(progress_labels) == ["mappo_T0.2", "mappo_T1", "ppo_T0.2", "ppo_T1"]  # one bar per sampling
     out = capsys.readouterr().out
     assert "3 prompts x 4 samples" in out
     saved = json.loads((tmp_path / "out" / "best_of_n.json").read_text())

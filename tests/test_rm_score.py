@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -46,4 +47,6 @@ def test_cli_writes_responses_and_summary(tmp_path, capsys):
                                                              "response_tokens", "finished"}
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["policies"]["A"]["count"] == 3
-    assert "| A |" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "| A |" in captured.out
+    assert re.search(r"A: 100%.*\| 3/3 ", captured.err)  # a progress bar over the prompts, labelled by policy

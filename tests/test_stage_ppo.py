@@ -3,6 +3,7 @@ processes, and the per-token rewards / masks of real rollouts are laid out as th
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -49,6 +50,14 @@ def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, rule):
     if rule[1] == "fixed":
         assert train[0]["macro/macro_length_mean"] > 1.5
     assert os.path.exists(tmp_path / "actor" / "config.json") and os.path.exists(tmp_path / "critic" / "config.json")
+
+
+def test_evaluation_shows_progress(sft_rm, tmp_path, capsys):
+    flags = [f for f in ppo_flags(sft_rm, tmp_path, steps=1) if f != "--no_progress_bar"]
+    ppo_main(flags + ["--per_device_eval_batch_size", "8"])
+    err = capsys.readouterr().err
+    assert len(re.findall(r"eval: 100%.*\| 2/2 ", err)) == 2  # 16 prompts / 8: at the start and at the end
+    assert re.search(r"train: 100%.*\| 1/1 ", err)
 
 
 RESUME_RULES = [

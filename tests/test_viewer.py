@@ -53,7 +53,7 @@ def test_parsing_code_file_reproduces_the_review_cut(capsys, tmp_path, tokenizer
 
 
 def test_parsing_spacy_text(capsys, tokenizer_dir):
-    code, out, _ = run_viewer(capsys, "--termination", "parsing", "--parser", "spacy", "--parser-cutoff", "6",
+    code, out, _ = run_viewer(capsys, "--termination", "parsing", "--parser", "spacy", "--parser_cutoff", "6",
                               "--tokenizer", tokenizer_dir, "--text", FOX)
     assert code == 0 and out == "The quick brown fox@@ jumps over the lazy dog.@@\n"
 
@@ -78,6 +78,44 @@ def test_ppl_with_a_model(capsys, tokenizer_dir, tiny_lm):
     assert code == 0 and out.replace("@@", "") == FOX + "\n" and out.count("@@") >= 1
 
 
+def test_randomized_lengths_are_spelled_as_in_step3(capsys, tokenizer_dir):
+    """Two 3-token macros (``--random_lengths 3 --random_repeat 2``), then the rest as one macro: the fixed
+    3-gram cut with its last two macros merged."""
+    code, out, _ = run_viewer(capsys, "--termination", "randomized", "--random_lengths", "3", "--random_repeat",
+                              "2", "--tokenizer", tokenizer_dir, "--text", FOX)
+    assert code == 0 and out == "The quick brown@@ fox jumps over@@ the lazy dog.@@\n"
+    with pytest.raises(SystemExit):
+        viewer.main(["--termination", "randomized", "--random_lengths", "2", "0", "--text", FOX])
+    assert "--random_lengths 0: expected" in capsys.readouterr().err
+
+
+def test_options_mean_what_step3_makes_of_them():
+    """The same flags give the viewer and step 3 (first process) the same rule options, defaults included."""
+    from dschat.cli import ppo
+    from dschat.cli.configs import RLHFConfig
+    from dschat.utils.config import ConfigParser
+
+    for flags in ([], ["--ngram", "inf"], ["--termination", "randomized", "--ngram", "5", "--random_lengths", "2",
+                                           "3", "--random_repeat", "2", "--seed", "7", "--parser", "spacy",
+                                           "--parser_cutoff", "4"]):
+        trainer_config = ConfigParser(RLHFConfig).parse_config(flags + ["--output_dir", "unused"])
+        viewer_args = viewer.build_arg_parser().parse_args(flags + ["--text", "x"])
+        assert viewer_args.termination == trainer_config.termination
+        assert viewer.termination_options(viewer_args) == ppo.termination_options(trainer_config, 0)
+
+
+def test_offline_model_names_are_accepted(capsys):
+    """``--model tiny-gemma`` (an offline name, not a directory) scores the text with its own tokenizer."""
+    code, out, err = run_viewer(capsys, "--termination", "ppl", "--model", "tiny-gemma", "--text", FOX)
+    assert code == 0 and err == "" and out.replace("@@", "") == FOX + "\n"
+
+
+@pytest.mark.slow
+def test_smollm2_by_its_offline_name(capsys):
+    code, out, err = run_viewer(capsys, "--termination", "ppl", "--model", "smollm2-135m-instruct", "--text", FOX)
+    assert code == 0 and out.replace("@@", "") == FOX + "\n" and out.count("@@") >= 2
+
+
 def test_ppl_without_a_model_is_a_one_line_error(capsys, tokenizer_dir):
     code, out, err = run_viewer(capsys, "--termination", "ppl", "--tokenizer", tokenizer_dir, "--text", FOX)
     assert code == 1 and out == ""
@@ -93,7 +131,7 @@ def test_missing_tokenizer_is_a_one_line_error(capsys, monkeypatch, tmp_path):
 def test_unknown_parser_is_rejected(capsys, tokenizer_dir):
     with pytest.raises(SystemExit) as exit_info:
         viewer.main(["--termination", "parsing", "--parser", "nope", "--tokenizer", tokenizer_dir, "--text", "x"])
-    assert exit_info.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--parser nope: expected one of auto, spacy" in capsys.readouterr().err
 
 
 def test_fallback_is_noted_on_stderr(capsys, tokenizer_dir):

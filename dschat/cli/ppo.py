@@ -168,7 +168,8 @@ def main(argv=None) -> dict:
     stateful = {"termination": rule} if hasattr(rule, "state_dict") else {}  # a rule with its own generator
     checkpointed = {"actor": engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
     final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
-                       lambda: trainer.evaluate(eval_loader, eval_sampling, eval_reward_source), args, rank,
+                       lambda: trainer.evaluate(eval_loader, eval_sampling, eval_reward_source,
+                                                progress=not args.no_progress_bar and is_main_process()), args, rank,
                        world_size, metric_logger, engines=checkpointed, prefix=None, stateful=stateful,
                        summarize=lambda history: history[-1], on_log=show_samples)
     for name, engine in checkpointed.items():

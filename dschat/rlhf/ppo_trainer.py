@@ -11,6 +11,7 @@ from functools import partial
 from typing import Dict, Optional
 
 import torch
+from tqdm.auto import tqdm
 
 from dschat.rlhf.baselines import build_advantage_estimator
 from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, generate,
@@ -240,10 +241,12 @@ class PPOTrainer:
         return "\n".join(lines)
 
     @torch.no_grad()
-    def evaluate(self, loader, sampling: SamplingConfig, reward_source=None) -> Dict[str, float]:
-        """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score)."""
+    def evaluate(self, loader, sampling: SamplingConfig, reward_source=None, progress: bool = False
+                 ) -> Dict[str, float]:
+        """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score);
+        ``progress`` shows a bar over the evaluation batches."""
         scores, lengths = [], []
-        for batch in loader:
+        for batch in tqdm(loader, desc="eval", leave=False, disable=not progress):
             prompts = batch["input_ids"].to(self.device)
             prompt_mask = batch["attention_mask"].to(self.device)
             seq, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling)

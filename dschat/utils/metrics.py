@@ -6,6 +6,8 @@ import math
 import os
 from typing import Mapping, Optional
 
+from tqdm.auto import tqdm
+
 from .distributed import is_main_process
 
 
@@ -14,9 +16,10 @@ def _format(value: float) -> str:
 
 
 class MetricLogger:
-    """Log scalar dictionaries per step. ``metrics.jsonl`` is what the evaluation scripts read curves from."""
+    """Log scalar dictionaries per step. ``metrics.jsonl`` is what the evaluation scripts read curves from. The
+    console line goes through ``tqdm.write``, so it never lands on the end of a progress bar's line."""
 
-    def __init__(self, output_dir: str, tensorboard_dir: Optional[str] = None, print_fn=print):
+    def __init__(self, output_dir: str, tensorboard_dir: Optional[str] = None, print_fn=tqdm.write):
         self.enabled = is_main_process()
         self.print_fn = print_fn
         self.writer = None

@@ -4,12 +4,12 @@
 # labels where a labels file exists.
 #   bash scripts/reproduce/fig4.sh MODEL [TASK...]      MODEL: gemma-2b | gemma-7b | gemma2-27b
 # Judge: JUDGE_MODEL (default gpt-4o, the paper's), JUDGE_BASE_URL (any OpenAI-compatible server; default OpenAI,
-# which needs OPENAI_API_KEY), JUDGE_FLAGS (extra evaluation.judge flags, e.g. "--constrain logprobs" for a small
-# local judge), HUMAN_LABELS_DIR (optional; TASK.csv there with prompt,preferred = a (MA-PPO) / b (PPO) / tie).
+# which needs OPENAI_API_KEY), JUDGE_FLAGS (extra evaluation.judge flags, e.g. "--constrain logit_bias
+# --judge_tokenizer DIR" for a small local judge under `transformers serve DIR`, see README), HUMAN_LABELS_DIR (optional; TASK.csv there with prompt,preferred = a (MA-PPO) / b (PPO) / tie).
 # Each task uses the first 50 held-out prompts (§4.1: 50 instances); completions are cached in the output dir.
 # Outputs: outputs/reproduce/fig4/MODEL/{TASK/*.jsonl, TASK/judge.json, fig4.png}.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-[ $# -ge 1 ] || { sed -n '2,10p' "${BASH_SOURCE[0]}"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,11p' "${BASH_SOURCE[0]}"; exit 2; }
 MODEL=$1; shift
 SIZE=$(paper_size "$MODEL")
 TASKS=("$@")

@@ -5,11 +5,16 @@ Appendix B.4), with ``@@`` after each macro as in the review discussion's exampl
         --text "20M, moved to Europe, met some people but they quickly disappeared."
     python -m dschat.rlhf.macro_action.viewer --termination parsing --parser code --file solution.py
     python -m dschat.rlhf.macro_action.viewer --termination fixed --ngram 5 --file answer.txt
-    python -m dschat.rlhf.macro_action.viewer --termination ppl --model path/to/causal_lm --text "..."
+    python -m dschat.rlhf.macro_action.viewer --termination randomized --random_lengths 2 3 5 --text "..."
+    python -m dschat.rlhf.macro_action.viewer --termination ppl --model smollm2-135m-instruct --text "..."
 
-The whole text is treated as one response of the policy tokenizer (``--tokenizer``, default
-``dschat/assets/tokenizer``). Rules are looked up in the registry only, so every registered rule works here.
-``ppl`` needs log-probabilities: ``--model`` (any Hugging Face causal LM) scores the text, the first token
+The rule's options are step 3's own flag definitions (``--termination``, ``--ngram``, ``--random_lengths``,
+``--random_repeat``, ``--seed``, ``--parser``, ``--parser_cutoff``: same spelling, checks and defaults), so a cut
+seen here is the cut step 3 makes on its first process.
+The whole text is treated as one response of the policy tokenizer: ``--tokenizer``, else the tokenizer of
+``--model``, else the shipped ``dschat/assets/tokenizer``. Rules are looked up in the registry only, so every
+registered rule works here. ``ppl`` needs log-probabilities: ``--model`` (a Hugging Face causal-LM directory or
+hub id, or an offline name: ``tiny-gemma``, ``smollm2-135m-instruct``) scores the text, the first token
 conditioned on the tokenizer's BOS (or EOS) token.
 """
 from __future__ import annotations
@@ -21,10 +26,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from dschat.rlhf.macro_action.parsers import PARSERS
 from dschat.rlhf.macro_action.parsers.alignment import text_decoder, token_pieces
-from dschat.rlhf.macro_action.termination import (SegmentationBatch, TerminationOptions,
-                                                  available_terminations, build_termination)
+from dschat.rlhf.macro_action.termination import SegmentationBatch, TerminationOptions, build_termination
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
 SEPARATOR = "@@"
@@ -34,30 +37,28 @@ class ViewerError(Exception):
     """A user error reported as one line."""
 
 
-def parse_ngram(value: str) -> Optional[int]:
-    """``--ngram``: a positive integer, or ``inf`` for one macro per response (n → ∞)."""
-    if value.lower() in ("inf", "none"):
-        return None
-    return int(value)
+RULE_FLAGS = ("termination", "ngram", "random_lengths", "random_repeat", "seed", "parser", "parser_cutoff")
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
+    """The rule's flags are step 3's own (``dschat.cli.configs.RLHFConfig``: same spelling, types, checks and
+    defaults); the rest are the viewer's."""
+    from dschat.cli.configs import RLHFConfig
+    from dschat.utils.config import ConfigParser, flag_specs
+
     parser = argparse.ArgumentParser(
-        prog="python -m dschat.rlhf.macro_action.viewer",
+        prog="python -m dschat.rlhf.macro_action.viewer", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Print a text cut into macro actions by a termination rule ('@@' after each macro).")
-    parser.add_argument("--termination", required=True, choices=available_terminations())
-    parser.add_argument("--ngram", type=parse_ngram, default=argparse.SUPPRESS,
-                        help="fixed n-gram length (default: the trainer's default, 1); 'inf' = whole response")
-    parser.add_argument("--lengths", type=int, nargs="+", default=None, help="randomized n-gram length list")
-    parser.add_argument("--repeat", type=int, default=None, help="how often the randomized list is repeated")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the randomized rule")
-    parser.add_argument("--parser", choices=PARSERS, default=None, help="tree provider of the parsing rule")
-    parser.add_argument("--parser-cutoff", "--parser_cutoff", dest="parser_cutoff", type=int, default=None,
-                        help="C of the parsing rule (paper: 5)")
+    step3 = {spec.name: spec for spec in flag_specs(RLHFConfig)}
+    rule = parser.add_argument_group("termination rule (as in step 3)")
+    for name in RULE_FLAGS:
+        ConfigParser._add(rule, step3[name])
     parser.add_argument("--tokenizer", default=None,
-                        help=f"policy tokenizer path (default: {DEFAULT_TOKENIZER} if present)")
-    parser.add_argument("--model", default=None, help="causal LM that scores the text (needed by ppl)")
-    parser.add_argument("--sep", default=SEPARATOR, help="text printed after each macro (default '@@')")
+                        help="policy tokenizer path (default: --model's, else dschat/assets/tokenizer)")
+    parser.add_argument("--model", default=None,
+                        help="causal LM that scores the text (needed by ppl): a directory, a hub id, tiny-gemma or "
+                             "smollm2-135m-instruct (default: none)")
+    parser.add_argument("--sep", default=SEPARATOR, help=f"text printed after each macro (default: {SEPARATOR})")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text to segment")
     source.add_argument("--file", type=Path, help="a file holding the text to segment")
@@ -65,16 +66,17 @@ def build_arg_parser() -> argparse.ArgumentParser:
 
 
 def termination_options(args: argparse.Namespace) -> TerminationOptions:
-    """The options given on the command line; the others keep the trainer's defaults."""
-    given = {name: getattr(args, name) for name in ("lengths", "repeat", "seed", "parser", "parser_cutoff")
-             if getattr(args, name) is not None}
-    if "ngram" in vars(args):
-        given["ngram"] = args.ngram
-    return TerminationOptions(**given)
+    """The rule options step 3's first process builds from the same flags."""
+    return TerminationOptions(ngram=args.ngram, lengths=tuple(args.random_lengths), repeat=args.random_repeat,
+                              seed=args.seed, parser=args.parser, parser_cutoff=args.parser_cutoff)
 
 
-def load_tokenizer(path: Optional[str]):
-    """The policy tokenizer at ``path``, or the shipped one; ViewerError if there is none."""
+def load_tokenizer(path: Optional[str], model: Optional[str] = None):
+    """The tokenizer at ``path``, else ``model``'s, else the shipped one; ViewerError if there is none."""
+    if path is None and model is not None:
+        from dschat.utils.model import load_tokenizer as model_tokenizer
+
+        return model_tokenizer(model)
     if path is None:
         if not DEFAULT_TOKENIZER.is_dir():
             raise ViewerError(f"no tokenizer: pass --tokenizer PATH ({DEFAULT_TOKENIZER} is not installed)")
@@ -136,12 +138,12 @@ def run(args: argparse.Namespace) -> str:
         raise ViewerError("--termination ppl scores the text with a language model: pass --model PATH "
                           "(any Hugging Face causal LM)")
     text = args.text if args.text is not None else args.file.read_text(encoding="utf-8")
-    tokenizer = load_tokenizer(args.tokenizer)
+    tokenizer = load_tokenizer(args.tokenizer, args.model)
     model = None
     if args.model is not None:
-        from transformers import AutoModelForCausalLM
+        from dschat.utils.model import load_causal_lm
 
-        model = AutoModelForCausalLM.from_pretrained(args.model).eval()
+        model = load_causal_lm(args.model, tokenizer).eval()
     try:
         macros, fell_back = segment_text(text, tokenizer, args.termination, termination_options(args), model)
     except (ValueError, RuntimeError) as error:
@@ -156,7 +158,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_arg_parser().parse_args(argv)
     try:
         print(run(args))
-    except (ViewerError, OSError) as error:
+    except (ViewerError, OSError, ValueError) as error:
         print(f"viewer: error: {error}", file=sys.stderr)
         return 1
     return 0

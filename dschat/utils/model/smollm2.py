@@ -54,3 +54,19 @@ def convert_smollm2(out_dir: Path | None = None) -> Path:
     tokenizer.save_pretrained(tmp_dir)
     tmp_dir.rename(out_dir)
     return out_dir
+
+
+def main(argv=None) -> None:
+    """``python -m dschat.utils.model.smollm2``: convert once, print the HF directory (e.g. for
+    ``transformers serve "$(python -m dschat.utils.model.smollm2)"``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output_dir", default=None,
+                        help="where to write it (default: $MARLHF_CACHE or ~/.cache/ma-rlhf, + /smollm2-135m-instruct)")
+    args = parser.parse_args(argv)
+    print(convert_smollm2(args.output_dir))
+
+
+if __name__ == "__main__":
+    main()
