@@ -24,7 +24,7 @@ from dschat.rlhf.macro_action.termination import TerminationOptions, build_termi
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
-from dschat.rlhf.rlhf_engine import RLHFEngine
+from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage
 from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigError, ConfigParser, select, split_global_batch
@@ -64,6 +64,10 @@ def resolve_models(args: RLHFConfig) -> RLHFConfig:
     """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor)."""
     if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
         raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
+    reward_stage = reward_zero_stage(args)
+    if args.reward_offload_params and reward_stage != 3:
+        raise ConfigError(f"--reward_offload_params needs the reward model under ZeRO-3 (its stage is {reward_stage}; "
+                          "add --reward_zero_stage 3)")
     reward = args.reward_model_name_or_path or args.critic_model_name_or_path
     critic = args.critic_model_name_or_path or (reward if args.reward == "model" else args.actor_model_name_or_path)
     return dataclasses.replace(args, reward_model_name_or_path=reward, critic_model_name_or_path=critic)

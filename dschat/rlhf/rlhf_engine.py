@@ -3,6 +3,8 @@ the SFT model for code tasks) and frozen reward model — each wrapped by DeepSp
 Critic-free algorithms (``--algo rloo | grpo | reinforce``, Appendix C.3) get no critic at all."""
 from __future__ import annotations
 
+import dataclasses
+
 from dschat.rlhf.baselines import get_algorithm
 from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
 from dschat.utils.model import load_causal_lm, load_reward_model
@@ -21,6 +23,18 @@ def role_config(args, role: str, num_update_steps: int) -> EngineConfig:
         learning_rate=getattr(args, f"{role}_learning_rate"), weight_decay=args.weight_decay,
         adam_betas=(args.adam_beta1, args.adam_beta2), lr_scheduler_type=args.lr_scheduler_type,
         warmup_steps=args.warmup(num_update_steps), gradient_clipping=args.gradient_clipping)
+
+
+def reward_zero_stage(args) -> int:
+    """The frozen reward model's ZeRO stage: ``--reward_zero_stage``, by default the critic's."""
+    return args.critic_zero_stage if args.reward_zero_stage is None else args.reward_zero_stage
+
+
+def reward_config(args, critic_config: EngineConfig) -> EngineConfig:
+    """The DeepSpeed settings of the frozen reward model: its own ZeRO stage (:func:`reward_zero_stage`) and
+    parameter offload (``--reward_offload_params`` or the shared ``--offload_params``)."""
+    return dataclasses.replace(critic_config, zero_stage=reward_zero_stage(args),
+                               offload_params=args.offload_params or args.reward_offload_params)
 
 
 class RLHFEngine:
@@ -45,4 +59,5 @@ class RLHFEngine:
         if args.reward == "model":
             reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed,
                                        require_head=True)
-            self.reward = init_eval_engine(reward, critic_config, world_size, args.per_device_generation_batch_size)
+            self.reward = init_eval_engine(reward, reward_config(args, critic_config), world_size,
+                                           args.per_device_generation_batch_size)
