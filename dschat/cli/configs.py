@@ -269,8 +269,8 @@ class SamplingArgs:
     """Top-k sampling (0 = off)."""
     top_p: Annotated[float, Range(0, 1, open_low=True)] = 1.0
     """Nucleus sampling mass."""
-    eval_temperature: Optional[PositiveFloat] = None
-    """Temperature of the evaluation samples; default: --temperature."""
+    eval_temperature: Optional[NonNegativeFloat] = None
+    """Temperature of the evaluation samples (0 = greedy decoding); default: --temperature."""
 
 
 @dataclass

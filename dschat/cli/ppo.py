@@ -99,10 +99,15 @@ def termination_options(args: RLHFConfig, rank: int) -> TerminationOptions:
 
 
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
-    """``(rollout sampling, evaluation sampling)``."""
+    """``(rollout sampling, evaluation sampling)``; ``--eval_temperature 0`` evaluates greedy decodes, unset it
+    samples at ``--temperature``."""
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                               top_p=args.top_p)
-    return sampling, dataclasses.replace(sampling, temperature=args.eval_temperature or args.temperature)
+    if args.eval_temperature is None:
+        return sampling, sampling
+    if args.eval_temperature == 0:
+        return sampling, dataclasses.replace(sampling, do_sample=False)
+    return sampling, dataclasses.replace(sampling, temperature=args.eval_temperature)
 
 
 def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size: int, rank: int) -> PPOTrainer:
