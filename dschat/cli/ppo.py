@@ -32,7 +32,7 @@ from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
-from dschat.utils.model import load_tokenizer
+from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
 from dschat.utils.seeding import set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
@@ -175,7 +175,7 @@ def main(argv=None) -> dict:
 
     rule = trainer.termination_rule
     stateful = {"termination": rule} if hasattr(rule, "state_dict") else {}  # a rule with its own generator
-    checkpointed = {"actor": engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
+    checkpointed = {ACTOR_SUBDIR: engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
     final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
                        lambda: trainer.evaluate(eval_loader, eval_sampling, eval_reward_source,
                                                 progress=not args.no_progress_bar and is_main_process()), args, rank,

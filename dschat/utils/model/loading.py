@@ -48,6 +48,20 @@ def resolve_model_path(name: str) -> str:
     )
 
 
+ACTOR_SUBDIR = "actor"
+"""Where step 3 writes the trained policy inside its ``--output_dir`` (the critic goes to ``critic/``)."""
+
+
+def policy_model_dir(path: str) -> str:
+    """The HF model of a policy named by its model directory (an SFT or DPO output, any HF checkpoint, hub id or
+    offline name) or by a step-3 run directory (its ``actor/``): the one convention of every evaluation tool that
+    takes a policy."""
+    actor = os.path.join(path, ACTOR_SUBDIR)
+    if not os.path.exists(os.path.join(path, "config.json")) and os.path.exists(os.path.join(actor, "config.json")):
+        return actor
+    return path
+
+
 def load_tokenizer(name: str, padding_side: str = "right"):
     """The tokenizer of model ``name`` with a pad token distinct from EOS (Gemma has ``<pad>``; models that
     lack one get ``<pad>`` added, and their embeddings must be resized, see ``load_causal_lm``)."""
