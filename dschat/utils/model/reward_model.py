@@ -1,9 +1,11 @@
 """Reward model and critic: a causal-LM backbone with a scalar head (InstructGPT; paper §2, §B.2).
 
 We use transformers' own ``*ForSequenceClassification`` class with ``num_labels=1``: its ``score`` head is a
-bias-free linear layer on every hidden state and it pools the last non-pad token, so a reward model saved by
-this library loads with ``AutoModelForSequenceClassification.from_pretrained`` in any framework and gives the
-same score. The critic is the same module read at every position (``token_values``).
+bias-free linear layer on every hidden state and it pools the last non-pad token (``config.pad_token_id``, saved),
+so a reward model saved by this library loads with ``AutoModelForSequenceClassification.from_pretrained`` and,
+fed its saved tokenizer's plain call (which adds the bos and eos it was trained with), gives the same score
+for either padding side (``evaluation.rm_interop`` checks this and TRL's conventions). The critic is the same
+module read at every position (``token_values``).
 """
 from __future__ import annotations
 
