@@ -15,6 +15,8 @@ Conventions (each reads the checkpoint with ``AutoTokenizer`` / ``AutoModelForSe
   ``[user: prompt, assistant: response]``, tokenized with ``add_special_tokens=False``, right padding;
 * ``trl_grpo_text``: the same call on plain-text data (``prompt + response``, ``add_special_tokens=False``):
   no bos and no eos reach the model, so an RM scored at the eos (ours, TRL's RewardTrainer's) is misread;
+* ``trl_grpo_text_function``: plain-text GRPO with the model handed over as a reward *function*,
+  ``reward_funcs=[text_reward_function(path)]`` (``dschat.utils.model``), which calls the tokenizer plainly;
 * ``trl_reward_trainer_text``: TRL's ``RewardTrainer`` preprocessing of plain text (``prompt + response +
   eos_token`` as text, then a plain call): the tokenizer's eos follows the text's, so the sequence ends in two.
 """
@@ -27,7 +29,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 import torch
 
 from dschat.utils.data import PairCollator, PairDataset, PreferencePair, load_pairs
-from dschat.utils.model import load_reward_model, load_tokenizer, sequence_scores
+from dschat.utils.model import load_reward_model, load_tokenizer, sequence_scores, text_reward_function
 
 Scores = Tuple[torch.Tensor, torch.Tensor]
 
@@ -110,6 +112,8 @@ CONVENTIONS: Dict[str, Callable] = {
     "trl_get_reward": _trl_get_reward,
     "trl_grpo_chat": lambda model, tok, rows, size: _trl_grpo(model, tok, _chat_texts(tok, rows), size),
     "trl_grpo_text": lambda model, tok, rows, size: _trl_grpo(model, tok, [p + r for p, r in rows], size),
+    "trl_grpo_text_function": lambda model, tok, rows, size: torch.tensor(
+        text_reward_function(model.name_or_path, size)([p for p, _ in rows], [r for _, r in rows])),
     "trl_reward_trainer_text": lambda model, tok, rows, size: _plain(
         model, tok, [p + r + tok.eos_token for p, r in rows], "none", size),
 }

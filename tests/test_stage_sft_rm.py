@@ -57,12 +57,12 @@ def test_reward_model_learns_the_preference_rule(rm_run):
 
 def test_trained_reward_model_scores_the_same_under_plain_transformers_and_trl(rm_run):
     """The saved RM on the 200 held-out pairs step 2 evaluates: a plain tokenizer call (alone, or batched with
-    either padding side), TRL's get_reward and TRL's GRPO call on conversational data give the project's scores
-    (to float noise), hence its ranking; and that ranking is well above chance."""
+    either padding side), TRL's get_reward, TRL's GRPO call on conversational data and plain-text GRPO through
+    text_reward_function give the project's scores (to float noise), hence its ranking, well above chance."""
     out, final = rm_run
     pairs = load_pairs("synthetic", split="validation")[:200]
-    report = ranking_report(out, pairs, ("plain", "plain_right", "plain_left", "trl_get_reward", "trl_grpo_chat"),
-                            max_seq_len=64)
+    conventions = ("plain", "plain_right", "plain_left", "trl_get_reward", "trl_grpo_chat", "trl_grpo_text_function")
+    report = ranking_report(out, pairs, conventions, max_seq_len=64)
     assert report["project"]["accuracy"] == pytest.approx(final["accuracy"])
     assert report["project"]["accuracy"] >= 0.75
     for name, row in report.items():
