@@ -70,6 +70,9 @@ def load_tokenizer(name: str, padding_side: str = "right"):
         tokenizer = AutoTokenizer.from_pretrained(path)
     except OSError as err:
         raise ModelLoadError(f"tokenizer {name}: {str(err).splitlines()[0]}") from None
+    if not getattr(tokenizer, "is_fast", False):  # checked now, not when the trained model is saved
+        raise ModelLoadError(f"tokenizer {name}: {type(tokenizer).__name__} is not a fast tokenizer; the saved "
+                             "checkpoints set special tokens through tokenizer.json (expected a tokenizers backend)")
     if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
         tokenizer.add_special_tokens({"pad_token": "<pad>"})
     tokenizer.padding_side = padding_side
