@@ -37,7 +37,7 @@ def build_trainer(tmp_path, extra=(), engines=None):
     tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
     if engines is None:
         torch.manual_seed(args.seed)
-        engines = RLHFEngine(args, tokenizer, 1, num_update_steps=10)
+        engines = RLHFEngine(args, tokenizer, 1, num_iterations=10)
     return ppo.make_trainer(args, engines, tokenizer, ModelReward(engines.reward, args.per_device_train_batch_size),
                             1, 0)
 

@@ -300,7 +300,8 @@ class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleA
     critic_learning_rate: PositiveFloat = 1.5e-5
     """Critic peak learning rate (Table 5)."""
     warmup_steps: Annotated[Optional[NonNegativeInt], Alias("--num_warmup_steps")] = 200
-    """Warmup in PPO iterations (Table 5); none = --warmup_ratio of the run."""
+    """Warmup in PPO iterations (Table 5); none = --warmup_ratio of the run. Like the schedules, it is applied in
+    optimizer steps: each iteration takes --ppo_epochs of them."""
     log_steps: PositiveInt = 1
     """Log training metrics every N PPO iterations (and at the last)."""
     log_samples: NonNegativeInt = 2

@@ -143,8 +143,8 @@ def main(argv=None) -> dict:
     per_epoch = batches_per_epoch(len(prompt_set), world_size, args.per_device_generation_batch_size)
     if per_epoch == 0:
         raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
-    total_steps = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
-    engines = RLHFEngine(args, tokenizer, world_size, total_steps)
+    iterations = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
+    engines = RLHFEngine(args, tokenizer, world_size, iterations)
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
     trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank)
     collate = PromptCollator.for_tokenizer(tokenizer)

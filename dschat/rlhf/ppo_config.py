@@ -56,7 +56,7 @@ class PPOConfig:
     lam: Fraction = 0.95
     """λ of GAE over macro steps (Table 5)."""
     ppo_epochs: PositiveInt = 1
-    """Passes over each rollout batch (Table 5: 1)."""
+    """Passes over each rollout batch (Table 5: 1); each pass takes its own optimizer step(s)."""
     recompute_rollout_forwards: bool = False
     """Always run the rollout-time actor and critic forwards. Without it, an exactly on-policy update (one
     optimizer step per rollout, advantages local to a micro-batch; ``ppo_trainer.reuses_training_forward``) takes
@@ -85,3 +85,7 @@ class PPOConfig:
     """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
     its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""
 
+    def optimizer_steps_per_rollout(self) -> int:
+        """Optimizer steps of one PPO iteration: one per pass over the rollout (gradients accumulated over its
+        micro-batches). The LR schedules are sized in these steps (``dschat.rlhf.rlhf_engine``)."""
+        return self.ppo_epochs

@@ -8,9 +8,10 @@ from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engin
 from dschat.utils.model import load_causal_lm, load_reward_model
 
 
-def role_config(args, role: str, num_update_steps: int) -> EngineConfig:
-    """The DeepSpeed settings of ``role`` (actor or critic) from step 3's ``--{role}_*`` and shared flags: one
-    optimizer step per PPO pass over the per-process rollouts, accumulated in micro batches."""
+def role_config(args, role: str, num_iterations: int) -> EngineConfig:
+    """The DeepSpeed settings of ``role`` (actor or critic) from step 3's ``--{role}_*`` and shared flags: each
+    optimizer step accumulates the per-process rollouts in micro batches. The warmup (``--warmup_steps`` counts
+    PPO iterations) is in optimizer steps, like the schedule (:func:`schedule_steps`)."""
     rollouts = args.per_device_generation_batch_size * args.num_samples_per_prompt
     return EngineConfig(
         zero_stage=getattr(args, f"{role}_zero_stage"), dtype=args.dtype, offload=args.offload,
@@ -20,16 +21,24 @@ def role_config(args, role: str, num_update_steps: int) -> EngineConfig:
         gradient_accumulation_steps=rollouts // args.per_device_train_batch_size,
         learning_rate=getattr(args, f"{role}_learning_rate"), weight_decay=args.weight_decay,
         adam_betas=(args.adam_beta1, args.adam_beta2), lr_scheduler_type=args.lr_scheduler_type,
-        warmup_steps=args.warmup(num_update_steps), gradient_clipping=args.gradient_clipping)
+        warmup_steps=args.warmup(num_iterations) * args.optimizer_steps_per_rollout(),
+        gradient_clipping=args.gradient_clipping)
+
+
+def schedule_steps(args, num_iterations: int) -> int:
+    """Optimizer steps of a run of ``num_iterations`` PPO iterations, the length of every LR schedule (not the
+    iterations: with ``--ppo_epochs 2`` a schedule sized in iterations would reach its end halfway)."""
+    return num_iterations * args.optimizer_steps_per_rollout()
 
 
 class RLHFEngine:
     """Creates and holds ``actor``, ``ref``, ``critic`` (None for critic-free ``--algo``) and (unless the reward
     is code execution) ``reward``."""
 
-    def __init__(self, args, tokenizer, world_size: int, num_update_steps: int):
-        actor_config = role_config(args, "actor", num_update_steps)
-        critic_config = role_config(args, "critic", num_update_steps)
+    def __init__(self, args, tokenizer, world_size: int, num_iterations: int):
+        actor_config = role_config(args, "actor", num_iterations)
+        critic_config = role_config(args, "critic", num_iterations)
+        num_update_steps = schedule_steps(args, num_iterations)
         actor = load_causal_lm(args.actor_model_name_or_path, tokenizer, args.dtype, args.seed)
         self.actor = init_train_engine(prepare_model(actor, actor_config), actor_config, world_size,
                                        num_update_steps)
