@@ -34,11 +34,15 @@ class Experience:
     advantages: Optional[torch.Tensor] = None  # [B, T-1] macro advantage broadcast to its tokens
     returns: Optional[torch.Tensor] = None  # [B, T-1] macro return broadcast to its tokens
 
+    def select(self, rows) -> "Experience":
+        """The experience of ``rows`` (a slice or an index tensor along the batch dimension)."""
+        return Experience(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
+                             for f in fields(self)})
+
     def micro_batches(self, size: int):
         """Split along the batch dimension for gradient accumulation."""
         for start in range(0, self.seq.shape[0], size):
-            yield Experience(**{f.name: None if getattr(self, f.name) is None else
-                                getattr(self, f.name)[start:start + size] for f in fields(self)})
+            yield self.select(slice(start, start + size))
 
     def fill_from(self, micro_batches: list) -> None:
         """Set the fields this experience lacks from its micro-batches (in order, covering every row once)."""

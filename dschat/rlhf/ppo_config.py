@@ -57,6 +57,12 @@ class PPOConfig:
     """λ of GAE over macro steps (Table 5)."""
     ppo_epochs: PositiveInt = 1
     """Passes over each rollout batch (Table 5: 1); each pass takes its own optimizer step(s)."""
+    ppo_mini_batch_size: Optional[PositiveInt] = None
+    """Rollout rows (samples: prompts × K) per process and optimizer step. Each --ppo_epochs pass reshuffles the
+    rollout's rows (a seeded generator, resumed with the run) and takes one optimizer step per mini-batch, so
+    from the second on the ratio differs from 1 and clipping can engage; the advantages were estimated on the
+    whole rollout before (groups of K samples may be split). A divisor of the rollout and a multiple of the
+    micro batch. Default: the whole rollout, one optimizer step per pass (Table 5)."""
     recompute_rollout_forwards: bool = False
     """Always run the rollout-time actor and critic forwards. Without it, an exactly on-policy update (one
     optimizer step per rollout, advantages local to a micro-batch; ``ppo_trainer.reuses_training_forward``) takes
@@ -85,7 +91,12 @@ class PPOConfig:
     """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
     its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""
 
-    def optimizer_steps_per_rollout(self) -> int:
-        """Optimizer steps of one PPO iteration: one per pass over the rollout (gradients accumulated over its
-        micro-batches). The LR schedules are sized in these steps (``dschat.rlhf.rlhf_engine``)."""
-        return self.ppo_epochs
+    def mini_batch_rows(self, rollout_rows: int) -> int:
+        """Rows of a rollout of ``rollout_rows`` rows that make one optimizer step."""
+        return self.ppo_mini_batch_size or rollout_rows
+
+    def optimizer_steps_per_rollout(self, rollout_rows: int) -> int:
+        """Optimizer steps of one PPO iteration over ``rollout_rows`` rows: one per mini-batch and pass (gradients
+        accumulated over a mini-batch's micro-batches). The LR schedules are sized in these steps
+        (``dschat.rlhf.rlhf_engine``)."""
+        return self.ppo_epochs * (rollout_rows // self.mini_batch_rows(rollout_rows))

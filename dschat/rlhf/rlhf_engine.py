@@ -10,25 +10,31 @@ from dschat.utils.model import load_causal_lm, load_reward_model
 
 def role_config(args, role: str, num_iterations: int) -> EngineConfig:
     """The DeepSpeed settings of ``role`` (actor or critic) from step 3's ``--{role}_*`` and shared flags: each
-    optimizer step accumulates the per-process rollouts in micro batches. The warmup (``--warmup_steps`` counts
-    PPO iterations) is in optimizer steps, like the schedule (:func:`schedule_steps`)."""
-    rollouts = args.per_device_generation_batch_size * args.num_samples_per_prompt
+    optimizer step accumulates a mini-batch of the per-process rollouts (by default all of them) in micro batches.
+    The warmup (``--warmup_steps`` counts PPO iterations) is in optimizer steps, like the schedule
+    (:func:`schedule_steps`)."""
+    rollouts = rollout_rows(args)
     return EngineConfig(
         zero_stage=getattr(args, f"{role}_zero_stage"), dtype=args.dtype, offload=args.offload,
         offload_params=args.offload_params, gradient_checkpointing=getattr(args, f"{role}_gradient_checkpointing"),
         lora_dim=getattr(args, f"{role}_lora_dim"), lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
         micro_batch_size=args.per_device_train_batch_size,
-        gradient_accumulation_steps=rollouts // args.per_device_train_batch_size,
+        gradient_accumulation_steps=args.mini_batch_rows(rollouts) // args.per_device_train_batch_size,
         learning_rate=getattr(args, f"{role}_learning_rate"), weight_decay=args.weight_decay,
         adam_betas=(args.adam_beta1, args.adam_beta2), lr_scheduler_type=args.lr_scheduler_type,
-        warmup_steps=args.warmup(num_iterations) * args.optimizer_steps_per_rollout(),
+        warmup_steps=args.warmup(num_iterations) * args.optimizer_steps_per_rollout(rollouts),
         gradient_clipping=args.gradient_clipping)
+
+
+def rollout_rows(args) -> int:
+    """Rollout rows per process and PPO iteration: prompts × samples per prompt."""
+    return args.per_device_generation_batch_size * args.num_samples_per_prompt
 
 
 def schedule_steps(args, num_iterations: int) -> int:
     """Optimizer steps of a run of ``num_iterations`` PPO iterations, the length of every LR schedule (not the
     iterations: with ``--ppo_epochs 2`` a schedule sized in iterations would reach its end halfway)."""
-    return num_iterations * args.optimizer_steps_per_rollout()
+    return num_iterations * args.optimizer_steps_per_rollout(rollout_rows(args))
 
 
 class RLHFEngine:
