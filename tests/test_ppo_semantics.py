@@ -3,7 +3,8 @@
 - every LR schedule (actor and critic, warmup included) is sized in the optimizer steps the run takes, so with
   ``--ppo_epochs 2`` (and with mini-batches) the logged LR decays over the whole run;
 - ``--ppo_mini_batch_size`` takes several optimizer steps per rollout (so the ratio leaves 1 and clipping
-  engages), in a seeded order, while the default keeps Table 5's one step on the whole rollout's gradient.
+  engages), in a seeded order, while the default keeps Table 5's one step on the whole rollout's gradient;
+- models with dropout run step 3 without it, so the ratio is exactly 1 before any update.
 """
 from __future__ import annotations
 
@@ -143,3 +144,49 @@ def test_default_update_is_one_step_on_the_whole_rollout_gradient(tmp_path):
 ])
 def test_bad_mini_batch_is_one_line_error(tmp_path, capsys, flags, message):
     assert message in one_line_error(ppo_main, TINY_PPO + flags + ["--output_dir", str(tmp_path)], capsys)
+
+
+def test_gpt2_dropout_is_disabled():
+    """Every kind of dropout of a GPT-2 (embedding, attention, residual layers) is off: train mode computes what
+    eval mode does, while the model still trains."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from dschat.rlhf.rlhf_engine import disable_dropout
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=2, n_head=2,
+                                       resid_pdrop=0.3, embd_pdrop=0.3, attn_pdrop=0.3))
+    ids = torch.randint(50, (2, 10))
+    assert not torch.equal(model.train()(ids).logits, model.eval()(ids).logits)
+    disable_dropout(model)
+    assert torch.equal(model.train()(ids).logits, model.eval()(ids).logits)
+    assert model.config.attn_pdrop == 0.3  # the saved config keeps its rates
+
+
+def test_ratio_is_one_before_any_update_with_attention_dropout(tmp_path, monkeypatch):
+    """Actor, reference, critic and reward model built with attention dropout 0.5: the first update forward (train
+    mode) reproduces the rollout's old log-probs and values (eval mode) exactly — ratio 1, approx KL 0, no
+    clipping (with dropout on, the ratio was already off before any update)."""
+    from dschat.utils.model import reward_model, tiny
+
+    real = tiny.tiny_gemma_config
+
+    def with_dropout(tokenizer, **kwargs):
+        config = real(tokenizer, **kwargs)
+        config.attention_dropout = 0.5
+        return config
+
+    monkeypatch.setattr(tiny, "tiny_gemma_config", with_dropout)
+    monkeypatch.setattr(reward_model, "tiny_gemma_config", with_dropout)
+    trainer = build_trainer(tmp_path, ["--recompute_rollout_forwards"])
+    assert trainer.engines.actor.module.config.attention_dropout == 0.5
+    experience, _ = trainer.experience_from_rollout(*rollout(trainer))
+    for micro in experience.micro_batches(4):
+        _, _, stats = trainer.micro_batch_losses(micro)
+        assert stats["policy/ratio_mean"].item() == 1.0 and stats["policy/approx_kl"].item() == 0.0
+        assert stats["policy/clipfrac"].item() == 0.0 and stats["value/clipfrac"].item() == 0.0
+
+
+def test_step3_refuses_lora_dropout(tmp_path, capsys):
+    assert "--lora_dropout 0.1: step 3 runs its models without dropout" in one_line_error(
+        ppo_main, TINY_PPO + ["--lora_dropout", "0.1", "--output_dir", str(tmp_path)], capsys)

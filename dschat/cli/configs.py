@@ -37,7 +37,7 @@ class PrecisionArgs:
     lora_alpha: PositiveFloat = 16.0
     """LoRA scaling α (with a LoRA rank > 0)."""
     lora_dropout: Annotated[float, Range(0, 1)] = 0.0
-    """Dropout on the LoRA branch."""
+    """Dropout on the LoRA branch (steps 1-2 and DPO; step 3 runs every model without dropout)."""
 
 
 @dataclass
@@ -306,6 +306,13 @@ class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleA
     """Log training metrics every N PPO iterations (and at the last)."""
     log_samples: NonNegativeInt = 2
     """Decoded responses shown every --log_steps."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.lora_dropout:
+            raise ConfigError(f"--lora_dropout {self.lora_dropout}: step 3 runs its models without dropout (the "
+                              "update's log-probs and values must come from the function that scored the rollout); "
+                              "leave it 0")
 
 
 STAGE_CONFIGS = {"sft": SFTConfig, "rm": RMConfig, "dpo": DPOConfig, "ppo": RLHFConfig}

@@ -1,7 +1,9 @@
 """The four models of RLHF (paper §B.2): actor (from SFT), frozen reference (SFT), critic (from the RM, or from
-the SFT model for code tasks) and frozen reward model — each wrapped by DeepSpeed with its own ZeRO stage.
-Critic-free algorithms (``--algo rloo | grpo | reinforce``, Appendix C.3) get no critic at all."""
+the SFT model for code tasks) and frozen reward model — each wrapped by DeepSpeed with its own ZeRO stage, all
+without dropout. Critic-free algorithms (``--algo rloo | grpo | reinforce``, Appendix C.3) get no critic at all."""
 from __future__ import annotations
+
+import torch
 
 from dschat.rlhf.baselines import get_algorithm
 from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
@@ -37,6 +39,20 @@ def schedule_steps(args, num_iterations: int) -> int:
     return num_iterations * args.optimizer_steps_per_rollout(rollout_rows(args))
 
 
+def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with dropout off in every module, as TRL runs RLHF: the rollout's old log-probs and values
+    (no-grad, eval mode) and the update's (train mode) must come from the same function, or the ratio is not 1
+    before any update. Dropout layers (LoRA's too) get p = 0, and so do the float rates that attention
+    implementations read in train mode (Gemma's and Llama's ``attention_dropout``, OPT's ``dropout``). The
+    saved configs keep their rates."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+            module.p = 0.0
+        for name in [n for n, value in vars(module).items() if "dropout" in n and isinstance(value, float)]:
+            setattr(module, name, 0.0)
+    return model
+
+
 class RLHFEngine:
     """Creates and holds ``actor``, ``ref``, ``critic`` (None for critic-free ``--algo``) and (unless the reward
     is code execution) ``reward``."""
@@ -46,18 +62,20 @@ class RLHFEngine:
         critic_config = role_config(args, "critic", num_iterations)
         num_update_steps = schedule_steps(args, num_iterations)
         actor = load_causal_lm(args.actor_model_name_or_path, tokenizer, args.dtype, args.seed)
-        self.actor = init_train_engine(prepare_model(actor, actor_config), actor_config, world_size,
-                                       num_update_steps)
+        self.actor = init_train_engine(disable_dropout(prepare_model(actor, actor_config)), actor_config,
+                                       world_size, num_update_steps)
         reference = load_causal_lm(args.actor_model_name_or_path, tokenizer, args.dtype, args.seed)
-        self.ref = init_eval_engine(reference, actor_config, world_size, args.per_device_generation_batch_size)
+        self.ref = init_eval_engine(disable_dropout(reference), actor_config, world_size,
+                                    args.per_device_generation_batch_size)
         self.critic = None
         if get_algorithm(args.algo).needs_critic:
             critic = load_reward_model(args.critic_model_name_or_path, tokenizer, args.dtype, args.seed,
                                        require_head=args.reward == "model")  # code: critic from SFT (§B.5)
-            self.critic = init_train_engine(prepare_model(critic, critic_config, task_type="SEQ_CLS"),
-                                            critic_config, world_size, num_update_steps)
+            critic = disable_dropout(prepare_model(critic, critic_config, task_type="SEQ_CLS"))
+            self.critic = init_train_engine(critic, critic_config, world_size, num_update_steps)
         self.reward = None
         if args.reward == "model":
             reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed,
                                        require_head=True)
-            self.reward = init_eval_engine(reward, critic_config, world_size, args.per_device_generation_batch_size)
+            self.reward = init_eval_engine(disable_dropout(reward), critic_config, world_size,
+                                           args.per_device_generation_batch_size)
