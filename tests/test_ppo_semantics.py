@@ -4,7 +4,9 @@
   ``--ppo_epochs 2`` (and with mini-batches) the logged LR decays over the whole run;
 - ``--ppo_mini_batch_size`` takes several optimizer steps per rollout (so the ratio leaves 1 and clipping
   engages), in a seeded order, while the default keeps Table 5's one step on the whole rollout's gradient;
-- models with dropout run step 3 without it, so the ratio is exactly 1 before any update.
+- models with dropout run step 3 without it, so the ratio is exactly 1 before any update;
+- old, new and reference log-probs are those of the sampling distribution (logits / temperature), or with
+  ``--logprobs_at_unit_temperature`` (DeepSpeed-Chat, the paper's released code) of the raw logits.
 """
 from __future__ import annotations
 
@@ -190,3 +192,32 @@ def test_ratio_is_one_before_any_update_with_attention_dropout(tmp_path, monkeyp
 def test_step3_refuses_lora_dropout(tmp_path, capsys):
     assert "--lora_dropout 0.1: step 3 runs its models without dropout" in one_line_error(
         ppo_main, TINY_PPO + ["--lora_dropout", "0.1", "--output_dir", str(tmp_path)], capsys)
+
+
+@pytest.mark.parametrize("flags, temperature", [([], 0.5), (["--logprobs_at_unit_temperature"], 1.0)],
+                         ids=["sampling-temperature", "unit-temperature"])
+def test_logprobs_use_the_sampling_temperature(tmp_path, flags, temperature):
+    """Rollouts sampled at --temperature 0.5: the rollout-time (old), reference and training-forward (new)
+    log-probs equal log_softmax(logits / 0.5) gathered at the sampled tokens, computed here from the models'
+    logits; with --logprobs_at_unit_temperature they are those of the raw logits."""
+    from dschat.utils.model import position_ids
+
+    trainer = build_trainer(tmp_path, ["--temperature", "0.5", "--recompute_rollout_forwards", *flags])
+    on_policy = build_trainer(tmp_path, ["--temperature", "0.5", *flags], engines=trainer.engines)
+    seq, attention_mask, action_mask = rollout(trainer)
+
+    def expected(engine):
+        with torch.no_grad():
+            logits = engine.module(input_ids=seq, attention_mask=attention_mask,
+                                   position_ids=position_ids(attention_mask)).logits.double()
+        logprobs = torch.log_softmax(logits[:, :-1] / temperature, dim=-1)
+        return logprobs.gather(-1, seq[:, 1:, None]).squeeze(-1)
+
+    actor, ref = expected(trainer.engines.actor), expected(trainer.engines.ref)
+    experience, _ = trainer.experience_from_rollout(seq, attention_mask, action_mask)
+    assert torch.allclose(experience.logprobs.double(), actor, atol=1e-5)
+    assert torch.allclose(experience.ref_logprobs.double(), ref, atol=1e-5)
+    reused, _ = on_policy.experience_from_rollout(seq, attention_mask, action_mask)
+    for start, micro in zip((0, 4), reused.micro_batches(4)):
+        on_policy.micro_batch_losses(micro)  # on-policy: its old log-probs are the training forward's
+        assert torch.allclose(micro.logprobs.double(), actor[start:start + 4], atol=1e-5)

@@ -97,17 +97,24 @@ def chunked_rows(function, size: int, *tensors: torch.Tensor) -> torch.Tensor:
     return torch.cat([function(*(t[start:start + size] for t in tensors)) for start in range(0, rows, size)])
 
 
-def gather_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log π(token | prefix) from logits, without materialising the full log-softmax twice."""
+def gather_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log π_T(token | prefix) from logits, the softmax of ``logits / temperature`` (without materialising the full
+    log-softmax twice)."""
     logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
     return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
-def sequence_logprobs(model, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """``[B, T-1]`` log-probs of ``seq[:, 1:]`` under ``model`` (positions ignore left padding)."""
+def sequence_logprobs(model, seq: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+                      ) -> torch.Tensor:
+    """``[B, T-1]`` log-probs of ``seq[:, 1:]`` under ``model`` at ``temperature`` (positions ignore left
+    padding). PPO passes the sampling temperature, so the log-probs are those of the distribution the rollout
+    was drawn from; top-k / top-p truncation is not applied (as in TRL): a truncated support would give −inf
+    log-probs to tokens the updated policy or the reference ranks differently."""
     logits = model(input_ids=seq, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
                    use_cache=False).logits
-    return gather_logprobs(logits[:, :-1], seq[:, 1:])
+    return gather_logprobs(logits[:, :-1], seq[:, 1:], temperature)
 
 
 @dataclass

@@ -67,6 +67,13 @@ class PPOConfig:
     """Always run the rollout-time actor and critic forwards. Without it, an exactly on-policy update (one
     optimizer step per rollout, advantages local to a micro-batch; ``ppo_trainer.reuses_training_forward``) takes
     the old log-probs and values from the training forward (ratio ≡ 1) instead of recomputing them."""
+    logprobs_at_unit_temperature: bool = False
+    """Compute the old, new and reference log-probs from the raw logits (π at temperature 1) although the rollouts
+    are sampled at --temperature: DeepSpeed-Chat's behaviour and the paper's setting (its released code samples at
+    Table 5's temperature 0.8 and takes log-probs as log_softmax of the raw logits, for the actor and the
+    reference alike), so the ratio and the KL are off-policy. Default: the log-probs of the sampling
+    distribution, log_softmax(logits / --temperature), as TRL (the ppl rule then reads the reference at that
+    temperature too). Top-k / top-p are applied to neither."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's response tokens (off in the paper's setup)."""
     sigma: Annotated[Literal[SIGMAS], Alias("--value_function")] = "equal"

@@ -77,6 +77,7 @@ class PPOTrainer:
         self.mini_batch_size = config.mini_batch_rows(rollout_rows)
         self.shuffles = self.mini_batch_size < rollout_rows
         self.order_generator = torch.Generator().manual_seed(seed)
+        self.logprob_temperature = 1.0 if config.logprobs_at_unit_temperature else sampling.temperature
 
     def state_dict(self) -> dict:
         """The mini-batch shuffling generator (in the resume snapshot when the rollout is split)."""
@@ -126,7 +127,9 @@ class PPOTrainer:
         """``make_experience`` after sampling: ``(Experience, stats)`` of a rollout batch."""
         cfg = self.config
         size = self.micro_batch_size
-        ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module), size, seq, attention_mask)
+        temperature = self.logprob_temperature
+        ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module, temperature=temperature),
+                                    size, seq, attention_mask)
         responses = decode_responses(self.tokenizer, seq, action_mask)
         scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
         scores, action_mask, dropped = drop_nonfinite_rewards(scores.to(self.device).float(), action_mask,
@@ -146,8 +149,8 @@ class PPOTrainer:
             self.engines.actor.eval()
             if self.engines.critic is not None:
                 self.engines.critic.eval()
-            experience.logprobs = chunked_rows(partial(sequence_logprobs, self.engines.actor.module), size,
-                                               seq, attention_mask)
+            experience.logprobs = chunked_rows(partial(sequence_logprobs, self.engines.actor.module,
+                                                       temperature=temperature), size, seq, attention_mask)
             experience.values = chunked_rows(self.critic_values, size, seq, attention_mask)
             stats.update(self.estimate_advantages(experience))
             if cfg.whiten_advantages:
@@ -191,7 +194,7 @@ class PPOTrainer:
         actor.train()
         if critic is not None:
             critic.train()
-        logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask)
+        logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask, self.logprob_temperature)
         values = self.critic_values(micro.seq, micro.attention_mask) if critic is not None else None
         stats = {}
         if self.on_policy:
