@@ -1,6 +1,6 @@
 """Shared fixtures and helpers (test modules import these from here, never from each other): CPU DeepSpeed,
 the shipped tokenizer, metrics readers, the stage flags of the tiny runs, a hand-built word-level tokenizer,
-APPS fixture rows and a two-process launcher."""
+APPS fixture rows, a two-process launcher, and a step-3 trainer on tiny Gemmas with padded rollouts."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -98,3 +99,53 @@ def apps_task(row: dict):
     return CodeTask(task_id=task_id, prompt=row["question"], question=row["question"],
                     starter_code=row["starter_code"], fn_name=fn_name, inputs=inputs, outputs=outputs,
                     difficulty=row["difficulty"], solutions=json.loads(row["solutions"]))
+
+
+def build_trainer(tmp_path, extra=(), engines=None):
+    """A trainer on tiny-gemma built from step-3 flags as the stage builds it (random weights, seed 1234)."""
+    from dschat.cli import ppo
+    from dschat.rlhf.reward_sources import ModelReward
+    from dschat.rlhf.rlhf_engine import RLHFEngine
+    from dschat.utils.distributed import init_distributed
+    from dschat.utils.model import load_tokenizer
+
+    init_distributed()
+    flags = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",
+             "--output_dir", str(tmp_path), "--max_prompt_seq_len", "16", "--max_new_tokens", "8",
+             "--per_device_generation_batch_size", "8", "--per_device_train_batch_size", "4",
+             "--warmup_steps", "0", "--actor_learning_rate", "1e-3", "--critic_learning_rate", "1e-3",
+             "--temperature", "1.0", *extra]
+    args = ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(ppo.build_parser().parse_config(flags))), 1)
+    tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
+    if engines is None:
+        torch.manual_seed(args.seed)
+        engines = RLHFEngine(args, tokenizer, 1, num_iterations=10)
+    return ppo.make_trainer(args, engines, tokenizer, ModelReward(engines.reward, args.per_device_train_batch_size),
+                            1, 0)
+
+
+def padded_rollout(tokenizer, prompt_side: str, generator: torch.Generator):
+    """8 rollouts ``[prompt | response]`` padded far beyond their content: prompts of 2-7 tokens in 9 columns
+    (so at least two columns are padding in every row), responses of 1-9 tokens ending in EOS in 20 columns."""
+    from dschat.rlhf.experience import rollout_masks
+
+    prompt_lengths = [2, 7, 4, 3, 6, 5, 2, 4]
+    response_lengths = [9, 1, 4, 6, 2, 9, 3, 5]
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    vocab = [t for t in range(10, 200) if t not in (pad, eos)]
+
+    def tokens(n):
+        return torch.tensor(vocab)[torch.randint(len(vocab), (n,), generator=generator)]
+
+    prompts = torch.full((8, 9), pad)
+    prompt_mask = torch.zeros(8, 9, dtype=torch.long)
+    responses = torch.full((8, 20), pad)
+    for row, (p, r) in enumerate(zip(prompt_lengths, response_lengths)):
+        columns = slice(9 - p, 9) if prompt_side == "left" else slice(0, p)
+        prompts[row, columns] = tokens(p)
+        prompt_mask[row, columns] = 1
+        responses[row, :r - 1] = tokens(r - 1)
+        responses[row, r - 1] = eos
+    seq = torch.cat([prompts, responses], dim=1)
+    attention_mask, action_mask = rollout_masks(seq, prompt_mask, eos)
+    return seq, attention_mask, action_mask

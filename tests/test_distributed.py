@@ -82,3 +82,22 @@ def test_ppo_zero3_uneven_20_steps_both_launchers_match_one_process(tmp_path):
         assert summary[name]["response/length"] == pytest.approx(summary["one"]["response/length"], abs=1e-6)
         assert summary[name]["objective/score"] == pytest.approx(summary["one"]["objective/score"], abs=0.05)
     assert summary["torchrun"] == pytest.approx(summary["deepspeed"], rel=1e-3, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_ppo_zero3_two_processes_mini_batches(tmp_path):
+    """Mini-batch updates under ZeRO-3 in two processes: each process splits its 4 rollout rows into 2
+    mini-batches of 2, for 2 epochs — 4 optimizer steps per PPO iteration on every rank (DeepSpeed's
+    accumulation boundaries agree), so the linear schedule of 2 iterations is halfway after the first."""
+    torchrun("training/step3_rlhf_finetuning/main.py",
+              ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",
+               "--actor_zero_stage", "3", "--critic_zero_stage", "3", "--max_prompt_seq_len", "16",
+               "--max_new_tokens", "6", "--per_device_generation_batch_size", "4",
+               "--per_device_train_batch_size", "2", "--ppo_mini_batch_size", "2", "--ppo_epochs", "2",
+               "--lr_scheduler_type", "linear", "--warmup_steps", "0", "--actor_learning_rate", "1e-3",
+               "--max_steps", "2", "--max_eval_samples", "4", "--per_device_eval_batch_size", "2",
+               "--output_dir", str(tmp_path), "--no_progress_bar", "--log_samples", "0"])
+    rows = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert [r["lr/actor"] for r in rows] == pytest.approx([5e-4, 0.0], rel=1e-6, abs=1e-12)
+    assert all(math.isfinite(v) for r in rows for v in r.values())

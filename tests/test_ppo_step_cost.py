@@ -13,58 +13,11 @@ import dataclasses
 import pytest
 import torch
 
+from conftest import build_trainer, padded_rollout
 from dschat.rlhf.baselines import build_advantage_estimator
-from dschat.rlhf.experience import chunked_rows, rollout_masks, trim_to_longest
+from dschat.rlhf.experience import chunked_rows, trim_to_longest
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import reuses_training_forward
-
-
-def build_trainer(tmp_path, extra=(), engines=None):
-    """A trainer on tiny-gemma built from step-3 flags as the stage builds it (random weights, seed 1234)."""
-    from dschat.cli import ppo
-    from dschat.rlhf.reward_sources import ModelReward
-    from dschat.rlhf.rlhf_engine import RLHFEngine
-    from dschat.utils.distributed import init_distributed
-    from dschat.utils.model import load_tokenizer
-
-    init_distributed()
-    flags = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",
-             "--output_dir", str(tmp_path), "--max_prompt_seq_len", "16", "--max_new_tokens", "8",
-             "--per_device_generation_batch_size", "8", "--per_device_train_batch_size", "4",
-             "--warmup_steps", "0", "--actor_learning_rate", "1e-3", "--critic_learning_rate", "1e-3",
-             "--temperature", "1.0", *extra]
-    args = ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(ppo.build_parser().parse_config(flags))), 1)
-    tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
-    if engines is None:
-        torch.manual_seed(args.seed)
-        engines = RLHFEngine(args, tokenizer, 1, num_update_steps=10)
-    return ppo.make_trainer(args, engines, tokenizer, ModelReward(engines.reward, args.per_device_train_batch_size),
-                            1, 0)
-
-
-def padded_rollout(tokenizer, prompt_side: str, generator: torch.Generator):
-    """8 rollouts ``[prompt | response]`` padded far beyond their content: prompts of 2-7 tokens in 9 columns
-    (so at least two columns are padding in every row), responses of 1-9 tokens ending in EOS in 20 columns."""
-    prompt_lengths = [2, 7, 4, 3, 6, 5, 2, 4]
-    response_lengths = [9, 1, 4, 6, 2, 9, 3, 5]
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    vocab = [t for t in range(10, 200) if t not in (pad, eos)]
-
-    def tokens(n):
-        return torch.tensor(vocab)[torch.randint(len(vocab), (n,), generator=generator)]
-
-    prompts = torch.full((8, 9), pad)
-    prompt_mask = torch.zeros(8, 9, dtype=torch.long)
-    responses = torch.full((8, 20), pad)
-    for row, (p, r) in enumerate(zip(prompt_lengths, response_lengths)):
-        columns = slice(9 - p, 9) if prompt_side == "left" else slice(0, p)
-        prompts[row, columns] = tokens(p)
-        prompt_mask[row, columns] = 1
-        responses[row, :r - 1] = tokens(r - 1)
-        responses[row, r - 1] = eos
-    seq = torch.cat([prompts, responses], dim=1)
-    attention_mask, action_mask = rollout_masks(seq, prompt_mask, eos)
-    return seq, attention_mask, action_mask
 
 
 @pytest.mark.parametrize("prompt_side", ["left", "right"])
@@ -181,6 +134,8 @@ def test_on_policy_step_lands_on_the_parameters_of_the_recomputed_path(tmp_path)
 
 @pytest.mark.parametrize("change, micro_batch, expected", [
     ({}, 4, True),
+    ({"ppo_mini_batch_size": 8}, 4, True),  # the whole rollout of 8 rows: still one optimizer step
+    ({"ppo_mini_batch_size": 4}, 4, False),  # two optimizer steps per rollout
     ({"recompute_rollout_forwards": True}, 4, False),
     ({"ppo_epochs": 2}, 4, False),
     ({"whiten_advantages": True}, 4, False),
@@ -191,7 +146,7 @@ def test_on_policy_step_lands_on_the_parameters_of_the_recomputed_path(tmp_path)
 ])
 def test_on_policy_predicate(change, micro_batch, expected):
     config = dataclasses.replace(PPOConfig(), **change)
-    assert reuses_training_forward(config, build_advantage_estimator(config), micro_batch) is expected
+    assert reuses_training_forward(config, build_advantage_estimator(config), micro_batch, 8) is expected
 
 
 def test_chunked_rows_equals_one_call():

@@ -37,7 +37,7 @@ class PrecisionArgs:
     lora_alpha: PositiveFloat = 16.0
     """LoRA scaling α (with a LoRA rank > 0)."""
     lora_dropout: Annotated[float, Range(0, 1)] = 0.0
-    """Dropout on the LoRA branch."""
+    """Dropout on the LoRA branch (steps 1-2 and DPO; step 3 runs every model without dropout)."""
 
 
 @dataclass
@@ -305,11 +305,19 @@ class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleA
     critic_learning_rate: PositiveFloat = 1.5e-5
     """Critic peak learning rate (Table 5)."""
     warmup_steps: Annotated[Optional[NonNegativeInt], Alias("--num_warmup_steps")] = 200
-    """Warmup in PPO iterations (Table 5); none = --warmup_ratio of the run."""
+    """Warmup in PPO iterations (Table 5); none = --warmup_ratio of the run. Like the schedules, it is applied in
+    optimizer steps: each iteration takes --ppo_epochs of them."""
     log_steps: PositiveInt = 1
     """Log training metrics every N PPO iterations (and at the last)."""
     log_samples: NonNegativeInt = 2
     """Decoded responses shown every --log_steps."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.lora_dropout:
+            raise ConfigError(f"--lora_dropout {self.lora_dropout}: step 3 runs its models without dropout (the "
+                              "update's log-probs and values must come from the function that scored the rollout); "
+                              "leave it 0")
 
 
 STAGE_CONFIGS = {"sft": SFTConfig, "rm": RMConfig, "dpo": DPOConfig, "ppo": RLHFConfig}

@@ -24,7 +24,7 @@ from dschat.rlhf.macro_action.termination import TerminationOptions, build_termi
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
-from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage
+from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage, rollout_rows
 from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigError, ConfigParser, select, split_global_batch
@@ -75,18 +75,24 @@ def resolve_models(args: RLHFConfig) -> RLHFConfig:
 
 def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
     """A copy of ``args`` whose per-process prompt batch makes ``--global_batch_size`` on ``world_size``
-    processes, and whose training micro batch divides the per-process rollouts (the largest such micro batch
-    <= ``--per_device_train_batch_size`` when the prompt batch is derived; otherwise it must divide them)."""
+    processes, and whose training micro batch divides the per-process mini-batch (``--ppo_mini_batch_size``, by
+    default the whole rollout): the largest such micro batch <= ``--per_device_train_batch_size`` when the prompt
+    batch is derived; otherwise it must divide it. The mini-batch must divide the per-process rollout."""
     prompts, micro = args.per_device_generation_batch_size, args.per_device_train_batch_size
-    if args.global_batch_size is not None:
-        # a process's whole share in one generation batch; the training micro batch a divisor of its rollouts
+    if args.global_batch_size is not None:  # a process's whole share in one generation batch
         prompts = split_global_batch(args.global_batch_size, world_size, args.global_batch_size)[0]
-        micro = split_global_batch(prompts * args.num_samples_per_prompt, 1, micro)[0]
-    rollouts = prompts * args.num_samples_per_prompt
-    if rollouts % micro:
-        raise ConfigError(f"--per_device_generation_batch_size {prompts} x --num_samples_per_prompt "
-                          f"{args.num_samples_per_prompt} must be a multiple of --per_device_train_batch_size "
-                          f"{micro}")
+    rollouts = prompts * args.num_samples_per_prompt  # rollout_rows of the resolved flags
+    rollout = (f"--per_device_generation_batch_size {prompts} x --num_samples_per_prompt "
+               f"{args.num_samples_per_prompt}")
+    mini = args.mini_batch_rows(rollouts)
+    if rollouts % mini:
+        raise ConfigError(f"--ppo_mini_batch_size {mini} must divide the {rollouts} rollout rows per process "
+                          f"({rollout})")
+    if args.global_batch_size is not None:  # the training micro batch a divisor of the mini-batch
+        micro = split_global_batch(mini, 1, micro)[0]
+    if mini % micro:
+        batch = rollout if args.ppo_mini_batch_size is None else f"--ppo_mini_batch_size {mini}"
+        raise ConfigError(f"{batch} must be a multiple of --per_device_train_batch_size {micro}")
     return dataclasses.replace(args, per_device_generation_batch_size=prompts, per_device_train_batch_size=micro)
 
 
@@ -115,7 +121,8 @@ def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size
     return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination,
                                                                            termination_options(args, rank)),
                       select(args, PPOConfig), sampling_configs(args)[0], args.per_device_train_batch_size,
-                      world_size, gather_for_generation=not args.no_gather_for_generation)
+                      rollout_rows(args), world_size,
+                      gather_for_generation=not args.no_gather_for_generation, seed=args.seed + rank)
 
 
 def load_prompts(args: RLHFConfig) -> tuple:
@@ -152,8 +159,8 @@ def main(argv=None) -> dict:
     per_epoch = batches_per_epoch(len(prompt_set), world_size, args.per_device_generation_batch_size)
     if per_epoch == 0:
         raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
-    total_steps = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
-    engines = RLHFEngine(args, tokenizer, world_size, total_steps)
+    iterations = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
+    engines = RLHFEngine(args, tokenizer, world_size, iterations)
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
     trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank)
     collate = PromptCollator.for_tokenizer(tokenizer)
@@ -175,6 +182,8 @@ def main(argv=None) -> dict:
 
     rule = trainer.termination_rule
     stateful = {"termination": rule} if hasattr(rule, "state_dict") else {}  # a rule with its own generator
+    if trainer.shuffles:
+        stateful["mini_batch_order"] = trainer
     checkpointed = {ACTOR_SUBDIR: engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
     final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
                        lambda: trainer.evaluate(eval_loader, eval_sampling, eval_reward_source,

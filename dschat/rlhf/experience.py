@@ -34,11 +34,15 @@ class Experience:
     advantages: Optional[torch.Tensor] = None  # [B, T-1] macro advantage broadcast to its tokens
     returns: Optional[torch.Tensor] = None  # [B, T-1] macro return broadcast to its tokens
 
+    def select(self, rows) -> "Experience":
+        """The experience of ``rows`` (a slice or an index tensor along the batch dimension)."""
+        return Experience(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[rows]
+                             for f in fields(self)})
+
     def micro_batches(self, size: int):
         """Split along the batch dimension for gradient accumulation."""
         for start in range(0, self.seq.shape[0], size):
-            yield Experience(**{f.name: None if getattr(self, f.name) is None else
-                                getattr(self, f.name)[start:start + size] for f in fields(self)})
+            yield self.select(slice(start, start + size))
 
     def fill_from(self, micro_batches: list) -> None:
         """Set the fields this experience lacks from its micro-batches (in order, covering every row once)."""
@@ -93,17 +97,24 @@ def chunked_rows(function, size: int, *tensors: torch.Tensor) -> torch.Tensor:
     return torch.cat([function(*(t[start:start + size] for t in tensors)) for start in range(0, rows, size)])
 
 
-def gather_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """log π(token | prefix) from logits, without materialising the full log-softmax twice."""
+def gather_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log π_T(token | prefix) from logits, the softmax of ``logits / temperature`` (without materialising the full
+    log-softmax twice)."""
     logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
     return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
 
 
-def sequence_logprobs(model, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """``[B, T-1]`` log-probs of ``seq[:, 1:]`` under ``model`` (positions ignore left padding)."""
+def sequence_logprobs(model, seq: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+                      ) -> torch.Tensor:
+    """``[B, T-1]`` log-probs of ``seq[:, 1:]`` under ``model`` at ``temperature`` (positions ignore left
+    padding). PPO passes the sampling temperature, so the log-probs are those of the distribution the rollout
+    was drawn from; top-k / top-p truncation is not applied (as in TRL): a truncated support would give −inf
+    log-probs to tokens the updated policy or the reference ranks differently."""
     logits = model(input_ids=seq, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
                    use_cache=False).logits
-    return gather_logprobs(logits[:, :-1], seq[:, 1:])
+    return gather_logprobs(logits[:, :-1], seq[:, 1:], temperature)
 
 
 @dataclass

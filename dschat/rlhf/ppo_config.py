@@ -56,11 +56,24 @@ class PPOConfig:
     lam: Fraction = 0.95
     """λ of GAE over macro steps (Table 5)."""
     ppo_epochs: PositiveInt = 1
-    """Passes over each rollout batch (Table 5: 1)."""
+    """Passes over each rollout batch (Table 5: 1); each pass takes its own optimizer step(s)."""
+    ppo_mini_batch_size: Optional[PositiveInt] = None
+    """Rollout rows (samples: prompts × K) per process and optimizer step. Each --ppo_epochs pass reshuffles the
+    rollout's rows (a seeded generator, resumed with the run) and takes one optimizer step per mini-batch, so
+    from the second on the ratio differs from 1 and clipping can engage; the advantages were estimated on the
+    whole rollout before (groups of K samples may be split). A divisor of the rollout and a multiple of the
+    micro batch. Default: the whole rollout, one optimizer step per pass (Table 5)."""
     recompute_rollout_forwards: bool = False
     """Always run the rollout-time actor and critic forwards. Without it, an exactly on-policy update (one
     optimizer step per rollout, advantages local to a micro-batch; ``ppo_trainer.reuses_training_forward``) takes
     the old log-probs and values from the training forward (ratio ≡ 1) instead of recomputing them."""
+    logprobs_at_unit_temperature: bool = False
+    """Compute the old, new and reference log-probs from the raw logits (π at temperature 1) although the rollouts
+    are sampled at --temperature: DeepSpeed-Chat's behaviour and the paper's setting (its released code samples at
+    Table 5's temperature 0.8 and takes log-probs as log_softmax of the raw logits, for the actor and the
+    reference alike), so the ratio and the KL are off-policy. Default: the log-probs of the sampling
+    distribution, log_softmax(logits / --temperature), as TRL (the ppl rule then reads the reference at that
+    temperature too). Top-k / top-p are applied to neither."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's response tokens (off in the paper's setup)."""
     sigma: Annotated[Literal[SIGMAS], Alias("--value_function")] = "equal"
@@ -85,3 +98,12 @@ class PPOConfig:
     """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
     its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""
 
+    def mini_batch_rows(self, rollout_rows: int) -> int:
+        """Rows of a rollout of ``rollout_rows`` rows that make one optimizer step."""
+        return self.ppo_mini_batch_size or rollout_rows
+
+    def optimizer_steps_per_rollout(self, rollout_rows: int) -> int:
+        """Optimizer steps of one PPO iteration over ``rollout_rows`` rows: one per mini-batch and pass (gradients
+        accumulated over a mini-batch's micro-batches). The LR schedules are sized in these steps
+        (``dschat.rlhf.rlhf_engine``)."""
+        return self.ppo_epochs * (rollout_rows // self.mini_batch_rows(rollout_rows))

@@ -29,20 +29,21 @@ def _masked_row_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum(dim=1)
 
 
-def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_size: int) -> bool:
+def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_size: int, rollout_rows: int
+                            ) -> bool:
     """Whether the update is exactly on-policy, so that the rollout-time actor log-prob and critic value
     forwards are redundant and the training forwards supply them (unless ``config.recompute_rollout_forwards``):
 
-    - each rollout feeds exactly ONE optimizer step (``ppo_epochs`` = 1, gradient accumulation over the whole
-      rollout): every training forward then runs with the sampling parameters, so π_old = π and the ratio is
-      identically 1 — its value, not its gradient (∇r = ∇log π), which the training forward carries;
+    - each rollout of ``rollout_rows`` rows feeds exactly ONE optimizer step (``ppo_epochs`` = 1, one mini-batch:
+      gradient accumulation over the whole rollout): every training forward then runs with the sampling
+      parameters, so π_old = π and the ratio is identically 1 — its value, not its gradient (∇r = ∇log π), which
+      the training forward carries;
     - the advantages of a micro-batch depend on its own rows only (no whitening across the batch, no
       batch-wide baseline, groups of K samples not split): they can be estimated micro-batch by micro-batch
       from those forwards.
     """
-    optimizer_steps_per_rollout = config.ppo_epochs
-    return (not config.recompute_rollout_forwards and optimizer_steps_per_rollout == 1 and not config.whiten_advantages
-            and advantage_estimator.rows_independent(micro_batch_size))
+    return (not config.recompute_rollout_forwards and config.optimizer_steps_per_rollout(rollout_rows) == 1
+            and not config.whiten_advantages and advantage_estimator.rows_independent(micro_batch_size))
 
 
 def drop_nonfinite_rewards(scores: torch.Tensor, action_mask: torch.Tensor, policy: str) -> tuple:
@@ -60,8 +61,8 @@ class PPOTrainer:
     """One PPO iteration = ``make_experience`` on a prompt batch, then ``train_on_experience``."""
 
     def __init__(self, engines, tokenizer, reward_source, termination_rule, config: PPOConfig,
-                 sampling: SamplingConfig, micro_batch_size: int, world_size: int = 1,
-                 gather_for_generation: bool = True):
+                 sampling: SamplingConfig, micro_batch_size: int, rollout_rows: int, world_size: int = 1,
+                 gather_for_generation: bool = True, seed: int = 0):
         self.engines = engines
         self.tokenizer = tokenizer
         self.reward_source = reward_source
@@ -72,7 +73,18 @@ class PPOTrainer:
         self.world_size = world_size
         self.gather_for_generation = gather_for_generation
         self.advantage_estimator = build_advantage_estimator(config)
-        self.on_policy = reuses_training_forward(config, self.advantage_estimator, micro_batch_size)
+        self.on_policy = reuses_training_forward(config, self.advantage_estimator, micro_batch_size, rollout_rows)
+        self.mini_batch_size = config.mini_batch_rows(rollout_rows)
+        self.shuffles = self.mini_batch_size < rollout_rows
+        self.order_generator = torch.Generator().manual_seed(seed)
+        self.logprob_temperature = 1.0 if config.logprobs_at_unit_temperature else sampling.temperature
+
+    def state_dict(self) -> dict:
+        """The mini-batch shuffling generator (in the resume snapshot when the rollout is split)."""
+        return {"order_generator": self.order_generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.order_generator.set_state(state["order_generator"])
 
     @property
     def device(self) -> torch.device:
@@ -115,7 +127,9 @@ class PPOTrainer:
         """``make_experience`` after sampling: ``(Experience, stats)`` of a rollout batch."""
         cfg = self.config
         size = self.micro_batch_size
-        ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module), size, seq, attention_mask)
+        temperature = self.logprob_temperature
+        ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module, temperature=temperature),
+                                    size, seq, attention_mask)
         responses = decode_responses(self.tokenizer, seq, action_mask)
         scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
         scores, action_mask, dropped = drop_nonfinite_rewards(scores.to(self.device).float(), action_mask,
@@ -135,8 +149,8 @@ class PPOTrainer:
             self.engines.actor.eval()
             if self.engines.critic is not None:
                 self.engines.critic.eval()
-            experience.logprobs = chunked_rows(partial(sequence_logprobs, self.engines.actor.module), size,
-                                               seq, attention_mask)
+            experience.logprobs = chunked_rows(partial(sequence_logprobs, self.engines.actor.module,
+                                                       temperature=temperature), size, seq, attention_mask)
             experience.values = chunked_rows(self.critic_values, size, seq, attention_mask)
             stats.update(self.estimate_advantages(experience))
             if cfg.whiten_advantages:
@@ -180,7 +194,7 @@ class PPOTrainer:
         actor.train()
         if critic is not None:
             critic.train()
-        logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask)
+        logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask, self.logprob_temperature)
         values = self.critic_values(micro.seq, micro.attention_mask) if critic is not None else None
         stats = {}
         if self.on_policy:
@@ -199,24 +213,37 @@ class PPOTrainer:
                           **{f"value/{k}": torch.as_tensor(v).detach() for k, v in critic_stats.items()}})
         return actor_loss, critic_loss, stats
 
+    def mini_batches(self, experience: Experience):
+        """One ``--ppo_epochs`` pass: the experience itself (one optimizer step), or with
+        ``--ppo_mini_batch_size`` its rows in a fresh seeded order, cut into mini-batches."""
+        rows = experience.seq.shape[0]
+        if self.mini_batch_size >= rows:
+            yield experience
+            return
+        order = torch.randperm(rows, generator=self.order_generator).to(experience.seq.device)
+        for start in range(0, rows, self.mini_batch_size):
+            yield experience.select(order[start:start + self.mini_batch_size])
+
     def train_on_experience(self, experience: Experience) -> Dict[str, torch.Tensor]:
-        """``ppo_epochs`` passes of gradient accumulation over micro-batches, so each engine steps once per pass.
-        Exactly on-policy, the experience is completed from the training forwards (old log-probs, values,
-        rewards, advantages, returns), so the caller sees the same experience either way."""
+        """``ppo_epochs`` passes over the rollout, one optimizer step per mini-batch (gradients accumulated over its
+        micro-batches; DeepSpeed's accumulation boundary is the mini-batch's last micro-batch). Exactly on-policy,
+        the experience is completed from the training forwards (old log-probs, values, rewards, advantages,
+        returns), so the caller sees the same experience either way."""
         actor, critic = self.engines.actor, self.engines.critic
         history, micros = [], []
         for _ in range(self.config.ppo_epochs):
-            for micro in experience.micro_batches(self.micro_batch_size):
-                actor_loss, critic_loss, stats = self.micro_batch_losses(micro)
-                require_finite(actor_loss, "policy loss")
-                actor.backward(actor_loss)
-                actor.step()
-                if critic_loss is not None:
-                    require_finite(critic_loss, "value loss")
-                    critic.backward(critic_loss)
-                    critic.step()
-                history.append(stats)
-                micros.append(micro)
+            for mini_batch in self.mini_batches(experience):
+                for micro in mini_batch.micro_batches(self.micro_batch_size):
+                    actor_loss, critic_loss, stats = self.micro_batch_losses(micro)
+                    require_finite(actor_loss, "policy loss")
+                    actor.backward(actor_loss)
+                    actor.step()
+                    if critic_loss is not None:
+                        require_finite(critic_loss, "value loss")
+                        critic.backward(critic_loss)
+                        critic.step()
+                    history.append(stats)
+                    micros.append(micro)
         if self.on_policy:
             experience.fill_from(micros)
         return {key: torch.stack([torch.as_tensor(h[key]).float() for h in history]).mean() for key in history[0]}

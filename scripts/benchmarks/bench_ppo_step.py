@@ -53,7 +53,7 @@ def build_trainer(flags: list, tokenizer, world_size: int = 1, rank: int = 0):
     args = ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(ppo.build_parser().parse_config(flags))),
                                world_size)
     torch.manual_seed(args.seed)
-    engines = RLHFEngine(args, tokenizer, world_size, num_update_steps=10**6)
+    engines = RLHFEngine(args, tokenizer, world_size, num_iterations=10**6)
     reward = ModelReward(engines.reward, args.per_device_train_batch_size)
     return ppo.make_trainer(args, engines, tokenizer, reward, world_size, rank), args
 
