@@ -68,12 +68,6 @@ def group_by_prompt(rows: Sequence[Mapping], samples_per_prompt: int) -> List[Li
     return [groups[p] for p in sorted(groups)]
 
 
-def policy_dir(path: str) -> str:
-    """A step-3 output directory's ``actor/`` (the trained policy) or the path itself (SFT, HF models)."""
-    actor = os.path.join(path, "actor")
-    return actor if os.path.exists(os.path.join(actor, "config.json")) else path
-
-
 def sample_scores(policy: str, reward_model: str, prompts: Sequence[str], temperature: float,
                   samples_per_prompt: int, args, cache_path: str) -> List[List[float]]:
     """Per-prompt RM scores of ``samples_per_prompt`` responses at ``temperature`` (read from ``cache_path`` when
@@ -89,7 +83,7 @@ def sample_scores(policy: str, reward_model: str, prompts: Sequence[str], temper
             return group_by_prompt(rows, samples_per_prompt)
     from evaluation.rm_score import score_policy
 
-    rows = score_policy(policy_dir(policy), reward_model, repeated, temperature=temperature,
+    rows = score_policy(policy, reward_model, repeated, temperature=temperature,
                         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, seed=args.seed,
                         max_prompt_len=args.max_prompt_len,
                         progress=None if args.no_progress_bar else os.path.splitext(os.path.basename(cache_path))[0])

@@ -23,16 +23,17 @@ from dschat.utils.cli import run_cli
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.loading import load_code_tasks
 from dschat.utils.data.schema import CodeTask
-from dschat.utils.model import load_causal_lm, load_tokenizer
-from evaluation.best_of_n import policy_dir
+from dschat.utils.model import load_causal_lm, load_tokenizer, policy_model_dir
 
 
 @torch.no_grad()
 def sample_completions(policy_path: str, tasks: Sequence[CodeTask], num_samples: int, temperature: float,
                        top_k: int, top_p: float, max_new_tokens: int, max_prompt_len: int, batch_size: int,
                        seed: int) -> List[Dict[str, str]]:
-    """``num_samples`` sampled completions per task (task order, samples contiguous)."""
+    """``num_samples`` sampled completions per task (task order, samples contiguous) from the policy at
+    ``policy_path`` (a model directory or a step-3 run directory, :func:`~dschat.utils.model.policy_model_dir`)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    policy_path = policy_model_dir(policy_path)
     tokenizer = load_tokenizer(policy_path, padding_side="left")
     policy = load_causal_lm(policy_path, tokenizer).to(device).eval()
     dataset = PromptDataset([task.prompt for task in tasks], tokenizer, max_prompt_len)
@@ -87,7 +88,7 @@ def main(argv=None) -> None:
         name, sep, path = spec.partition("=")
         if not sep or not name or not path:
             raise ValueError(f"--policy {spec!r}: expected NAME=DIR")
-        samples = sample_completions(policy_dir(path), tasks, args.num_samples, args.temperature, args.top_k,
+        samples = sample_completions(path, tasks, args.num_samples, args.temperature, args.top_k,
                                      args.top_p, args.max_new_tokens, args.max_prompt_len, args.batch_size,
                                      args.seed)
         write_jsonl(samples, os.path.join(args.output_dir, f"{name}.jsonl"))

@@ -3,7 +3,7 @@ validation prompt from each policy checkpoint, score ``[prompt | response]`` wit
 mean ± std, and keep every response and score as JSONL.
 
     python -m evaluation.rm_score --reward_model outputs/demo/rm --data_name synthetic --max_eval_samples 256 \\
-        --policy SFT=outputs/demo/sft --policy PPO=outputs/demo/ppo/actor --output_dir outputs/rm_score
+        --policy SFT=outputs/demo/sft --policy PPO=outputs/demo/ppo --output_dir outputs/rm_score
 
 Sampling and scoring are those of step 3's evaluation (``PPOTrainer.evaluate``): left-padded ``[bos] +
 prompt``, ``generate`` with temperature / top-k / top-p (the paper samples at temperature 0.8, Appendix D.4),
@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 from dschat.rlhf.experience import decode_responses, rollout_masks
 from dschat.utils.cli import run_cli
 from dschat.utils.data import PromptCollator, PromptDataset
-from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer, sequence_scores
+from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer, policy_model_dir, sequence_scores
 from dschat.utils.stage_data import eval_prompts
 
 
@@ -47,7 +47,8 @@ def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], tem
                  max_new_tokens: int = 512, batch_size: int = 16, seed: int = 1234, *, top_k: int = 50,
                  top_p: float = 1.0, max_prompt_len: int = 512, dtype: str = "fp32",
                  device: Optional[str] = None, progress: Optional[str] = None) -> List[Dict]:
-    """One sampled response per prompt from ``policy_path``, scored by the reward model at ``reward_path``.
+    """One sampled response per prompt from ``policy_path`` (a model directory or a step-3 run directory, see
+    :func:`~dschat.utils.model.policy_model_dir`), scored by the reward model at ``reward_path``.
 
     ``temperature`` 0 decodes greedily. Prompts longer than ``max_prompt_len`` tokens are skipped (and logged).
     Sampling is seeded by ``seed`` without touching the caller's global RNG. Returns one record per scored
@@ -58,6 +59,7 @@ def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], tem
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    policy_path = policy_model_dir(policy_path)
     tokenizer = load_tokenizer(policy_path, padding_side="left")
     _check_same_vocabulary(tokenizer, load_tokenizer(reward_path), reward_path)
     policy = load_causal_lm(policy_path, tokenizer, dtype).to(device).eval()
@@ -132,7 +134,8 @@ def table_lines(summaries: Dict[str, Dict[str, float]]) -> List[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", type=named_policy, action="append", required=True,
-                        help="NAME=PATH of a policy checkpoint (HF format); repeat for several")
+                        help="NAME=PATH of a policy: a model directory (HF format) or a step-3 output directory "
+                        "(its actor/); repeat for several")
     parser.add_argument("--reward_model", required=True, help="reward model checkpoint (step 2 output)")
     parser.add_argument("--data_name", default="synthetic")
     parser.add_argument("--data_path", default=None)

@@ -47,14 +47,27 @@ def test_rloo_subtracts_the_leave_one_out_mean_of_each_group():
 
 def test_grpo_normalises_within_groups_and_zeroes_constant_groups():
     mean, std = 3.0, math.sqrt(((1 - 3) ** 2 + (2 - 3) ** 2 + (6 - 3) ** 2) / 2)  # unbiased std
-    advantages = grpo_advantages(RETURNS, 3)
-    assert advantages[:3].tolist() == pytest.approx([(r - mean) / std for r in (1.0, 2.0, 6.0)])
+    advantages = grpo_advantages(RETURNS.double(), 3)
+    assert advantages[:3].tolist() == pytest.approx([(r - mean) / (std + 1e-4) for r in (1.0, 2.0, 6.0)],
+                                                    rel=1e-12)
     assert advantages[3:].tolist() == [0.0, 0.0, 0.0]
     # a constant group whose float32 mean is off by one ulp (naively: (R - mean) / std = ±0.8) gives exact zeros
     inexact_mean = torch.full((3,), 0.8847743272781372)
     assert inexact_mean.mean() != inexact_mean[0]
     assert grpo_advantages(inexact_mean, 3).tolist() == [0.0, 0.0, 0.0]
     assert grpo_advantages(torch.zeros(4), 2).tolist() == [0.0] * 4
+
+
+def test_grpo_std_has_trls_floor_so_near_constant_groups_get_small_advantages():
+    """Returns differing by 1e-7: (R - mean) / (std + 1e-4) as TRL's GRPOTrainer computes it, ~1e-3, not the
+    unit-scale ±0.71 of dividing by the bare std."""
+    returns = torch.tensor([1.0, 1.0 + 1e-7], dtype=torch.float64)
+    gap = (1.0 + 1e-7) - 1.0  # 1e-7 as float64 represents it
+    std = gap / math.sqrt(2)  # unbiased std of two values
+    expected = [-gap / 2 / (std + 1e-4), gap / 2 / (std + 1e-4)]
+    advantages = grpo_advantages(returns, 2)
+    assert advantages.tolist() == pytest.approx(expected, rel=1e-6)  # the float64 mean rounds at ~1e-16
+    assert advantages.abs().max() < 1e-3
 
 
 def test_reinforce_is_rloo_without_its_baseline():

@@ -14,6 +14,7 @@ from dschat.utils.data import (
     PromptDataset,
     SFTCollator,
     SFTDataset,
+    with_sequence_layout,
 )
 
 M = -100
@@ -102,3 +103,21 @@ def test_synthetic_tokenizer_end_to_end_masks_exactly_the_prompt():
     response_ids = tokenizer(pair.chosen, add_special_tokens=False)["input_ids"]
     assert item["input_ids"].tolist() == [tokenizer.bos_token_id] + prompt_ids + response_ids + [tokenizer.eos_token_id]
     assert item["labels"].tolist() == [M] * (1 + len(prompt_ids)) + response_ids + [tokenizer.eos_token_id]
+
+
+@pytest.mark.parametrize("bos", [True, False])
+def test_sequence_layout_tokenizer_says_what_the_datasets_build_and_is_not_added_twice(bos):
+    plain = word_tokenizer(bos=bos)
+    prefix = [BOS] if bos else []
+    scoring, prompting = with_sequence_layout(plain, eos=True), with_sequence_layout(plain, eos=False)
+    assert scoring("q1 q2 r1")["input_ids"] == prefix + [4, 5, 6, EOS]
+    assert prompting("q1 q2")["input_ids"] == prefix + [4, 5]
+    assert plain("q1 q2")["input_ids"] == [4, 5]  # a copy: the original is unchanged
+    pairs = [PreferencePair("q1 q2", " r1", " r2")]
+    for layout in (scoring, prompting):  # the datasets add the special tokens themselves, once
+        assert PairDataset(pairs, layout, 16)[0]["chosen_input_ids"].tolist() == prefix + [4, 5, 6, EOS]
+        assert PromptDataset(["q1 q2"], layout, 16)[0]["input_ids"].tolist() == prefix + [4, 5]
+    chat = [{"role": "user", "content": "q1 q2"}, {"role": "assistant", "content": " r1"}]
+    assert scoring.apply_chat_template(chat, tokenize=False) == ("<bos>" if bos else "") + "q1 q2 r1<eos>"
+    assert prompting.apply_chat_template(chat[:1], tokenize=False, add_generation_prompt=True) == \
+        ("<bos>" if bos else "") + "q1 q2"

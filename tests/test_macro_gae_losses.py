@@ -243,6 +243,47 @@ def test_macro_ratio_gradient_matches_finite_differences_of_the_oracle():
     assert logprobs.grad[mask == 0].abs().sum() == 0
 
 
+def test_macro_ratio_of_a_long_macro_is_finite_and_exact_where_the_objective_is_not_flat():
+    """A macro whose summed log-ratio is 1000 (exp overflows even float64): finite loss and gradients; with
+    Â > 0 the value is the clipped term's exactly. In the normal range the loss and its gradient equal the
+    uncapped oracle's to 1e-12 (float64)."""
+    mask = torch.ones(2, 4, dtype=torch.long)
+    segment_ids = torch.zeros(2, 4, dtype=torch.long)  # one 4-token macro per row
+    old = torch.zeros(2, 4, dtype=torch.float64)
+    for advantage in (1.5, -1.5):
+        logprobs = torch.full((2, 4), 250.0, dtype=torch.float64, requires_grad=True)
+        advantages = torch.full((2, 4), advantage, dtype=torch.float64)
+        loss, stats = policy_loss(logprobs, old, advantages, mask, CLIP, segment_ids, "macro")
+        loss.backward()
+        assert torch.isfinite(loss) and torch.isfinite(logprobs.grad).all() and torch.isfinite(stats["ratio_mean"])
+        if advantage > 0:
+            assert loss.item() == -advantage * (1 + CLIP) and logprobs.grad.abs().sum() == 0
+    generator = torch.Generator().manual_seed(3)
+    mask = oracle.random_action_mask(6, 20, generator)
+    data = experience(mask, seed=3)
+    segment_ids = ngram_segments(mask, 10)
+    segmentation = oracle.fixed_ngram_segmentation(mask, 10)
+    advantages = to_tokens(torch.randn(6, 2, generator=generator, dtype=torch.float64), segment_ids) * mask
+    logprobs = (data["old_logprobs"] + torch.randn(mask.shape, generator=generator, dtype=torch.float64)
+                ).requires_grad_(True)  # macro log-ratios up to ~±8: clipped and unclipped macros alike
+    reference = logprobs.detach().clone().requires_grad_(True)
+    loss, _ = policy_loss(logprobs, data["old_logprobs"], advantages, mask, CLIP, segment_ids, "macro")
+    loss.backward()
+    oracle_loss = oracle.policy_loss(logprobs.detach(), data["old_logprobs"], advantages, mask, segmentation, CLIP,
+                                     "macro")[0]
+    assert loss.item() == pytest.approx(oracle_loss, abs=1e-12, rel=0)
+    # the uncapped formula, macro by macro with autograd: same gradient
+    terms = []
+    for row in range(mask.shape[0]):
+        for macro in segment_ids[row][segment_ids[row] >= 0].unique():
+            on = segment_ids[row] == macro
+            r = torch.exp((reference[row][on] - data["old_logprobs"][row][on]).sum())
+            advantage = advantages[row][on].mean()
+            terms.append(torch.max(-advantage * r, -advantage * r.clamp(1 - CLIP, 1 + CLIP)))
+    torch.stack(terms).mean().backward()
+    assert torch.allclose(logprobs.grad, reference.grad, atol=1e-12, rtol=0)
+
+
 def test_policy_loss_stats_and_hand_values():
     mask = torch.tensor([[1, 1]])
     logprobs, old = t64([[0.0, 0.0]]), t64([[0.0, -0.5]])  # token ratios 1 and e^0.5 ≈ 1.65

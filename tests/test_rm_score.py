@@ -50,3 +50,27 @@ def test_cli_writes_responses_and_summary(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "| A |" in captured.out
     assert re.search(r"A: 100%.*\| 3/3 ", captured.err)  # a progress bar over the prompts, labelled by policy
+
+
+def test_rm_score_and_best_of_n_take_a_run_directory_or_its_actor(tmp_path, tokenizer, capsys):
+    """One convention: a step-3 run directory stands for its actor/; both tools accept both forms alike."""
+    from dschat.utils.model import load_causal_lm, load_reward_model
+    from evaluation import best_of_n
+
+    run, reward = tmp_path / "run", tmp_path / "rm"
+    load_causal_lm("tiny-gemma", tokenizer, seed=5).save_pretrained(run / "actor")
+    tokenizer.save_pretrained(run / "actor")
+    load_reward_model("tiny-gemma", tokenizer, seed=6).save_pretrained(reward)
+    tokenizer.save_pretrained(reward)
+    summaries = main(["--reward_model", str(reward), "--policy", f"RUN={run}", "--policy", f"ACTOR={run / 'actor'}",
+                      "--max_eval_samples", "3", "--max_new_tokens", "4", "--output_dir", str(tmp_path / "score"),
+                      "--no_progress_bar"])
+    assert summaries["RUN"]["count"] == 3
+    assert {k: v for k, v in summaries["RUN"].items() if k != "policy"} == \
+        {k: v for k, v in summaries["ACTOR"].items() if k != "policy"}
+    best_of_n.main(["--reward_model", str(reward), "--policy", f"run={run}", "--policy", f"actor={run / 'actor'}",
+                    "--num_prompts", "2", "--temperatures", "1.0", "--ns", "1,2", "--max_new_tokens", "4",
+                    "--output_dir", str(tmp_path / "bon"), "--no_progress_bar"])
+    table = json.loads((tmp_path / "bon" / "best_of_n.json").read_text())
+    assert table["run"] == table["actor"]
+    capsys.readouterr()

@@ -5,11 +5,13 @@ import os
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from conftest import SFT_FLAGS, read_metrics
 from dschat.cli.rm import main as rm_main
 from dschat.cli.sft import main as sft_main
+from dschat.utils.data import PairDataset, PromptDataset, load_pairs
+from evaluation.rm_interop import ranking_report
 
 
 @pytest.fixture(scope="module")
@@ -36,22 +38,51 @@ def test_sft_lowers_loss_changes_every_parameter_and_saves_hf(sft_dir, tokenizer
     assert os.path.exists(os.path.join(sft_dir, "tensorboard"))
 
 
-def test_reward_model_learns_the_preference_rule(sft_dir, tmp_path, tokenizer):
-    out = tmp_path / "rm"
+@pytest.fixture(scope="module")
+def rm_run(sft_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rm")
     final = rm_main(["--model_name_or_path", sft_dir, "--output_dir", str(out), "--max_seq_len", "64",
                      "--per_device_train_batch_size", "16", "--learning_rate", "5e-4", "--max_steps", "60",
                      "--max_eval_samples", "200", "--no_progress_bar", "--log_steps", "10"])
-    records = read_metrics(str(out))
+    return str(out), final
+
+
+def test_reward_model_learns_the_preference_rule(rm_run):
+    out, final = rm_run
+    records = read_metrics(out)
     first_accuracy = [r["eval/accuracy"] for r in records if "eval/accuracy" in r][0]
     assert final["accuracy"] >= 0.75, final
     assert final["accuracy"] > first_accuracy + 0.15
-    model = AutoModelForSequenceClassification.from_pretrained(out)
-    good = tokenizer(["Write a review of the lamp.\nReview: The lamp is lovely and the price was great."],
-                     return_tensors="pt")
-    bad = tokenizer(["Write a review of the lamp.\nReview: The lamp is awful and the price was terrible."],
-                    return_tensors="pt")
-    with torch.no_grad():
-        assert model(**good).logits.item() > model(**bad).logits.item()
+
+
+def test_trained_reward_model_scores_the_same_under_plain_transformers_and_trl(rm_run):
+    """The saved RM on the 200 held-out pairs step 2 evaluates: a plain tokenizer call (alone, or batched with
+    either padding side), TRL's get_reward, TRL's GRPO call on conversational data and plain-text GRPO through
+    text_reward_function give the project's scores (to float noise), hence its ranking, well above chance."""
+    out, final = rm_run
+    pairs = load_pairs("synthetic", split="validation")[:200]
+    conventions = ("plain", "plain_right", "plain_left", "trl_get_reward", "trl_grpo_chat", "trl_grpo_text_function")
+    report = ranking_report(out, pairs, conventions, max_seq_len=64)
+    assert report["project"]["accuracy"] == pytest.approx(final["accuracy"])
+    assert report["project"]["accuracy"] >= 0.75
+    for name, row in report.items():
+        assert row["max_abs_diff"] < 1e-4, (name, row)
+        assert row["agreement"] >= 0.99 and abs(row["accuracy"] - report["project"]["accuracy"]) <= 0.01, (name, row)
+
+
+def test_saved_tokenizers_plain_call_gives_the_trained_layout(sft_dir, rm_run):
+    """The RM's tokenizer adds bos and eos (the sequence it scores, as PairDataset builds it), the SFT model's
+    adds bos only (a prompt to continue, as PromptDataset builds it); both configs know the pad id."""
+    pairs = load_pairs("synthetic", split="validation")[:20]
+    reward_tokenizer, policy_tokenizer = AutoTokenizer.from_pretrained(rm_run[0]), AutoTokenizer.from_pretrained(sft_dir)
+    dataset = PairDataset(pairs, reward_tokenizer, 64)
+    prompts = PromptDataset([pair.prompt for pair in pairs], policy_tokenizer, 64)
+    for index, pair in enumerate(pairs):
+        assert reward_tokenizer(pair.prompt + pair.chosen)["input_ids"] == dataset[index]["chosen_input_ids"].tolist()
+        assert policy_tokenizer(pair.prompt)["input_ids"] == prompts[index]["input_ids"].tolist()
+    assert policy_tokenizer(pairs[0].prompt)["input_ids"][-1] != policy_tokenizer.eos_token_id
+    for path, tokenizer in ((rm_run[0], reward_tokenizer), (sft_dir, policy_tokenizer)):
+        assert AutoConfig.from_pretrained(path).pad_token_id == tokenizer.pad_token_id != tokenizer.eos_token_id
 
 
 def test_interrupted_sft_resumes_with_the_same_data_order(tmp_path, monkeypatch):

@@ -237,7 +237,12 @@ class ModelsArgs(PrecisionArgs, OffloadArgs):
     actor_zero_stage: ZeroStage = 0
     """ZeRO stage of the actor (and the reference)."""
     critic_zero_stage: ZeroStage = 0
-    """ZeRO stage of the critic (and the reward model)."""
+    """ZeRO stage of the critic."""
+    reward_zero_stage: Optional[ZeroStage] = None
+    """ZeRO stage of the frozen reward model: 3 shards it, any other stage keeps a whole copy per process (it has
+    no optimizer state); default: --critic_zero_stage."""
+    reward_offload_params: bool = False
+    """Offload the reward model's parameters to CPU (ZeRO-3 only; --offload_params offloads every model's)."""
     actor_gradient_checkpointing: bool = False
     """Recompute the actor's activations in the backward pass."""
     critic_gradient_checkpointing: bool = False
@@ -264,8 +269,8 @@ class SamplingArgs:
     """Top-k sampling (0 = off)."""
     top_p: Annotated[float, Range(0, 1, open_low=True)] = 1.0
     """Nucleus sampling mass."""
-    eval_temperature: Optional[PositiveFloat] = None
-    """Temperature of the evaluation samples; default: --temperature."""
+    eval_temperature: Optional[NonNegativeFloat] = None
+    """Temperature of the evaluation samples (0 = greedy decoding); default: --temperature."""
 
 
 @dataclass

@@ -24,7 +24,7 @@ from dschat.rlhf.macro_action.termination import TerminationOptions, build_termi
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
-from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
+from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage, rollout_rows
 from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigError, ConfigParser, select, split_global_batch
@@ -32,7 +32,7 @@ from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
-from dschat.utils.model import load_tokenizer
+from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
 from dschat.utils.seeding import set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
@@ -64,6 +64,10 @@ def resolve_models(args: RLHFConfig) -> RLHFConfig:
     """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor)."""
     if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
         raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
+    reward_stage = reward_zero_stage(args)
+    if args.reward_offload_params and reward_stage != 3:
+        raise ConfigError(f"--reward_offload_params needs the reward model under ZeRO-3 (its stage is {reward_stage}; "
+                          "add --reward_zero_stage 3)")
     reward = args.reward_model_name_or_path or args.critic_model_name_or_path
     critic = args.critic_model_name_or_path or (reward if args.reward == "model" else args.actor_model_name_or_path)
     return dataclasses.replace(args, reward_model_name_or_path=reward, critic_model_name_or_path=critic)
@@ -101,10 +105,15 @@ def termination_options(args: RLHFConfig, rank: int) -> TerminationOptions:
 
 
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
-    """``(rollout sampling, evaluation sampling)``."""
+    """``(rollout sampling, evaluation sampling)``; ``--eval_temperature 0`` evaluates greedy decodes, unset it
+    samples at ``--temperature``."""
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                               top_p=args.top_p)
-    return sampling, dataclasses.replace(sampling, temperature=args.eval_temperature or args.temperature)
+    if args.eval_temperature is None:
+        return sampling, sampling
+    if args.eval_temperature == 0:
+        return sampling, dataclasses.replace(sampling, do_sample=False)
+    return sampling, dataclasses.replace(sampling, temperature=args.eval_temperature)
 
 
 def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size: int, rank: int) -> PPOTrainer:
@@ -175,7 +184,7 @@ def main(argv=None) -> dict:
     stateful = {"termination": rule} if hasattr(rule, "state_dict") else {}  # a rule with its own generator
     if trainer.shuffles:
         stateful["mini_batch_order"] = trainer
-    checkpointed = {"actor": engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
+    checkpointed = {ACTOR_SUBDIR: engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
     final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
                        lambda: trainer.evaluate(eval_loader, eval_sampling, eval_reward_source,
                                                 progress=not args.no_progress_bar and is_main_process()), args, rank,

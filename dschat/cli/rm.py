@@ -1,6 +1,7 @@
 """Step 2: reward model — a scalar head on the SFT model trained with the pairwise loss
-``-log σ(r(x, y+) - r(x, y-))`` (InstructGPT; paper §B.2). Saved so that
-``AutoModelForSequenceClassification.from_pretrained`` loads it and gives the same scores.
+``-log σ(r(x, y+) - r(x, y-))`` (InstructGPT; paper §B.2), on ``[bos] + prompt + response + [eos]`` scored at
+the eos. Saved so that ``AutoModelForSequenceClassification.from_pretrained`` with the saved tokenizer's plain
+call (``tok(prompt + response)`` adds bos and eos) gives the same scores.
 
     python -m dschat.cli.rm --model_name_or_path outputs/sft --output_dir outputs/rm
     (= training/step2_reward_model_finetuning/main.py)

@@ -64,18 +64,23 @@ def rloo_advantages(returns: torch.Tensor, group_size: int) -> torch.Tensor:
     return (groups - leave_one_out_mean).reshape(-1)
 
 
+GRPO_STD_EPS = 1e-4
+"""Added to the group std before dividing (TRL's GRPOTrainer: ``(r - mean) / (std + 1e-4)``): a group whose
+returns differ only by rounding noise gets advantages of that noise's scale, not unit-scale ones."""
+
+
 def grpo_advantages(returns: torch.Tensor, group_size: int) -> torch.Tensor:
-    """GRPO outcome supervision: A_i = (R_i − mean(R)) / std(R) within each group of K (Shao et al., 2024),
-    with the unbiased std (as their reference implementation and TRL). A group whose K returns are all equal
-    carries no preference signal: its advantages are 0 (never 0/0 = NaN). Needs K ≥ 2. ``[B]``."""
+    """GRPO outcome supervision: A_i = (R_i − mean(R)) / (std(R) + :data:`GRPO_STD_EPS`) within each group of K
+    (Shao et al., 2024), with the unbiased std (as their reference implementation and TRL). A group whose K
+    returns are all equal carries no preference signal: its advantages are exactly 0 (even when the float mean
+    is off by an ulp). Needs K ≥ 2. ``[B]``."""
     if group_size < 2:
         raise ValueError(f"GRPO needs group_size >= 2 samples per prompt, got {group_size}")
     groups = grouped(returns, group_size)
     constant = (groups == groups[:, :1]).all(dim=1, keepdim=True)
     centered = groups - groups.mean(dim=1, keepdim=True)
-    std = groups.std(dim=1, keepdim=True)
-    safe_std = torch.where(constant, torch.ones_like(std), std)
-    return torch.where(constant, torch.zeros_like(centered), centered / safe_std).reshape(-1)
+    advantages = centered / (groups.std(dim=1, keepdim=True) + GRPO_STD_EPS)
+    return torch.where(constant, torch.zeros_like(advantages), advantages).reshape(-1)
 
 
 def reinforce_advantages(returns: torch.Tensor, group_size: int, batch_mean_baseline: bool = False) -> torch.Tensor:

@@ -3,6 +3,8 @@ the SFT model for code tasks) and frozen reward model — each wrapped by DeepSp
 without dropout. Critic-free algorithms (``--algo rloo | grpo | reinforce``, Appendix C.3) get no critic at all."""
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from dschat.rlhf.baselines import get_algorithm
@@ -53,6 +55,18 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def reward_zero_stage(args) -> int:
+    """The frozen reward model's ZeRO stage: ``--reward_zero_stage``, by default the critic's."""
+    return args.critic_zero_stage if args.reward_zero_stage is None else args.reward_zero_stage
+
+
+def reward_config(args, critic_config: EngineConfig) -> EngineConfig:
+    """The DeepSpeed settings of the frozen reward model: its own ZeRO stage (:func:`reward_zero_stage`) and
+    parameter offload (``--reward_offload_params`` or the shared ``--offload_params``)."""
+    return dataclasses.replace(critic_config, zero_stage=reward_zero_stage(args),
+                               offload_params=args.offload_params or args.reward_offload_params)
+
+
 class RLHFEngine:
     """Creates and holds ``actor``, ``ref``, ``critic`` (None for critic-free ``--algo``) and (unless the reward
     is code execution) ``reward``."""
@@ -77,5 +91,5 @@ class RLHFEngine:
         if args.reward == "model":
             reward = load_reward_model(args.reward_model_name_or_path, tokenizer, args.dtype, args.seed,
                                        require_head=True)
-            self.reward = init_eval_engine(disable_dropout(reward), critic_config, world_size,
+            self.reward = init_eval_engine(disable_dropout(reward), reward_config(args, critic_config), world_size,
                                            args.per_device_generation_batch_size)

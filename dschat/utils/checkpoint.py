@@ -18,6 +18,7 @@ from typing import Mapping, Optional
 import torch
 from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
 
+from .data.tokenized import with_sequence_layout
 from .distributed import barrier, is_main_process
 from .faults import RunStopped, any_rank, engine_weights_finite
 from .seeding import rng_state, set_rng_state
@@ -218,8 +219,11 @@ def _full_state_dict(engine) -> Optional[dict]:
 
 
 def save_hf_model(engine, tokenizer, out_dir: str) -> None:
-    """Save ``engine``'s model as a plain HF checkpoint (LoRA adapters merged in) plus its tokenizer; refuses
-    (``RunStopped``) a model with non-finite weights."""
+    """Save ``engine``'s model as a plain HF checkpoint (LoRA adapters merged in; ``config.pad_token_id`` set, so
+    ``*ForSequenceClassification`` pools the last non-pad token for either padding side) plus its tokenizer,
+    whose plain call gives the layout the model was trained on (``with_sequence_layout``): ``[bos] + text`` for
+    a causal LM (a prompt to continue), ``[bos] + text + [eos]`` for a scalar-head model (a sequence scored at
+    its eos). Refuses (``RunStopped``) a model with non-finite weights."""
     if not engine_weights_finite(engine):
         raise RunStopped(f"the model has non-finite weights; not saving it to {out_dir}")
     state_dict = _full_state_dict(engine)
@@ -232,7 +236,9 @@ def save_hf_model(engine, tokenizer, out_dir: str) -> None:
             state_dict = model.state_dict()
         os.makedirs(out_dir, exist_ok=True)
         state_dict = {key: value.detach().cpu().clone() for key, value in state_dict.items()}
+        model.config.pad_token_id = tokenizer.pad_token_id
         model.save_pretrained(out_dir, state_dict=state_dict, safe_serialization=True)
-        tokenizer.save_pretrained(out_dir)
+        scores_sequences = type(model).__name__.endswith("ForSequenceClassification")
+        with_sequence_layout(tokenizer, eos=scores_sequences).save_pretrained(out_dir)
         logger.info("saved HF model to %s", out_dir)
     barrier()

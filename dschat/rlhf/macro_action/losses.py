@@ -8,6 +8,12 @@ import torch
 from .segments import as_action_mask, check_same_shape, segment_mean, segment_sum, validate_segment_ids
 
 RATIO_MODES = ("token", "macro")
+MAX_LOG_RATIO = 20.0
+"""Upper bound on a unit's log-ratio before ``exp`` (r ≤ e^20 ≈ 4.9e8). A macro's log-ratio is a sum over its
+tokens, so a long macro can exceed ~88 and ``exp`` overflows float32 (inf loss, NaN gradient). Above the bound
+the clipped objective is unchanged where it is flat: with Â > 0 the clipped term (1+ε)·Â is active for every
+r > 1+ε (value exact, gradient 0 either way); with Â < 0 the loss is capped at −Â·e^20 with gradient 0 instead
+of growing without bound. Below the bound (every ratio that is not absurd) value and gradient are exact."""
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -28,7 +34,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     per macro, with the macro's advantage Â_τ (the mean of ``advantages`` over the macro; broadcast
     advantages are constant there); the loss is the mean over all macros of the batch (E_τ of the paper).
     Long macros make r_τ a product of many token ratios: it leaves [1−ε, 1+ε] quickly and, for negative
-    advantages, is not bounded above. Needs ``segment_ids``.
+    advantages, is not bounded above; its log-ratio is capped at :data:`MAX_LOG_RATIO` so that ``exp`` stays
+    finite (both modes). Needs ``segment_ids``.
 
     Stats (detached): ``clipfrac``, the fraction of ratio units (tokens or macros) whose clipped term is the
     active one; ``approx_kl``, the mean over response tokens of (r_t − 1) − log r_t ≈ KL(π_old ‖ π) in both
@@ -54,7 +61,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         unit_log_ratio, unit_mask = segment_sum(token_log_ratio, segment_ids)
         unit_advantages = segment_mean(advantages, segment_ids)[0]
 
-    unit_ratio = torch.exp(unit_log_ratio)
+    unit_ratio = torch.exp(unit_log_ratio.clamp(max=MAX_LOG_RATIO))
     unclipped = -unit_advantages * unit_ratio
     clipped = -unit_advantages * torch.clamp(unit_ratio, 1.0 - clip_eps, 1.0 + clip_eps)
     loss = masked_mean(torch.max(unclipped, clipped), unit_mask)

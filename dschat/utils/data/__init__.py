@@ -14,12 +14,12 @@ from .registry import known_datasets
 from .schema import CodeTask, PreferencePair
 from .synthetic_task import (SYNTHETIC_DATA_DIR, SYNTHETIC_TOKENIZER_DIR, load_synthetic_tokenizer,
                              synthetic_gold_score)
-from .tokenized import IGNORE_INDEX, PairDataset, PromptDataset, SFTDataset
+from .tokenized import IGNORE_INDEX, PairDataset, PromptDataset, SFTDataset, with_sequence_layout
 
 __all__ = [
     "CodeTask", "DataError", "DataOptions", "IGNORE_INDEX", "PairCollator", "PairDataset", "PreferencePair", "PromptCollator",
     "PromptDataset", "SFTCollator", "SFTDataset", "SYNTHETIC_DATA_DIR", "SYNTHETIC_TOKENIZER_DIR", "SkipCounter",
     "code_tasks_for_phase", "known_datasets", "load_code_tasks", "load_pairs", "load_synthetic_tokenizer",
     "pad_token_id_of", "pairs_for_phase", "parse_data_split", "phase_indices", "phase_split",
-    "synthetic_gold_score", "tasks_with_tests",
+    "synthetic_gold_score", "tasks_with_tests", "with_sequence_layout",
 ]

@@ -8,6 +8,10 @@ Every sequence is ``[bos] + prompt + response + [eos]``:
 * prompt and response are encoded together (``prompt + response``), not separately, so tokens are those the
   model sees at generation; the prompt part is the longest common prefix of ``encode(prompt)`` and
   ``encode(prompt + response)`` (a token merging across the boundary counts as response).
+* the tokenizer saved with a model says the same (:func:`with_sequence_layout`): a plain call
+  ``tokenizer(text)`` of a saved policy gives ``[bos] + text`` (a generation prompt, never eos), of a saved
+  reward model or critic ``[bos] + text + [eos]`` (the sequence it was trained to score, at the eos), and their
+  chat template renders messages as that same layout, so other tools (``transformers``, TRL) see our sequences.
 * an example longer than its token budget is skipped, counted (``num_skipped``, ``skips.counts``) and logged
   once, never truncated.
 
@@ -25,6 +29,7 @@ Batch them with the collators of :mod:`dschat.utils.data.collators`.
 """
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Dict, List, Sequence, Tuple
 
@@ -45,6 +50,29 @@ def special_token_ids(tokenizer) -> Tuple[List[int], int]:
         raise DataError(f"tokenizer {type(tokenizer).__name__} has no eos_token; set one before tokenising")
     prefix = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
     return prefix, tokenizer.eos_token_id
+
+
+LAYOUT_CHAT_TEMPLATE = (
+    "{{ bos_token or '' }}{% for message in messages %}{{ message['content'] }}{% endfor %}"
+    "{% if messages[-1]['role'] == 'assistant' and not add_generation_prompt %}{{ eos_token }}{% endif %}")
+"""Messages as this module's layout: ``[bos]``, the contents concatenated (roles carry no text: the datasets
+are plain prompt + response strings), and ``[eos]`` after a final assistant message (a scored sequence; none
+after a generation prompt)."""
+
+
+def with_sequence_layout(tokenizer, eos: bool):
+    """A copy of fast ``tokenizer`` whose plain call adds this module's special tokens: ``[bos] + text`` and,
+    with ``eos``, ``+ [eos]`` (a ``TemplateProcessing`` post-processor, saved in ``tokenizer.json``), and which
+    has :data:`LAYOUT_CHAT_TEMPLATE` unless it brings a chat template of its own."""
+    special_token_ids(tokenizer)  # the same checks as the datasets
+    if not getattr(tokenizer, "is_fast", False):
+        raise DataError(f"tokenizer {type(tokenizer).__name__} is not a fast tokenizer; cannot set its special tokens")
+    layout = copy.deepcopy(tokenizer)
+    layout.add_bos_token = tokenizer.bos_token_id is not None
+    layout.add_eos_token = eos
+    if not layout.chat_template:
+        layout.chat_template = LAYOUT_CHAT_TEMPLATE
+    return layout
 
 
 def encode_texts(tokenizer, texts: Sequence[str]) -> List[List[int]]:

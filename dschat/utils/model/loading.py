@@ -48,6 +48,20 @@ def resolve_model_path(name: str) -> str:
     )
 
 
+ACTOR_SUBDIR = "actor"
+"""Where step 3 writes the trained policy inside its ``--output_dir`` (the critic goes to ``critic/``)."""
+
+
+def policy_model_dir(path: str) -> str:
+    """The HF model of a policy named by its model directory (an SFT or DPO output, any HF checkpoint, hub id or
+    offline name) or by a step-3 run directory (its ``actor/``): the one convention of every evaluation tool that
+    takes a policy."""
+    actor = os.path.join(path, ACTOR_SUBDIR)
+    if not os.path.exists(os.path.join(path, "config.json")) and os.path.exists(os.path.join(actor, "config.json")):
+        return actor
+    return path
+
+
 def load_tokenizer(name: str, padding_side: str = "right"):
     """The tokenizer of model ``name`` with a pad token distinct from EOS (Gemma has ``<pad>``; models that
     lack one get ``<pad>`` added, and their embeddings must be resized, see ``load_causal_lm``)."""
@@ -56,6 +70,9 @@ def load_tokenizer(name: str, padding_side: str = "right"):
         tokenizer = AutoTokenizer.from_pretrained(path)
     except OSError as err:
         raise ModelLoadError(f"tokenizer {name}: {str(err).splitlines()[0]}") from None
+    if not getattr(tokenizer, "is_fast", False):  # checked now, not when the trained model is saved
+        raise ModelLoadError(f"tokenizer {name}: {type(tokenizer).__name__} is not a fast tokenizer; the saved "
+                             "checkpoints set special tokens through tokenizer.json (expected a tokenizers backend)")
     if tokenizer.pad_token is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
         tokenizer.add_special_tokens({"pad_token": "<pad>"})
     tokenizer.padding_side = padding_side

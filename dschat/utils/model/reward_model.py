@@ -1,9 +1,11 @@
 """Reward model and critic: a causal-LM backbone with a scalar head (InstructGPT; paper §2, §B.2).
 
 We use transformers' own ``*ForSequenceClassification`` class with ``num_labels=1``: its ``score`` head is a
-bias-free linear layer on every hidden state and it pools the last non-pad token, so a reward model saved by
-this library loads with ``AutoModelForSequenceClassification.from_pretrained`` in any framework and gives the
-same score. The critic is the same module read at every position (``token_values``).
+bias-free linear layer on every hidden state and it pools the last non-pad token (``config.pad_token_id``, saved),
+so a reward model saved by this library loads with ``AutoModelForSequenceClassification.from_pretrained`` and,
+fed its saved tokenizer's plain call (which adds the bos and eos it was trained with), gives the same score
+for either padding side (``evaluation.rm_interop`` checks this and TRL's conventions). The critic is the same
+module read at every position (``token_values``).
 """
 from __future__ import annotations
 
@@ -77,3 +79,25 @@ def sequence_scores(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     """Reward r(x, y) ``[B]``: the head's value at the last non-pad token (what HF's pooling reads)."""
     values = token_values(model, input_ids, attention_mask)
     return values.gather(1, last_token_index(attention_mask)[:, None]).squeeze(1)
+
+
+def text_reward_function(path: str, batch_size: int = 32):
+    """A reward function over text for a saved reward model at ``path``, in the form of TRL's ``GRPOTrainer``
+    ``reward_funcs`` (``fn(prompts, completions, **kwargs) -> [float]``, plain-text prompts): it scores
+    ``prompt + completion`` with the saved tokenizer's plain call, so with the bos and eos the model was trained
+    on. (Handing the model itself to ``GRPOTrainer`` on plain-text prompts tokenizes with
+    ``add_special_tokens=False``: neither token reaches it, and a model scored at the eos is misread.)"""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+
+    @torch.no_grad()
+    def reward_model(prompts, completions, **kwargs):
+        texts = [prompt + completion for prompt, completion in zip(prompts, completions)]
+        return [score for start in range(0, len(texts), batch_size)
+                for score in model(**tokenizer(texts[start:start + batch_size], padding=True,
+                                               return_tensors="pt")).logits[:, 0].float().tolist()]
+
+    return reward_model
+

@@ -1,0 +1,70 @@
+"""Step 3's models and sampling: the frozen reward model has its own ZeRO stage; --eval_temperature 0 is greedy."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from conftest import one_line_error
+from dschat.cli.ppo import build_parser, main as ppo_main, resolve_algorithm, resolve_batches, resolve_models
+from dschat.cli.ppo import sampling_configs
+from dschat.rlhf.experience import generate
+from dschat.rlhf.rlhf_engine import RLHFEngine
+from dschat.utils.distributed import init_distributed
+from dschat.utils.model import load_causal_lm
+
+
+def engines(tokenizer, flags):
+    args = build_parser().parse_config(["--output_dir", "unused", "--critic_model_name_or_path", "tiny-gemma",
+                                        "--per_device_generation_batch_size", "4",
+                                        "--per_device_train_batch_size", "4", *flags])
+    _, world_size, _ = init_distributed()
+    return RLHFEngine(resolve_batches(resolve_models(resolve_algorithm(args)), world_size), tokenizer,
+                      world_size, 10)
+
+
+def test_reward_model_has_its_own_zero_stage_defaulting_to_the_critics(tokenizer):
+    own = engines(tokenizer, ["--critic_zero_stage", "0", "--reward_zero_stage", "3"])
+    assert own.critic.zero_optimization_stage() == 0
+    assert own.reward.zero_optimization_stage() == 3
+    assert own.reward.config["zero_optimization"]["stage"] == 3
+    default = engines(tokenizer, ["--critic_zero_stage", "3"])
+    assert default.reward.zero_optimization_stage() == 3
+
+
+def test_reward_offload_needs_zero3(capsys):
+    error = one_line_error(ppo_main, ["--output_dir", "unused", "--critic_model_name_or_path", "tiny-gemma",
+                                      "--reward_offload_params"], capsys)
+    assert "--reward_offload_params" in error and "--reward_zero_stage 3" in error
+
+
+def test_eval_temperature_zero_decodes_greedily(tokenizer):
+    """``--eval_temperature 0`` parses, and the evaluation sampling config then generates the argmax decode
+    (the same under any seed); unset, evaluation samples at ``--temperature``."""
+    def parse(flags):
+        return build_parser().parse_config(["--output_dir", "unused", "--temperature", "0.7", *flags])
+
+    rollout, evaluation = sampling_configs(parse(["--eval_temperature", "0", "--max_new_tokens", "8"]))
+    assert rollout.do_sample and rollout.temperature == 0.7 and not evaluation.do_sample
+    default = sampling_configs(parse([]))[1]
+    assert default.do_sample and default.temperature == 0.7
+    assert sampling_configs(parse(["--eval_temperature", "1.3"]))[1].temperature == 1.3
+
+    model = load_causal_lm("tiny-gemma", tokenizer, seed=7).eval()
+    engine = SimpleNamespace(module=model, zero_optimization_stage=lambda: 0)
+    prompt = torch.tensor([[tokenizer.bos_token_id, *tokenizer("Write a review of the lamp.",
+                                                               add_special_tokens=False)["input_ids"]]])
+    decodes = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        decodes.append(generate(engine, prompt, torch.ones_like(prompt), evaluation, tokenizer.pad_token_id,
+                                tokenizer.eos_token_id))
+    assert torch.equal(decodes[0], decodes[1])
+    ids = prompt
+    with torch.no_grad():
+        for _ in range(8):
+            ids = torch.cat([ids, model(ids).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    generated, expected = decodes[0][0, prompt.shape[1]:], ids[0, prompt.shape[1]:]
+    stop = (expected == tokenizer.eos_token_id).nonzero()
+    length = int(stop[0]) + 1 if len(stop) else len(expected)
+    assert torch.equal(generated[:length], expected[:length])
