@@ -266,6 +266,10 @@ class SamplingArgs:
     """Nucleus sampling mass."""
     eval_temperature: Optional[PositiveFloat] = None
     """Temperature of the evaluation samples; default: --temperature."""
+    eval_seed: Optional[NonNegativeInt] = None
+    """Seed of the evaluation samples: every evaluation then draws the same sampling noise (its own generator,
+    leaving the training stream untouched), so eval curves compare policies, not noise; default: the run's
+    stream."""
 
 
 @dataclass

@@ -1,0 +1,266 @@
+"""The PPO vs MA-PPO study (issue 16): paired runs over seeds on the short and long embedded tasks, two at a
+time, resumable, then the report (:mod:`evaluation.study_report`).
+
+    python -m evaluation.study run --out outputs/study            # train what is missing (two runs at a time)
+    python -m evaluation.study report --out outputs/study --report_dir docs/study
+    python -m evaluation.study plan --out outputs/study           # list the runs and which are finished
+
+One SFT model and one reward model per task, shared by every seed and arm (trained once, seed 1234); one PPO
+run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. Main comparison first (PPO n = 1 vs MA-PPO fixed n = 5,
+both tasks, ``--seeds`` seeds, seed-major so a budget cut leaves balanced pairs), then the ablations on the long
+task (``--ablation_seeds`` seeds): the λ = 1 control, n ∈ {3, 10, ∞} (Fig. 6; 5 is the main arm), the other
+termination rules (Fig. 5: randomized, parsing, ppl; fixed is the main arm) and — when step 3 has
+``--ppo_mini_batch_size`` — several optimizer steps per rollout. A run is finished when its ``study_run.json``
+marker exists (written after step 3 exits cleanly, with its wall time); an unfinished run directory is trained
+again from scratch. Every evaluation uses the same sampling noise (``--eval_seed``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+MARKER = "study_run.json"
+ROOT = Path(__file__).resolve().parents[1]
+STEP_SCRIPTS = {"sft": "training/step1_supervised_finetuning/main.py",
+                "rm": "training/step2_reward_model_finetuning/main.py",
+                "ppo": "training/step3_rlhf_finetuning/main.py"}
+EVAL_SEED = 4321
+MINI_BATCH_FLAG = "--ppo_mini_batch_size"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One embedded task: how its shared SFT and reward models are trained, and its PPO flags."""
+
+    name: str
+    sft: Tuple[str, ...]
+    rm: Tuple[str, ...]
+    ppo: Tuple[str, ...]
+
+
+COMMON = ("--log_steps", "25", "--no_progress_bar")
+TASKS = {
+    # the short task: scripts/demo_flags.sh's flags (the fast demo), eval on 128 prompts with a fixed seed
+    "short": Task(
+        "synthetic",
+        sft=("--data_name", "synthetic", "--num_train_epochs", "6", "--per_device_train_batch_size", "16",
+             "--learning_rate", "2e-3", "--warmup_ratio", "0.05", "--max_seq_len", "64", *COMMON),
+        rm=("--data_name", "synthetic", "--num_train_epochs", "2", "--per_device_train_batch_size", "16",
+            "--learning_rate", "5e-4", "--warmup_ratio", "0.05", "--max_seq_len", "64", *COMMON),
+        ppo=("--data_name", "synthetic", "--max_prompt_seq_len", "32", "--max_new_tokens", "24",
+             "--per_device_generation_batch_size", "32", "--per_device_train_batch_size", "16",
+             "--actor_learning_rate", "2e-4", "--critic_learning_rate", "5e-4", "--warmup_steps", "5",
+             "--kl_coef", "0.05", "--max_steps", "60", "--eval_steps", "10", "--max_eval_samples", "128",
+             "--per_device_eval_batch_size", "64", "--log_steps", "10", "--log_samples", "0",
+             "--no_progress_bar")),
+    # the long task: 100-130-token responses; 40/50/10 split (PPO needs prompts only)
+    "long": Task(
+        "synthetic-long",
+        sft=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "8",
+             "--per_device_train_batch_size", "16", "--learning_rate", "2e-3", "--warmup_ratio", "0.05",
+             "--max_seq_len", "160", *COMMON),
+        rm=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "3",
+            "--per_device_train_batch_size", "16", "--learning_rate", "5e-4", "--warmup_ratio", "0.05",
+            "--max_seq_len", "160", *COMMON),
+        ppo=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "100",
+             "--max_prompt_seq_len", "32", "--max_new_tokens", "136", "--per_device_generation_batch_size", "16",
+             "--per_device_train_batch_size", "16", "--actor_learning_rate", "2e-4", "--critic_learning_rate",
+             "5e-4", "--warmup_steps", "5", "--kl_coef", "0.05", "--max_steps", "40", "--eval_steps", "8",
+             "--max_eval_samples", "128", "--per_device_eval_batch_size", "64", "--log_steps", "8",
+             "--log_samples", "0", "--no_progress_bar")),
+}
+
+ARMS: Dict[str, Tuple[str, ...]] = {
+    "ppo": ("--termination", "fixed", "--ngram", "1"),
+    "mappo": ("--termination", "fixed", "--ngram", "5"),
+    "ppo-lam1": ("--termination", "fixed", "--ngram", "1", "--lam", "1.0"),
+    "mappo-lam1": ("--termination", "fixed", "--ngram", "5", "--lam", "1.0"),
+    "mappo-n3": ("--termination", "fixed", "--ngram", "3"),
+    "mappo-n10": ("--termination", "fixed", "--ngram", "10"),
+    "mappo-ninf": ("--termination", "fixed", "--ngram", "inf"),
+    "mappo-randomized": ("--termination", "randomized"),
+    "mappo-parsing": ("--termination", "parsing", "--parser", "spacy"),
+    "mappo-ppl": ("--termination", "ppl"),
+    "ppo-minibatch": ("--termination", "fixed", "--ngram", "1", MINI_BATCH_FLAG, "8"),
+    "mappo-minibatch": ("--termination", "fixed", "--ngram", "5", MINI_BATCH_FLAG, "8"),
+}
+"""Arm name -> its step-3 flags (on top of the task's). ``*-minibatch``: 2 optimizer steps per 16-row rollout."""
+MAIN_ARMS = ("ppo", "mappo")
+ABLATIONS = (("ppo-lam1", "mappo-lam1"), ("mappo-n3", "mappo-n10", "mappo-ninf"),
+             ("mappo-randomized", "mappo-parsing", "mappo-ppl"))
+MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
+
+
+@dataclass(frozen=True)
+class Run:
+    task: str
+    arm: str
+    seed: int
+    extra: Tuple[str, ...] = field(default=())
+
+    def directory(self, out: Path) -> Path:
+        return Path(out) / self.task / self.arm / f"seed{self.seed}"
+
+
+def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", "long"),
+              mini_batch: bool = False, ablation_task: str = "long") -> List[Run]:
+    """Every run in the order it is trained: the main comparison seed-major (seed 1 of every task and arm, then
+    seed 2, ...), then the ablations seed-major over the ablation arms (the mini-batch arm only when
+    ``mini_batch``)."""
+    runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in MAIN_ARMS]
+    arms = [arm for group in ABLATIONS for arm in group] + (list(MINI_BATCH_ARMS) if mini_batch else [])
+    if ablation_task in tasks:
+        runs += [Run(ablation_task, arm, seed) for seed in range(1, ablation_seeds + 1) for arm in arms]
+    return runs
+
+
+def is_finished(run_dir: Path) -> bool:
+    """A run is finished when the runner wrote its marker (after step 3 exited cleanly)."""
+    return (Path(run_dir) / MARKER).is_file()
+
+
+def pending(runs: Sequence[Run], out: Path) -> List[Run]:
+    """The runs still to train (finished ones are skipped)."""
+    return [run for run in runs if not is_finished(run.directory(out))]
+
+
+def has_model(directory: Path) -> bool:
+    return (Path(directory) / "config.json").is_file()
+
+
+def child_env() -> dict:
+    """One thread per run (two runs share two cores), the worktree's code first, the CPU accelerator."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env.setdefault("DS_ACCELERATOR", "cpu")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def step_command(stage: str, flags: Sequence[str]) -> List[str]:
+    return [sys.executable, str(ROOT / STEP_SCRIPTS[stage]), *flags]
+
+
+def run_logged(command: Sequence[str], log: Path) -> Tuple[int, float]:
+    """Run ``command`` with its output in ``log``; ``(exit status, wall seconds)``."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    with open(log, "w") as handle:
+        status = subprocess.call(list(command), stdout=handle, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
+    return status, time.time() - start
+
+
+def ensure_models(task_name: str, out: Path, model: str) -> Tuple[Path, Path]:
+    """The task's shared SFT and reward models (trained unless present): ``(sft_dir, rm_dir)``."""
+    task = TASKS[task_name]
+    sft, rm = Path(out) / task_name / "sft", Path(out) / task_name / "rm"
+    for stage, directory, flags in (("sft", sft, ("--model_name_or_path", model, *task.sft)),
+                                    ("rm", rm, ("--model_name_or_path", str(sft), *task.rm))):
+        if not has_model(directory):
+            print(f"== {task_name} {stage} -> {directory}", flush=True)
+            status, wall = run_logged(step_command(stage, (*flags, "--output_dir", str(directory), "--seed",
+                                                           "1234")), directory.with_suffix(".log"))
+            if status:
+                raise RuntimeError(f"{task_name} {stage} failed (exit {status}); see {directory}.log")
+            print(f"   done in {wall:.0f} s", flush=True)
+    return sft, rm
+
+
+def ppo_command(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[int] = None) -> List[str]:
+    flags = list(TASKS[run.task].ppo)
+    if max_steps:
+        flags[flags.index("--max_steps") + 1] = str(max_steps)
+    return step_command("ppo", ("--actor_model_name_or_path", str(sft), "--critic_model_name_or_path", str(rm),
+                                *flags, *ARMS[run.arm], *run.extra, "--seed", str(run.seed), "--eval_seed",
+                                str(EVAL_SEED), "--output_dir", str(run.directory(out))))
+
+
+def train_run(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[int] = None) -> Optional[float]:
+    """Train one run from scratch and write its marker; its wall seconds, or None if step 3 failed."""
+    directory = run.directory(out)
+    shutil.rmtree(directory, ignore_errors=True)
+    command = ppo_command(run, out, sft, rm, max_steps)
+    status, wall = run_logged(command, directory.parent / f"{directory.name}.log")
+    if status:
+        print(f"!! {run.task}/{run.arm}/seed{run.seed} failed (exit {status}); see {directory}.log", flush=True)
+        return None
+    marker = {"task": run.task, "arm": run.arm, "seed": run.seed, "wall_s": round(wall, 1),
+              "flags": command[2:], "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    (directory / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
+    print(f"ok {run.task}/{run.arm}/seed{run.seed} in {wall:.0f} s", flush=True)
+    return wall
+
+
+def step3_has_flag(flag: str) -> bool:
+    """Whether step 3's ``--help`` lists ``flag`` (the mini-batch arm runs once the flag exists)."""
+    result = subprocess.run(step_command("ppo", ("--help",)), capture_output=True, text=True, env=child_env(),
+                            cwd=ROOT)
+    return flag in result.stdout
+
+
+def run_study(out: Path, runs: Sequence[Run], model: str, jobs: int, max_steps: Optional[int] = None,
+              deadline: Optional[float] = None) -> None:
+    """Train the SFT / reward models the runs need, then every unfinished run, ``jobs`` at a time; no new run
+    starts after ``deadline`` (epoch seconds)."""
+    models = {task: ensure_models(task, out, model) for task in dict.fromkeys(run.task for run in runs)}
+    todo = pending(runs, out)
+    print(f"{len(runs) - len(todo)} of {len(runs)} runs finished; {len(todo)} to train, {jobs} at a time",
+          flush=True)
+
+    def work(run: Run) -> Optional[float]:
+        if deadline is not None and time.time() > deadline:
+            return None
+        return train_run(run, out, *models[run.task], max_steps=max_steps)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(work, todo))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("run", "plan", "report"))
+    parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="where the runs go")
+    parser.add_argument("--report_dir", type=Path, default=Path("docs/study"), help="where the report goes")
+    parser.add_argument("--seeds", type=int, default=8, help="seeds of the main comparison")
+    parser.add_argument("--ablation_seeds", type=int, default=3, help="seeds of each ablation arm")
+    parser.add_argument("--tasks", nargs="+", default=["short", "long"], choices=sorted(TASKS))
+    parser.add_argument("--model", default="tiny-gemma",
+                        help="base model of the SFT stage (e.g. smollm2-135m-instruct on a GPU)")
+    parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
+    parser.add_argument("--max_steps", type=int, default=None, help="override the tasks' PPO steps (smoke runs)")
+    parser.add_argument("--budget_minutes", type=float, default=None,
+                        help="start no new run after this many minutes (finished runs count; rerun to go on)")
+    parser.add_argument("--main_only", action="store_true", help="the main comparison only, no ablations")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.ablation_seeds < 0 or args.jobs < 1:
+        parser.exit(2, "error: --seeds and --jobs must be >= 1, --ablation_seeds >= 0\n")
+    if args.command == "report":
+        from evaluation.study_report import write_report
+
+        write_report(args.out, args.report_dir)
+        return
+    mini_batch = step3_has_flag(MINI_BATCH_FLAG)
+    runs = plan_runs(args.seeds, 0 if args.main_only else args.ablation_seeds, args.tasks, mini_batch)
+    if args.command == "plan":
+        for run in runs:
+            print(f"{'done' if is_finished(run.directory(args.out)) else 'todo'}  {run.task}/{run.arm}/seed{run.seed}")
+        if not mini_batch:
+            print(f"(no mini-batch arm: step 3 has no {MINI_BATCH_FLAG})")
+        return
+    deadline = time.time() + 60 * args.budget_minutes if args.budget_minutes else None
+    try:
+        run_study(args.out, runs, args.model, args.jobs, args.max_steps, deadline)
+    except RuntimeError as err:
+        parser.exit(1, f"error: {err}\n")
+
+
+if __name__ == "__main__":
+    main()
