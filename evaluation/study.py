@@ -10,9 +10,11 @@ run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. Main comparison first (P
 both tasks, ``--seeds`` seeds, seed-major so a budget cut leaves balanced pairs), then the ablations on the long
 task (``--ablation_seeds`` seeds): the λ = 1 control, n ∈ {3, 10, ∞} (Fig. 6; 5 is the main arm), the other
 termination rules (Fig. 5: randomized, parsing, ppl; fixed is the main arm) and — when step 3 has
-``--ppo_mini_batch_size`` — several optimizer steps per rollout. A run is finished when its ``study_run.json``
-marker exists (written after step 3 exits cleanly, with its wall time); an unfinished run directory is trained
-again from scratch. Every evaluation uses the same sampling noise (``--eval_seed``).
+``--ppo_mini_batch_size`` — several optimizer steps per rollout; before them, one MA-PPO run per task on the
+pre-issue-14 path (``--recompute_rollout_forwards``) to price the speed work in the study's own runs.
+A run is finished when its ``study_run.json`` marker exists (written after step 3 exits cleanly, with its wall
+and CPU time); an unfinished run directory is trained again from scratch. Every evaluation uses the same
+sampling noise (``--eval_seed``).
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ TASKS = {
              "--kl_coef", "0.05", "--max_steps", "60", "--eval_steps", "10", "--max_eval_samples", "128",
              "--per_device_eval_batch_size", "64", "--log_steps", "10", "--log_samples", "0",
              "--no_progress_bar")),
-    # the long task: 100-130-token responses; 40/50/10 split (PPO needs prompts only)
+    # the long task: 100-130-token responses; 40/50/10 split (PPO needs prompts only); sized to fit the study
+    # in ~2 hours on 2 CPU cores (~5 min per run)
     "long": Task(
         "synthetic-long",
         sft=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "8",
@@ -74,8 +77,8 @@ TASKS = {
         ppo=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "100",
              "--max_prompt_seq_len", "32", "--max_new_tokens", "136", "--per_device_generation_batch_size", "16",
              "--per_device_train_batch_size", "16", "--actor_learning_rate", "2e-4", "--critic_learning_rate",
-             "5e-4", "--warmup_steps", "5", "--kl_coef", "0.05", "--max_steps", "40", "--eval_steps", "8",
-             "--max_eval_samples", "128", "--per_device_eval_batch_size", "64", "--log_steps", "8",
+             "5e-4", "--warmup_steps", "5", "--kl_coef", "0.05", "--max_steps", "32", "--eval_steps", "4",
+             "--max_eval_samples", "128", "--per_device_eval_batch_size", "64", "--log_steps", "4",
              "--log_samples", "0", "--no_progress_bar")),
 }
 
@@ -92,12 +95,15 @@ ARMS: Dict[str, Tuple[str, ...]] = {
     "mappo-ppl": ("--termination", "ppl"),
     "ppo-minibatch": ("--termination", "fixed", "--ngram", "1", MINI_BATCH_FLAG, "8"),
     "mappo-minibatch": ("--termination", "fixed", "--ngram", "5", MINI_BATCH_FLAG, "8"),
+    "mappo-recompute": ("--termination", "fixed", "--ngram", "5", "--recompute_rollout_forwards"),
 }
 """Arm name -> its step-3 flags (on top of the task's). ``*-minibatch``: 2 optimizer steps per 16-row rollout."""
 MAIN_ARMS = ("ppo", "mappo")
 ABLATIONS = (("ppo-lam1", "mappo-lam1"), ("mappo-n3", "mappo-n10", "mappo-ninf"),
              ("mappo-randomized", "mappo-parsing", "mappo-ppl"))
 MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
+SPEED_ARM = "mappo-recompute"
+"""MA-PPO on the path before issue 14's speed work (rollout-time forwards recomputed): same numbers, its cost."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +120,16 @@ class Run:
 def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", "long"),
               mini_batch: bool = False, ablation_task: str = "long") -> List[Run]:
     """Every run in the order it is trained: the main comparison seed-major (seed 1 of every task and arm, then
-    seed 2, ...), then the ablations seed-major over the ablation arms (the mini-batch arm only when
-    ``mini_batch``)."""
+    seed 2, ...); the speed arm (seed 1 per task); then the ablations arm-major (all seeds of the λ = 1 control,
+    then of each n, ...: a budget cut leaves whole arms, not thinned ones), the mini-batch arm (only when
+    ``mini_batch``) first."""
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in MAIN_ARMS]
-    arms = [arm for group in ABLATIONS for arm in group] + (list(MINI_BATCH_ARMS) if mini_batch else [])
+    if not ablation_seeds:
+        return runs
+    runs += [Run(task, SPEED_ARM, 1) for task in tasks]
+    arms = (list(MINI_BATCH_ARMS) if mini_batch else []) + [arm for group in ABLATIONS for arm in group]
     if ablation_task in tasks:
-        runs += [Run(ablation_task, arm, seed) for seed in range(1, ablation_seeds + 1) for arm in arms]
+        runs += [Run(ablation_task, arm, seed) for arm in arms for seed in range(1, ablation_seeds + 1)]
     return runs
 
 
@@ -149,13 +159,16 @@ def step_command(stage: str, flags: Sequence[str]) -> List[str]:
     return [sys.executable, str(ROOT / STEP_SCRIPTS[stage]), *flags]
 
 
-def run_logged(command: Sequence[str], log: Path) -> Tuple[int, float]:
-    """Run ``command`` with its output in ``log``; ``(exit status, wall seconds)``."""
+def run_logged(command: Sequence[str], log: Path) -> Tuple[int, float, float]:
+    """Run ``command`` with its output in ``log``; ``(exit status, wall seconds, CPU seconds)`` (CPU = user +
+    system time of that process: what a run costs, whatever else shares the cores)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.time()
     with open(log, "w") as handle:
-        status = subprocess.call(list(command), stdout=handle, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
-    return status, time.time() - start
+        process = subprocess.Popen(list(command), stdout=handle, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, time.time() - start, usage.ru_utime + usage.ru_stime
 
 
 def ensure_models(task_name: str, out: Path, model: str) -> Tuple[Path, Path]:
@@ -166,7 +179,7 @@ def ensure_models(task_name: str, out: Path, model: str) -> Tuple[Path, Path]:
                                     ("rm", rm, ("--model_name_or_path", str(sft), *task.rm))):
         if not has_model(directory):
             print(f"== {task_name} {stage} -> {directory}", flush=True)
-            status, wall = run_logged(step_command(stage, (*flags, "--output_dir", str(directory), "--seed",
+            status, wall, _ = run_logged(step_command(stage, (*flags, "--output_dir", str(directory), "--seed",
                                                            "1234")), directory.with_suffix(".log"))
             if status:
                 raise RuntimeError(f"{task_name} {stage} failed (exit {status}); see {directory}.log")
@@ -188,14 +201,14 @@ def train_run(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[int]
     directory = run.directory(out)
     shutil.rmtree(directory, ignore_errors=True)
     command = ppo_command(run, out, sft, rm, max_steps)
-    status, wall = run_logged(command, directory.parent / f"{directory.name}.log")
+    status, wall, cpu = run_logged(command, directory.parent / f"{directory.name}.log")
     if status:
         print(f"!! {run.task}/{run.arm}/seed{run.seed} failed (exit {status}); see {directory}.log", flush=True)
         return None
     marker = {"task": run.task, "arm": run.arm, "seed": run.seed, "wall_s": round(wall, 1),
-              "flags": command[2:], "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+              "cpu_s": round(cpu, 1), "flags": command[2:], "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     (directory / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
-    print(f"ok {run.task}/{run.arm}/seed{run.seed} in {wall:.0f} s", flush=True)
+    print(f"ok {run.task}/{run.arm}/seed{run.seed} in {wall:.0f} s ({cpu:.0f} CPU s)", flush=True)
     return wall
 
 
