@@ -148,9 +148,9 @@ def has_model(directory: Path) -> bool:
 
 
 def child_env() -> dict:
-    """One thread per run (two runs share two cores), the worktree's code first, the CPU accelerator."""
+    """One thread per run (two runs share two cores), the worktree's code first (the accelerator: DeepSpeed's
+    choice, CUDA when there is one, unless DS_ACCELERATOR says otherwise)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    env.setdefault("DS_ACCELERATOR", "cpu")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
 
