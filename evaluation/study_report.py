@@ -326,8 +326,8 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
         lines += [f"## {TASK_TITLES[task]}", ""]
         walls = [s["wall_s"] for s in summaries if s["task"] == task]
         lengths = [s["length"][0] for s in summaries if s["task"] == task and s["length"]]
-        lines += [f"{len(walls)} runs, {statistics.fmean(walls) / 60:.1f} min per run on one core "
-                  f"(mean); SFT policy's mean eval response length {statistics.fmean(lengths):.1f} tokens.", ""]
+        lines += [f"{len(walls)} runs, {statistics.fmean(walls) / 60:.1f} min wall per run (mean, two at a time); "
+                  f"the SFT policy's mean eval response length (step 0) {statistics.fmean(lengths):.1f} tokens.", ""]
         lines += table(summaries, task, "ppo", ("ppo", "mappo"), "Main comparison: PPO (n = 1) vs MA-PPO (n = 5)")
         ablations = [arm for arm in ABLATION_ARMS if arm in groups]
         if ablations:
@@ -346,6 +346,29 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
         "GPU.", ""]
 
 
+POSITION_KEYS = {"opening": "opening sentence's sentiment", "first_third": "gold, first third",
+                 "last_third": "gold, last third"}
+
+
+def position_lines(records: Sequence[dict]) -> List[str]:
+    """Table of ``positions.jsonl`` (:mod:`evaluation.study_positions`): per arm, where the response changed."""
+    arms: Dict[str, List[dict]] = {}
+    for record in records:
+        arms.setdefault(record["arm"], []).append(record)
+    order = ["sft", "ppo", "mappo", *ABLATION_ARMS]
+    lines = ["#### Where the long responses changed (`python -m evaluation.study_positions`)", "",
+             "Final actors, one sample per held-out prompt (128, T = 0.8, the same noise for every policy); the "
+             "opening sentence is the early decision (100+ tokens before the reward). Seed mean [95% bootstrap CI].",
+             "", "| policy | seeds | " + " | ".join(POSITION_KEYS.values()) + " |",
+             "|---|---|" + "---|" * len(POSITION_KEYS)]
+    for arm in [a for a in order if a in arms]:
+        rows = arms[arm]
+        cells = [mean_estimate([r[key] for r in rows]).text() if len(rows) > 1 else f"{rows[0][key]:.3f}"
+                 for key in POSITION_KEYS]
+        lines.append(f"| {arm} | {len(rows) if arm != 'sft' else '—'} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def write_report(out: Path, report_dir: Path) -> None:
     """Collect the finished runs under ``out`` into ``report_dir/runs.jsonl`` and render the report from it."""
     summaries = collect(out)
@@ -361,6 +384,9 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
     from evaluation.study_plots import plot_ablations, plot_main
 
     lines = report_lines(summaries)
+    positions = Path(report_dir) / "positions.jsonl"
+    if positions.is_file():
+        lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()])
     if plot_main(summaries, report_dir / "main.png"):
         lines += ["![main comparison](main.png)", ""]
     if plot_ablations(summaries, report_dir / "ablations.png"):

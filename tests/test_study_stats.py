@@ -148,3 +148,12 @@ def test_report_tables_from_summaries():
     summaries = [summary("ppo", s, [0.0, 1.0]) for s in (1, 2)] + [summary("mappo", s, [0.0, 2.0]) for s in (1, 2)]
     text = "\n".join(report_lines(summaries))
     assert "| mappo | 2 | rm | 2.000 [2.000, 2.000] | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] (2/2)" in text
+
+
+def test_position_profile_by_hand():
+    from evaluation.study_positions import position_profile
+
+    profile = position_profile(" The lamp is great. The price was awful. I found the staff okay.")
+    # three sentences, thirds of one: opening +1; "The lamp is great." 1 positive of 4 words; last: no sentiment
+    assert profile == {"opening": 1.0, "first_third": 0.25, "last_third": 0.0}
+    assert position_profile(" The price was awful, the staff was great and bad.")["opening"] == -1.0
