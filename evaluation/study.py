@@ -8,7 +8,7 @@ time, resumable, then the report (:mod:`evaluation.study_report`).
 One SFT model and one reward model per task, shared by every seed and arm (trained once, seed 1234); one PPO
 run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. Main comparison first (PPO n = 1 vs MA-PPO fixed n = 5,
 both tasks, ``--seeds`` seeds, seed-major so a budget cut leaves balanced pairs), then the ablations on the long
-task (``--ablation_seeds`` seeds): the λ = 1 control, n ∈ {3, 10, ∞} (Fig. 6; 5 is the main arm), the other
+task, then on the short one (``--ablation_seeds`` seeds): the λ = 1 control, n ∈ {3, 10, ∞} (Fig. 6; 5 is the main arm), the other
 termination rules (Fig. 5: randomized, parsing, ppl; fixed is the main arm) and — when step 3 has
 ``--ppo_mini_batch_size`` — several optimizer steps per rollout; before them, one MA-PPO run per task on the
 pre-issue-14 path (``--recompute_rollout_forwards``) to price the speed work in the study's own runs.
@@ -118,18 +118,18 @@ class Run:
 
 
 def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", "long"),
-              mini_batch: bool = False, ablation_task: str = "long") -> List[Run]:
+              mini_batch: bool = False, ablation_tasks: Sequence[str] = ("long",)) -> List[Run]:
     """Every run in the order it is trained: the main comparison seed-major (seed 1 of every task and arm, then
     seed 2, ...); the speed arm (seed 1 per task); then the ablations arm-major (all seeds of the λ = 1 control,
     then of each n, ...: a budget cut leaves whole arms, not thinned ones), the mini-batch arm (only when
-    ``mini_batch``) first."""
+    ``mini_batch``) first, task by task in ``ablation_tasks`` order."""
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in MAIN_ARMS]
     if not ablation_seeds:
         return runs
     runs += [Run(task, SPEED_ARM, 1) for task in tasks]
     arms = (list(MINI_BATCH_ARMS) if mini_batch else []) + [arm for group in ABLATIONS for arm in group]
-    if ablation_task in tasks:
-        runs += [Run(ablation_task, arm, seed) for arm in arms for seed in range(1, ablation_seeds + 1)]
+    for task in (t for t in ablation_tasks if t in tasks):
+        runs += [Run(task, arm, seed) for arm in arms for seed in range(1, ablation_seeds + 1)]
     return runs
 
 
@@ -243,7 +243,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="where the runs go")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"), help="where the report goes")
     parser.add_argument("--seeds", type=int, default=8, help="seeds of the main comparison")
-    parser.add_argument("--ablation_seeds", type=int, default=3, help="seeds of each ablation arm")
+    parser.add_argument("--ablation_seeds", type=int, default=5, help="seeds of each ablation arm")
     parser.add_argument("--tasks", nargs="+", default=["short", "long"], choices=sorted(TASKS))
     parser.add_argument("--model", default="tiny-gemma",
                         help="base model of the SFT stage (e.g. smollm2-135m-instruct on a GPU)")
@@ -252,6 +252,8 @@ def main(argv=None) -> None:
     parser.add_argument("--budget_minutes", type=float, default=None,
                         help="start no new run after this many minutes (finished runs count; rerun to go on)")
     parser.add_argument("--main_only", action="store_true", help="the main comparison only, no ablations")
+    parser.add_argument("--ablation_tasks", nargs="+", default=["long", "short"], choices=sorted(TASKS),
+                        help="tasks the ablation arms run on, in this order")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.ablation_seeds < 0 or args.jobs < 1:
         parser.exit(2, "error: --seeds and --jobs must be >= 1, --ablation_seeds >= 0\n")
@@ -261,7 +263,8 @@ def main(argv=None) -> None:
         write_report(args.out, args.report_dir)
         return
     mini_batch = step3_has_flag(MINI_BATCH_FLAG)
-    runs = plan_runs(args.seeds, 0 if args.main_only else args.ablation_seeds, args.tasks, mini_batch)
+    runs = plan_runs(args.seeds, 0 if args.main_only else args.ablation_seeds, args.tasks, mini_batch,
+                     args.ablation_tasks)
     if args.command == "plan":
         for run in runs:
             print(f"{'done' if is_finished(run.directory(args.out)) else 'todo'}  {run.task}/{run.arm}/seed{run.seed}")

@@ -57,9 +57,9 @@ def plot_main(summaries: Sequence[dict], path: Path) -> bool:
     return True
 
 
-def plot_ablations(summaries: Sequence[dict], path: Path) -> bool:
-    """Long-task ablation groups (columns), RM and gold (rows), on the ablation seeds; False when none ran."""
-    groups = by_arm(summaries, "long")
+def plot_ablations(summaries: Sequence[dict], path: Path, task: str = "long") -> bool:
+    """``task``'s ablation groups (columns), RM and gold (rows), on the ablation seeds; False when none ran."""
+    groups = by_arm(summaries, task)
     present = [(title, arms) for title, arms in GROUPS
                if any(arm in groups for arm in arms if arm not in ("ppo", "mappo"))]
     if not present:
@@ -74,6 +74,6 @@ def plot_ablations(summaries: Sequence[dict], path: Path) -> bool:
             ax.set_xlabel("PPO step")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, title=BAND, title_fontsize=6)
-    fig.suptitle(f"Long-task ablations (seeds {', '.join(map(str, ablation_seeds))})")
+    fig.suptitle(f"{task.capitalize()}-task ablations (seeds {', '.join(map(str, ablation_seeds))})")
     _save(fig, str(path))
     return True

@@ -4,7 +4,7 @@
 
 Writes ``REPORT_DIR/runs.jsonl`` (one compact line per finished run: its eval curves, RM and gold; every
 number of the report is recomputed from it by ``python -m evaluation.study_report REPORT_DIR/runs.jsonl``),
-``README.md`` (the tables) and ``main.png`` / ``ablations.png``.
+``README.md`` (the tables) and ``main.png`` / ``ablations_TASK.png``.
 
 Per arm and metric (the RM score and the gold score of 128 held-out prompts, sampled with the same noise at
 every evaluation): the final score, the area under the eval curve (trapezoid, divided by the step range: the
@@ -333,9 +333,8 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
         if ablations:
             lines += table(summaries, task, "ppo", ("ppo", "mappo", *ablations),
                            "Ablations (baseline: PPO on the same seeds)")
-        if task == "long":
-            missing = [arm for arm in ABLATION_ARMS if arm not in groups]
-            lines += [f"Not run: {', '.join(missing) if missing else 'none'}.", ""]
+        missing = [arm for arm in ABLATION_ARMS if arm not in groups]
+        lines += [f"Ablation arms not run on this task: {', '.join(missing) if missing else 'none'}.", ""]
     span = study_span_hours(summaries)
     if span:
         lines += [f"Study wall time (first run's start to last run's end, SFT and RM excluded): {span:.2f} h for "
@@ -389,8 +388,9 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
         lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()])
     if plot_main(summaries, report_dir / "main.png"):
         lines += ["![main comparison](main.png)", ""]
-    if plot_ablations(summaries, report_dir / "ablations.png"):
-        lines += ["![ablations](ablations.png)", ""]
+    for task in ("long", "short"):
+        if plot_ablations(summaries, report_dir / f"ablations_{task}.png", task):
+            lines += [f"![{task}-task ablations](ablations_{task}.png)", ""]
     (Path(report_dir) / "README.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
