@@ -10,8 +10,9 @@ run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. Main comparison first (P
 both tasks, ``--seeds`` seeds, seed-major so a budget cut leaves balanced pairs), then the ablations on the long
 task, then on the short one (``--ablation_seeds`` seeds): the λ = 1 control, n ∈ {3, 10, ∞} (Fig. 6; 5 is the main arm), the other
 termination rules (Fig. 5: randomized, parsing, ppl; fixed is the main arm) and — when step 3 has
-``--ppo_mini_batch_size`` — several optimizer steps per rollout; before them, one MA-PPO run per task on the
-pre-issue-14 path (``--recompute_rollout_forwards``) to price the speed work in the study's own runs.
+``--ppo_mini_batch_size`` — several optimizer steps per rollout; before them, MA-PPO seed 1 per task on the
+pre-issue-14 path (``--recompute_rollout_forwards``) beside a rerun on the default path, to price the speed work
+in the study's own runs.
 A run is finished when its ``study_run.json`` marker exists (written after step 3 exits cleanly, with its wall
 and CPU time); an unfinished run directory is trained again from scratch. Every evaluation uses the same
 sampling noise (``--eval_seed``).
@@ -96,14 +97,16 @@ ARMS: Dict[str, Tuple[str, ...]] = {
     "ppo-minibatch": ("--termination", "fixed", "--ngram", "1", MINI_BATCH_FLAG, "8"),
     "mappo-minibatch": ("--termination", "fixed", "--ngram", "5", MINI_BATCH_FLAG, "8"),
     "mappo-recompute": ("--termination", "fixed", "--ngram", "5", "--recompute_rollout_forwards"),
+    "mappo-rerun": ("--termination", "fixed", "--ngram", "5"),
 }
 """Arm name -> its step-3 flags (on top of the task's). ``*-minibatch``: 2 optimizer steps per 16-row rollout."""
 MAIN_ARMS = ("ppo", "mappo")
 ABLATIONS = (("ppo-lam1", "mappo-lam1"), ("mappo-n3", "mappo-n10", "mappo-ninf"),
              ("mappo-randomized", "mappo-parsing", "mappo-ppl"))
 MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
-SPEED_ARM = "mappo-recompute"
-"""MA-PPO on the path before issue 14's speed work (rollout-time forwards recomputed): same numbers, its cost."""
+SPEED_ARMS = ("mappo-recompute", "mappo-rerun")
+"""MA-PPO seed 1 on the path before issue 14's speed work (rollout-time forwards recomputed) and again on the
+default path, trained side by side (same load on the cores): same numbers, their costs."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in MAIN_ARMS]
     if not ablation_seeds:
         return runs
-    runs += [Run(task, SPEED_ARM, 1) for task in tasks]
+    runs += [Run(task, arm, 1) for task in tasks for arm in SPEED_ARMS]
     arms = (list(MINI_BATCH_ARMS) if mini_batch else []) + [arm for group in ABLATIONS for arm in group]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in arms for seed in range(1, ablation_seeds + 1)]

@@ -132,10 +132,10 @@ def test_plan_puts_the_main_comparison_first_seed_major():
     main = [(r.task, r.arm, r.seed) for r in runs[:8]]
     assert main == [("short", "ppo", 1), ("short", "mappo", 1), ("long", "ppo", 1), ("long", "mappo", 1),
                     ("short", "ppo", 2), ("short", "mappo", 2), ("long", "ppo", 2), ("long", "mappo", 2)]
-    assert [(r.task, r.arm) for r in runs[8:10]] == [("short", study.SPEED_ARM), ("long", study.SPEED_ARM)]
-    ablations = [r.arm for r in runs[10:]]
+    assert [(r.task, r.arm) for r in runs[8:12]] == [(task, arm) for task in ("short", "long") for arm in study.SPEED_ARMS]
+    ablations = [r.arm for r in runs[12:]]
     assert "ppo-minibatch" not in ablations and {"mappo-lam1", "mappo-ninf", "mappo-ppl"} <= set(ablations)
-    three = [r.arm for r in study.plan_runs(seeds=1, ablation_seeds=3, mini_batch=True)[6:]]
+    three = [r.arm for r in study.plan_runs(seeds=1, ablation_seeds=3, mini_batch=True)[8:]]
     assert three[:6] == ["ppo-minibatch"] * 3 + ["mappo-minibatch"] * 3  # arm-major: a cut leaves whole arms
     assert study.plan_runs(seeds=1, ablation_seeds=0) == study.plan_runs(seeds=1, ablation_seeds=0)[:4]
 
