@@ -17,9 +17,20 @@ GROUPS = (("λ = 1 control", ("ppo", "mappo", "ppo-lam1", "mappo-lam1")),
           ("optimizer steps per rollout", ("ppo", "mappo", "ppo-minibatch", "mappo-minibatch")))
 
 
+ARM_ORDER = ("ppo", "mappo", "ppo-lam1", "mappo-lam1", "mappo-n3", "mappo-n10", "mappo-ninf", "mappo-randomized",
+             "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
+
+
+def arm_color(arm: str) -> str:
+    """One colour per arm in every panel."""
+    index = ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER)
+    return COLORS[index] if index < len(COLORS) else plt.get_cmap("tab20")(2 * (index - len(COLORS)) + 1)
+
+
 def _curves(ax, groups: Dict[str, Dict[int, dict]], arms: Sequence[str], metric: str, seeds=None) -> bool:
     drawn = False
-    for color, arm in zip(COLORS, arms):
+    for arm in arms:
+        color = arm_color(arm)
         if arm not in groups:
             continue
         runs = groups[arm]

@@ -327,6 +327,9 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
         lines += [f"{len(walls)} runs, {statistics.fmean(walls) / 60:.1f} min wall per run (mean, two at a time); "
                   f"the SFT policy's mean eval response length (step 0) {statistics.fmean(lengths):.1f} tokens.", ""]
         lines += table(summaries, task, "ppo", ("ppo", "mappo"), "Main comparison: PPO (n = 1) vs MA-PPO (n = 5)")
+        finals = {arm: [runs[s]["length"][-1] for s in runs] for arm, runs in groups.items() if arm in ("ppo", "mappo")}
+        lines += ["Final eval response length (tokens, seed mean [95% CI]): " + "; ".join(
+            f"{arm} {mean_estimate(values).text(1)}" for arm, values in finals.items()) + ".", ""]
         ablations = [arm for arm in ABLATION_ARMS if arm in groups]
         if ablations:
             lines += table(summaries, task, "ppo", ("ppo", "mappo", *ablations),
