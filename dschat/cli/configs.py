@@ -57,7 +57,7 @@ class DataArgs:
     """data"""
 
     data_name: str = "synthetic"
-    """Dataset adapter: synthetic, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
+    """Dataset adapter: synthetic, synthetic-long, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
     data_path: Optional[str] = None
     """Local file in the dataset's schema (required for jsonl; otherwise the hub is read)."""
     eval_data_path: Optional[str] = None
