@@ -333,7 +333,8 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
         ablations = [arm for arm in ABLATION_ARMS if arm in groups]
         if ablations:
             lines += table(summaries, task, "ppo", ("ppo", "mappo", *ablations),
-                           "Ablations (baseline: PPO on the same seeds)")
+                           "Ablations (each arm's differences and parity are paired with PPO on that arm's seeds; the "
+                           "ppo and mappo rows use all their seeds)")
         missing = [arm for arm in ABLATION_ARMS if arm not in groups]
         lines += [f"Ablation arms not run on this task: {', '.join(missing) if missing else 'none'}.", ""]
     span = study_span_hours(summaries)
