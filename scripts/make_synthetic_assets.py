@@ -1,13 +1,16 @@
-"""Regenerate the embedded synthetic dataset and its tokenizer (deterministic: same code, same bytes).
+"""Regenerate the embedded synthetic datasets and their tokenizer (deterministic: same code, same bytes).
 
-    python scripts/make_synthetic_assets.py                 # rewrites dschat/assets/{synthetic,tokenizer}
-    python scripts/make_synthetic_assets.py --out-dir DIR   # writes DIR/{synthetic,tokenizer} instead
+    python scripts/make_synthetic_assets.py                 # rewrites dschat/assets/{synthetic,synthetic-long,tokenizer}
+    python scripts/make_synthetic_assets.py --out-dir DIR   # writes them under DIR instead
 
-The task, its ground-truth rule and the sizes are documented in dschat/utils/data/synthetic_task.py.
+The tasks, their ground-truth rule and the sizes are documented in dschat/utils/data/synthetic_task.py (short)
+and dschat/utils/data/synthetic_long_task.py (long; same vocabulary, so the tokenizer is trained on the short
+task's texts only and stays as it was).
 """
 import argparse
 from pathlib import Path
 
+from dschat.utils.data.synthetic_long_task import write_long_assets
 from dschat.utils.data.synthetic_task import ASSETS_DIR, write_synthetic_assets
 
 
@@ -15,6 +18,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out-dir", type=Path, default=ASSETS_DIR, help="assets folder to write into")
     args = parser.parse_args()
+    write_long_assets(args.out_dir)
     for path in write_synthetic_assets(args.out_dir):
         print(f"{path.stat().st_size:>9d}  {path}")
 

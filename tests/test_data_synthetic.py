@@ -79,3 +79,48 @@ def test_shipped_tokenizer_round_trips_text(text):
 def test_in_vocabulary_words_are_single_tokens():
     tokenizer = load_synthetic_tokenizer()
     assert len(tokenizer(" The lamp is lovely", add_special_tokens=False)["input_ids"]) == 4
+
+
+# ---- the long task (synthetic-long) ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shipped_long():
+    return {split: load_pairs("synthetic-long", split) for split in ("train", "validation")}
+
+
+def test_long_task_sizes_lengths_and_rule(shipped_long):
+    from dschat.utils.data.synthetic_long_task import SPLIT_SIZES, long_gold_score
+
+    tokenizer = load_synthetic_tokenizer()
+    assert {split: len(pairs) for split, pairs in shipped_long.items()} == SPLIT_SIZES
+    lengths = [len(tokenizer(text, add_special_tokens=False)["input_ids"])
+               for pair in shipped_long["validation"] for text in (pair.chosen, pair.rejected)]
+    assert min(lengths) >= 100 and max(lengths) <= 136  # >= 20 macros at n = 5; step 3's --max_new_tokens 136
+    for pairs in shipped_long.values():
+        assert all(long_gold_score(p.chosen) > long_gold_score(p.rejected) for p in pairs)
+        assert all(p.prompt.endswith("\nReview:") for p in pairs)
+
+
+def test_long_task_opening_stance_predicts_the_rest():
+    """The first decision matters: responses opening with a positive word hold more positive words later."""
+    from dschat.utils.data.synthetic_long_task import generate_long_pairs
+    from dschat.utils.data.synthetic_task import POSITIVE_WORDS
+
+    def rest_gold(text):
+        first, _, rest = text.partition(".")
+        return first, synthetic_gold_score(rest)
+
+    opened = {True: [], False: []}
+    for pair in generate_long_pairs(300, seed=5):
+        for text in (pair.chosen, pair.rejected):
+            first, rest = rest_gold(text)
+            opened[first.split()[-1] in POSITIVE_WORDS].append(rest)
+    assert sum(opened[True]) / len(opened[True]) > sum(opened[False]) / len(opened[False]) + 0.05
+
+
+def test_gold_score_is_registered_for_the_embedded_tasks():
+    from dschat.utils.data.registry import gold_score_of
+
+    assert gold_score_of("synthetic") is synthetic_gold_score
+    assert gold_score_of("synthetic-long") is synthetic_gold_score
+    assert gold_score_of("tldr") is None and gold_score_of("no-such-data") is None

@@ -110,3 +110,20 @@ def test_ppo_zero3_two_processes(sft_rm, tmp_path):
               ppo_flags(sft_rm, tmp_path) + ["--actor_zero_stage", "3", "--critic_zero_stage", "3",
                                              "--ngram", "5"])
     assert len([r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]) == 2
+
+
+def test_eval_seed_fixes_the_evaluation_noise_and_gold_is_logged(sft_rm, tmp_path):
+    """--eval_seed: two runs with different training seeds score the same SFT policy at step 0 with the same
+    sampling noise (same numbers); without it the noise follows the run's seed. The embedded task's gold score
+    of the evaluated responses is logged beside the RM score."""
+    def step0(seed, eval_seed=None):
+        out = tmp_path / f"s{seed}e{eval_seed}"
+        extra = [] if eval_seed is None else ["--eval_seed", str(eval_seed)]
+        ppo_main(ppo_flags(sft_rm, out, steps=1) + ["--seed", str(seed), "--eval_steps", "0"] + extra)
+        return [r for r in read_metrics(str(out)) if "eval/score" in r][0]
+
+    fixed = [step0(seed, eval_seed=7) for seed in (1, 2)]
+    assert fixed[0]["eval/score"] == fixed[1]["eval/score"] and fixed[0]["eval/gold"] == fixed[1]["eval/gold"]
+    assert -1 <= fixed[0]["eval/gold"] <= 1
+    free = [step0(seed) for seed in (1, 2)]
+    assert free[0]["eval/score"] != free[1]["eval/score"]

@@ -57,7 +57,7 @@ class DataArgs:
     """data"""
 
     data_name: str = "synthetic"
-    """Dataset adapter: synthetic, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
+    """Dataset adapter: synthetic, synthetic-long, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
     data_path: Optional[str] = None
     """Local file in the dataset's schema (required for jsonl; otherwise the hub is read)."""
     eval_data_path: Optional[str] = None
@@ -271,6 +271,10 @@ class SamplingArgs:
     """Nucleus sampling mass."""
     eval_temperature: Optional[NonNegativeFloat] = None
     """Temperature of the evaluation samples (0 = greedy decoding); default: --temperature."""
+    eval_seed: Optional[NonNegativeInt] = None
+    """Seed of the evaluation samples: every evaluation then draws the same sampling noise (its own generator,
+    leaving the training stream untouched), so eval curves compare policies, not noise; default: the run's
+    stream."""
 
 
 @dataclass

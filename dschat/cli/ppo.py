@@ -29,11 +29,12 @@ from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigError, ConfigParser, select, split_global_batch
 from dschat.utils.data import PromptCollator, PromptDataset
+from dschat.utils.data.registry import gold_score_of
 from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
-from dschat.utils.seeding import set_random_seed
+from dschat.utils.seeding import seeded_rng, set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
 
@@ -144,6 +145,16 @@ def make_reward_sources(args: RLHFConfig, engines, train_tasks, eval_tasks) -> t
             CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))
 
 
+def evaluate(trainer: PPOTrainer, loader, sampling: SamplingConfig, reward_source, args: RLHFConfig,
+             rank: int) -> dict:
+    """One held-out evaluation: under ``--eval_seed`` the same sampling noise every time; with the dataset's
+    gold score (embedded tasks, reward model scoring) also ``gold``."""
+    gold = gold_score_of(args.data_name) if args.reward == "model" and not args.data_path else None
+    with seeded_rng(None if args.eval_seed is None else args.eval_seed + rank):
+        return trainer.evaluate(loader, sampling, reward_source, progress=not args.no_progress_bar and
+                                is_main_process(), gold_score=gold)
+
+
 def main(argv=None) -> dict:
     args = resolve_models(resolve_algorithm(build_parser().parse_config(argv)))
     rank, world_size, device = init_distributed()
@@ -186,8 +197,7 @@ def main(argv=None) -> dict:
         stateful["mini_batch_order"] = trainer
     checkpointed = {ACTOR_SUBDIR: engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
     final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
-                       lambda: trainer.evaluate(eval_loader, eval_sampling, eval_reward_source,
-                                                progress=not args.no_progress_bar and is_main_process()), args, rank,
+                       lambda: evaluate(trainer, eval_loader, eval_sampling, eval_reward_source, args, rank), args, rank,
                        world_size, metric_logger, engines=checkpointed, prefix=None, stateful=stateful,
                        summarize=lambda history: history[-1], on_log=show_samples)
     for name, engine in checkpointed.items():

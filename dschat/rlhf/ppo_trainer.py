@@ -268,11 +268,12 @@ class PPOTrainer:
         return "\n".join(lines)
 
     @torch.no_grad()
-    def evaluate(self, loader, sampling: SamplingConfig, reward_source=None, progress: bool = False
-                 ) -> Dict[str, float]:
+    def evaluate(self, loader, sampling: SamplingConfig, reward_source=None, progress: bool = False,
+                 gold_score=None) -> Dict[str, float]:
         """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score);
-        ``progress`` shows a bar over the evaluation batches."""
-        scores, lengths = [], []
+        ``progress`` shows a bar over the evaluation batches; ``gold_score`` (text -> float, an embedded task's
+        ground truth) adds the mean gold score of the same responses as ``gold``."""
+        scores, lengths, golds = [], [], []
         for batch in tqdm(loader, desc="eval", leave=False, disable=not progress):
             prompts = batch["input_ids"].to(self.device)
             prompt_mask = batch["attention_mask"].to(self.device)
@@ -280,10 +281,15 @@ class PPOTrainer:
             responses = decode_responses(self.tokenizer, seq, action_mask)
             batch_scores, _ = (reward_source or self.reward_source)(seq, attention_mask, responses,
                                                                     batch.get("index"))
+            if gold_score is not None:
+                golds.extend(gold_score(response) for response in responses)
             scores.append(batch_scores.float().to(self.device))
             lengths.append(action_mask.sum(dim=1).float())
         scores = torch.cat(scores)
         mean = all_reduce_mean(scores.mean())
         std = all_reduce_mean(((scores - mean) ** 2).mean()).sqrt()
-        return {"score": mean.item(), "score_std": std.item(),
-                "response_length": all_reduce_mean(torch.cat(lengths).mean()).item()}
+        result = {"score": mean.item(), "score_std": std.item(),
+                  "response_length": all_reduce_mean(torch.cat(lengths).mean()).item()}
+        if gold_score is not None:
+            result["gold"] = all_reduce_mean(torch.tensor(golds, device=self.device).mean()).item()
+        return result

@@ -1,6 +1,7 @@
 """Seeds and RNG snapshots (for exact resume)."""
 from __future__ import annotations
 
+import contextlib
 import random
 
 import numpy as np
@@ -28,3 +29,18 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextlib.contextmanager
+def seeded_rng(seed):
+    """Run the block with every generator seeded by ``seed``, then restore the previous states (so the block
+    draws the same noise on every call and leaves the caller's streams as they were); ``None`` does nothing."""
+    if seed is None:
+        yield
+        return
+    state = rng_state()
+    set_random_seed(seed)
+    try:
+        yield
+    finally:
+        set_rng_state(state)

@@ -29,6 +29,8 @@ class DatasetAdapter:
     load_pairs: Optional[PairLoader] = None
     load_code_tasks: Optional[CodeTaskLoader] = None
     pairs_from_tasks: Optional[Callable[[List[CodeTask]], List[PreferencePair]]] = None
+    gold_score: Optional[Callable[[str], float]] = None
+    """The ground-truth score of a response, for embedded tasks that have one (step 3 logs ``eval/gold``)."""
 
 
 _ADAPTERS: Dict[str, DatasetAdapter] = {}
@@ -43,6 +45,12 @@ def register(adapter: DatasetAdapter) -> DatasetAdapter:
 
 def known_datasets() -> List[str]:
     return sorted(_ADAPTERS)
+
+
+def gold_score_of(name: str) -> Optional[Callable[[str], float]]:
+    """Dataset ``name``'s gold score function, or None (unknown datasets and those without one)."""
+    adapter = _ADAPTERS.get(name)
+    return adapter.gold_score if adapter else None
 
 
 def get_adapter(name: str) -> DatasetAdapter:

@@ -11,7 +11,7 @@ from ..errors import DataError
 from ..options import DataOptions
 from ..registry import DatasetAdapter, register
 from ..schema import PreferencePair
-from ..synthetic_task import SPLIT_SIZES, SYNTHETIC_DATA_DIR
+from ..synthetic_task import SPLIT_SIZES, SYNTHETIC_DATA_DIR, synthetic_gold_score
 from .jsonl import load_jsonl_pairs
 
 
@@ -22,4 +22,4 @@ def load_synthetic_pairs(split: str = "train", data_path: Optional[str] = None, 
     return load_jsonl_pairs(split, str(data_path or SYNTHETIC_DATA_DIR), eval_data_path, options)
 
 
-register(DatasetAdapter(name="synthetic", load_pairs=load_synthetic_pairs))
+register(DatasetAdapter(name="synthetic", load_pairs=load_synthetic_pairs, gold_score=synthetic_gold_score))

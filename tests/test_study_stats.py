@@ -1,0 +1,159 @@
+"""The study's statistics (evaluation.study_report) against hand computations, and the runner's skip/resume
+logic (evaluation.study) with a stand-in for step 3 (no training)."""
+import itertools
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from evaluation import study
+from evaluation.study_report import (area_under_curve, bootstrap_mean_ci, paired_difference, parity,
+                                     parity_interval, report_lines, run_summary)
+
+
+def all_resamples(n):
+    """Every resample of n seeds (n^n rows, equally likely): the exact bootstrap distribution."""
+    return np.asarray(list(itertools.product(range(n), repeat=n)))
+
+
+def test_bootstrap_ci_of_the_mean_matches_the_exact_bootstrap_distribution():
+    # 27 resample means of (1, 2, 4); sorted: 1, 4/3 (x3), ..., 10/3 (x3), 4. numpy's linear percentile:
+    # 2.5% at rank 0.65 -> 1 + 0.65 * (4/3 - 1); 97.5% at rank 25.35 -> 10/3 + 0.35 * (4 - 10/3)
+    low, high = bootstrap_mean_ci([1.0, 2.0, 4.0], all_resamples(3))
+    assert low == pytest.approx(1 + 0.65 / 3)
+    assert high == pytest.approx(10 / 3 + 0.35 * 2 / 3)
+
+
+def test_paired_difference_is_method_minus_baseline_per_seed():
+    result = paired_difference([1.0, 2.0, 3.0], [2.0, 2.0, 5.0], all_resamples(3))
+    assert result.diff.mean == pytest.approx(1.0)  # diffs 1, 0, 2
+    assert result.ahead == 2
+    # resample means of (1, 0, 2): min 0, max 2; linear percentiles at ranks 0.65 and 25.35 (steps of 1/3)
+    assert result.diff.low == pytest.approx(0.65 / 3)
+    assert result.diff.high == pytest.approx(5 / 3 + 0.35 / 3)
+    with pytest.raises(ValueError):
+        paired_difference([1.0], [1.0, 2.0])
+
+
+def test_area_under_curve_is_the_trapezoid_mean_level():
+    # 10 * (0 + 1) / 2 + 20 * (1 + 1) / 2 = 25 over a range of 30
+    assert area_under_curve([0, 10, 30], [0.0, 1.0, 1.0]) == pytest.approx(25 / 30)
+    assert area_under_curve([5], [0.7]) == 0.7
+
+
+def test_parity_on_the_seed_mean_without_smoothing():
+    steps = [0, 10, 20, 30]
+    result = parity(steps, [[0, 1, 2, 3], [0, 1, 2, 3]], [[0, 2, 4, 4], [0, 4, 4, 4]], smoothing=0.0)
+    # target 3 (baseline final) reached by the baseline at 30, by the method's mean (0, 3, 4, 4) at 10
+    assert (result.target, result.baseline_step, result.method_step) == (3, 30, 10)
+    assert result.speedup == pytest.approx(3.0)
+
+
+def test_parity_on_the_smoothed_seed_mean():
+    # EMA 0.5, bias-corrected: baseline mean (0, 1, 2, 3) -> 0, 2/3, 1.25/0.875, 2.125/0.9375 = 2.2667 (target);
+    # method mean (0, 3, 4, 4) -> 0, 2, 2.75/0.875 = 3.1429: crosses between steps 10 and 20 at
+    # 10 + (2.2667 - 2) / (3.1429 - 2) * 10 = 12.333; speed-up 30 / 12.333
+    result = parity([0, 10, 20, 30], [[0, 1, 2, 3]], [[0, 3, 4, 4]], smoothing=0.5)
+    assert result.target == pytest.approx(2.125 / 0.9375)
+    assert result.method_step == pytest.approx(10 + (2.125 / 0.9375 - 2) / (2.75 / 0.875 - 2) * 10)
+    assert result.speedup == pytest.approx(30 / result.method_step)
+
+
+def test_parity_interval_resamples_seeds_in_pairs_and_counts_never():
+    steps = [0, 10, 20]
+    baseline = [[0, 1, 2], [0, 1, 2]]
+    method = [[0, 2, 2], [0, 0, 0]]  # seed 1 reaches 2 at step 10; seed 2 never improves
+    result = parity_interval(steps, baseline, method, np.asarray([[0, 0], [1, 1], [0, 1]]), smoothing=0.0)
+    # resamples: (1, 1) -> 20 / 10 = 2; (2, 2) -> never (0); (1, 2) -> mean (0, 1, 1) never reaches 2 -> 0
+    assert result.never == 2 and result.dropped == 0
+    assert result.point.method_step is None
+    assert result.low == pytest.approx(0.0) and result.high == pytest.approx(np.percentile([2, 0, 0], 97.5))
+
+
+# ---- runner: skip / resume ---------------------------------------------------------------------------------------
+
+FAKE_STEP3 = """
+import json, os, sys
+args = sys.argv[1:]
+out = args[args.index("--output_dir") + 1]
+if "--fail" in args:
+    sys.exit(3)
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, "metrics.jsonl"), "a") as f:
+    for step in (0, 5):
+        f.write(json.dumps({"step": step, "eval/score": 0.1 * step, "eval/gold": 0.01 * step,
+                            "eval/response_length": 12.0}) + "\\n")
+with open(os.path.join(os.path.dirname(out), "calls.txt"), "a") as f:
+    f.write(os.path.basename(out) + "\\n")
+"""
+
+
+@pytest.fixture
+def fake_step3(tmp_path, monkeypatch):
+    script = tmp_path / "fake_step3.py"
+    script.write_text(FAKE_STEP3)
+    monkeypatch.setattr(study, "step_command", lambda stage, flags: [sys.executable, str(script), *flags])
+    monkeypatch.setattr(study, "ensure_models", lambda task, out, model: (tmp_path / "sft", tmp_path / "rm"))
+    return tmp_path / "out"
+
+
+def test_runner_skips_finished_runs_and_retrains_unfinished_ones(fake_step3):
+    out = fake_step3
+    runs = [study.Run("short", "ppo", seed) for seed in (1, 2, 3)]
+    done = runs[0].directory(out)
+    done.mkdir(parents=True)
+    (done / study.MARKER).write_text("{}")
+    partial = runs[1].directory(out)  # an interrupted run: output but no marker
+    partial.mkdir(parents=True)
+    (partial / "metrics.jsonl").write_text(json.dumps({"step": 0, "eval/score": 9.0}) + "\n")
+    assert study.pending(runs, out) == runs[1:]
+    study.run_study(out, runs, "tiny-gemma", jobs=2)
+    calls = sorted((out / "short" / "ppo" / "calls.txt").read_text().split())
+    assert calls == ["seed2", "seed3"]  # seed 1 skipped
+    assert study.pending(runs, out) == []
+    assert "9.0" not in (partial / "metrics.jsonl").read_text()  # retrained from scratch
+    marker = json.loads((partial / study.MARKER).read_text())
+    assert (marker["task"], marker["arm"], marker["seed"]) == ("short", "ppo", 2) and marker["wall_s"] >= 0
+    summary = run_summary(partial)
+    assert summary["steps"] == [0, 5] and summary["rm"] == [0.0, 0.5] and summary["gold"] == [0.0, 0.05]
+    study.run_study(out, runs, "tiny-gemma", jobs=2)  # everything finished: nothing runs again
+    assert sorted((out / "short" / "ppo" / "calls.txt").read_text().split()) == calls
+
+
+def test_a_failed_run_leaves_no_marker(fake_step3):
+    run = study.Run("short", "ppo", 1, extra=("--fail",))
+    assert study.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is None
+    assert study.pending([run], fake_step3) == [run]
+
+
+def test_plan_puts_the_main_comparison_first_seed_major():
+    runs = study.plan_runs(seeds=2, ablation_seeds=1)
+    main = [(r.task, r.arm, r.seed) for r in runs[:8]]
+    assert main == [("short", "ppo", 1), ("short", "mappo", 1), ("long", "ppo", 1), ("long", "mappo", 1),
+                    ("short", "ppo", 2), ("short", "mappo", 2), ("long", "ppo", 2), ("long", "mappo", 2)]
+    assert [(r.task, r.arm) for r in runs[8:12]] == [(task, arm) for task in ("short", "long") for arm in study.SPEED_ARMS]
+    ablations = [r.arm for r in runs[12:]]
+    assert {"ppo-minibatch", "mappo-minibatch", "mappo-lam1", "mappo-ninf", "mappo-ppl"} <= set(ablations)
+    three = [r.arm for r in study.plan_runs(seeds=1, ablation_seeds=3)[8:]]
+    assert three[:6] == ["ppo-minibatch"] * 3 + ["mappo-minibatch"] * 3  # arm-major: a cut leaves whole arms
+    assert study.plan_runs(seeds=1, ablation_seeds=0) == study.plan_runs(seeds=1, ablation_seeds=0)[:4]
+
+
+def test_report_tables_from_summaries():
+    def summary(arm, seed, rm):
+        return {"task": "short", "arm": arm, "seed": seed, "wall_s": 60.0, "steps": [0, 10], "rm": rm,
+                "gold": [0.0, 0.0], "length": [16.0, 16.0]}
+
+    summaries = [summary("ppo", s, [0.0, 1.0]) for s in (1, 2)] + [summary("mappo", s, [0.0, 2.0]) for s in (1, 2)]
+    text = "\n".join(report_lines(summaries))
+    assert "| mappo | 2 | rm | 2.000 [2.000, 2.000] | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] (2/2)" in text
+
+
+def test_position_profile_by_hand():
+    from evaluation.study_positions import position_profile
+
+    profile = position_profile(" The lamp is great. The price was awful. I found the staff okay.")
+    # three sentences, thirds of one: opening +1; "The lamp is great." 1 positive of 4 words; last: no sentiment
+    assert profile == {"opening": 1.0, "first_third": 0.25, "last_third": 0.0}
+    assert position_profile(" The price was awful, the staff was great and bad.")["opening"] == -1.0
