@@ -5,7 +5,7 @@ Reads the shipped ``dschat/assets/synthetic/{train,validation}.jsonl`` (canonica
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Callable, List, Mapping, Optional
 
 from ..errors import DataError
 from ..options import DataOptions
@@ -15,11 +15,16 @@ from ..synthetic_task import SPLIT_SIZES, SYNTHETIC_DATA_DIR, synthetic_gold_sco
 from .jsonl import load_jsonl_pairs
 
 
-def load_synthetic_pairs(split: str = "train", data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
-                         options: DataOptions = DataOptions()) -> List[PreferencePair]:
-    if split not in SPLIT_SIZES:
-        raise DataError(f"synthetic: unknown split {split!r}; known splits: {', '.join(SPLIT_SIZES)}")
-    return load_jsonl_pairs(split, str(data_path or SYNTHETIC_DATA_DIR), eval_data_path, options)
+def shipped_pairs_loader(name: str, split_sizes: Mapping[str, int], data_dir) -> Callable[..., List[PreferencePair]]:
+    """``load_pairs`` of an embedded task: its shipped JSONL splits in ``data_dir`` (canonical schema) unless
+    ``data_path`` points elsewhere."""
+    def load_pairs(split: str = "train", data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
+                   options: DataOptions = DataOptions()) -> List[PreferencePair]:
+        if split not in split_sizes:
+            raise DataError(f"{name}: unknown split {split!r}; known splits: {', '.join(split_sizes)}")
+        return load_jsonl_pairs(split, str(data_path or data_dir), eval_data_path, options)
+    return load_pairs
 
 
+load_synthetic_pairs = shipped_pairs_loader("synthetic", SPLIT_SIZES, SYNTHETIC_DATA_DIR)
 register(DatasetAdapter(name="synthetic", load_pairs=load_synthetic_pairs, gold_score=synthetic_gold_score))
