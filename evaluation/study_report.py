@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from evaluation.curves import Series, ema, first_crossing_step, latest_run
+from evaluation.study import ABLATIONS, MINI_BATCH_ARMS
 from evaluation.training_summary import read_metrics
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
@@ -253,8 +254,7 @@ def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[st
 # ---- report ------------------------------------------------------------------------------------------------------
 
 TASK_TITLES = {"short": "short task (synthetic, ~16 tokens)", "long": "long task (synthetic-long, ~115 tokens)"}
-ABLATION_ARMS = ("ppo-lam1", "mappo-lam1", "mappo-n3", "mappo-n10", "mappo-ninf", "mappo-randomized",
-                 "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
+ABLATION_ARMS = tuple(arm for group in ABLATIONS for arm in group) + MINI_BATCH_ARMS
 
 
 def study_span_hours(summaries: Sequence[dict]) -> Optional[float]:
@@ -313,8 +313,9 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
              "Cells: seed mean [95% percentile bootstrap CI over seeds, 10k resamples]. *rm*: the learned reward "
              "model's score; *gold*: the task's ground-truth score (`synthetic_gold_score`) of the same responses "
              "(128 held-out prompts, one sample each at T = 0.8, the same sampling noise at every evaluation: "
-             "`--eval_seed`). AUC: area under the eval curve over the step range (mean level). Differences are "
-             "paired by seed (method − baseline), with the number of seeds on which the method is ahead. Parity: "
+             "`--eval_seed`); log-probs from the raw logits, as in the released code "
+             "(`--logprobs_at_unit_temperature`). AUC: area under the eval curve over the step range (mean level). "
+             "Differences are paired by seed (method − baseline), with the number of seeds on which the method is ahead. Parity: "
              "on the seed-averaged, EMA-smoothed (0.6) curves, (first step PPO reaches its final smoothed level) / "
              "(first step the arm does), CI over paired seed resamples.", ""]
     for task in ("short", "long"):
@@ -335,6 +336,9 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
             lines += table(summaries, task, "ppo", ("ppo", "mappo", *ablations),
                            "Ablations (each arm's differences and parity are paired with PPO on that arm's seeds; the "
                            "ppo and mappo rows use all their seeds)")
+        if all(arm in groups for arm in MINI_BATCH_ARMS):
+            lines += table(summaries, task, MINI_BATCH_ARMS[0], MINI_BATCH_ARMS,
+                           "Several optimizer steps per rollout: MA-PPO vs PPO, both with mini-batch updates")
         missing = [arm for arm in ABLATION_ARMS if arm not in groups]
         lines += [f"Ablation arms not run on this task: {', '.join(missing) if missing else 'none'}.", ""]
     span = study_span_hours(summaries)
