@@ -24,6 +24,7 @@ from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.loading import load_code_tasks
 from dschat.utils.data.schema import CodeTask
 from dschat.utils.model import load_causal_lm, load_tokenizer, policy_model_dir
+from dschat.utils.seeding import seeded_rng
 
 
 @torch.no_grad()
@@ -40,8 +41,7 @@ def sample_completions(policy_path: str, tasks: Sequence[CodeTask], num_samples:
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size,
                                          collate_fn=PromptCollator.for_tokenizer(tokenizer))
     samples = []
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
+    with seeded_rng(seed):
         for batch in loader:
             prompt_ids = batch["input_ids"].to(device)
             seq = policy.generate(input_ids=prompt_ids, attention_mask=batch["attention_mask"].to(device),

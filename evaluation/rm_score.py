@@ -25,6 +25,7 @@ from dschat.rlhf.experience import decode_responses, rollout_masks
 from dschat.utils.cli import run_cli
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer, policy_model_dir, sequence_scores
+from dschat.utils.seeding import seeded_rng
 from dschat.utils.stage_data import eval_prompts
 
 
@@ -70,8 +71,7 @@ def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], tem
     sampling = ({"do_sample": True, "temperature": temperature, "top_k": top_k, "top_p": top_p} if temperature > 0
                 else {"do_sample": False})
     records = []
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
+    with seeded_rng(seed):
         bar = tqdm(total=len(dataset), desc=progress, unit="prompt", disable=progress is None)
         for batch in loader:
             prompt_ids = batch["input_ids"].to(device)

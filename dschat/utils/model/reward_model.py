@@ -100,4 +100,3 @@ def text_reward_function(path: str, batch_size: int = 32):
                                                return_tensors="pt")).logits[:, 0].float().tolist()]
 
     return reward_model
-
