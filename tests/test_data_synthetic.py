@@ -95,7 +95,7 @@ def test_long_task_sizes_lengths_and_rule(shipped_long):
     assert {split: len(pairs) for split, pairs in shipped_long.items()} == SPLIT_SIZES
     lengths = [len(tokenizer(text, add_special_tokens=False)["input_ids"])
                for pair in shipped_long["validation"] for text in (pair.chosen, pair.rejected)]
-    assert min(lengths) >= 100 and max(lengths) <= 136  # >= 20 macros at n = 5; step 3's --max_new_tokens 136
+    assert min(lengths) >= 96 and max(lengths) <= 136  # >= 20 macros at n = 5; step 3's --max_new_tokens 136
     for pairs in shipped_long.values():
         assert all(long_gold_score(p.chosen) > long_gold_score(p.rejected) for p in pairs)
         assert all(p.prompt.endswith("\nReview:") for p in pairs)
@@ -124,3 +124,17 @@ def test_gold_score_is_registered_for_the_embedded_tasks():
     assert gold_score_of("synthetic") is synthetic_gold_score
     assert gold_score_of("synthetic-long") is synthetic_gold_score
     assert gold_score_of("tldr") is None and gold_score_of("no-such-data") is None
+
+
+@pytest.mark.parametrize("task", ["synthetic", "synthetic-long"])
+def test_validation_prompts_never_occur_in_training(task):
+    """Held out means held out: the two shipped splits share no prompt (validation reviews its own items), and
+    each split asks for every item of its side in every template."""
+    from dschat.utils.data.synthetic_task import HELD_OUT_ITEMS, ITEMS
+
+    prompts = {split: {pair.prompt for pair in load_pairs(task, split)} for split in ("train", "validation")}
+    assert not prompts["train"] & prompts["validation"]
+    assert (len(prompts["train"]), len(prompts["validation"])) == (4 * (len(ITEMS) - len(HELD_OUT_ITEMS)),
+                                                                   4 * len(HELD_OUT_ITEMS))
+    for prompt in prompts["validation"]:
+        assert any(f"the {item}" in prompt for item in HELD_OUT_ITEMS)

@@ -20,7 +20,9 @@ Rule. The gold score is the short task's :func:`~dschat.utils.data.synthetic_tas
 score and the gold score can be compared (reward hacking shows as the RM score rising while gold does not).
 
 Assets (``python scripts/make_synthetic_assets.py``; byte-identical for the same code):
-``dschat/assets/synthetic-long/{train,validation}.jsonl`` (:data:`SPLIT_SIZES` pairs from seeds 11 and 12).
+``dschat/assets/synthetic-long/{train,validation}.jsonl`` (:data:`SPLIT_SIZES` pairs from seeds 11 and 12), with
+the short task's item split (:data:`~dschat.utils.data.synthetic_task.SPLIT_ITEMS`): no validation prompt occurs
+in training (32 distinct validation prompts, 88 training prompts).
 The vocabulary is the short task's, so the shipped tokenizer (``dschat/assets/tokenizer``) covers it.
 """
 from __future__ import annotations
@@ -30,8 +32,8 @@ from pathlib import Path
 from typing import List, Sequence
 
 from .schema import PreferencePair
-from .synthetic_task import (ASPECTS, ASSETS_DIR, ITEMS, MODIFIERS, SENTIMENT_WORDS, synthetic_gold_score,
-                             write_pairs_jsonl)
+from .synthetic_task import (ASPECTS, ASSETS_DIR, ITEMS, MODIFIERS, SENTIMENT_WORDS, SPLIT_ITEMS,
+                             synthetic_gold_score, write_pairs_jsonl)
 
 SYNTHETIC_LONG_DATA_DIR = ASSETS_DIR / "synthetic-long"
 SPLIT_SIZES = {"train": 1000, "validation": 160}
@@ -59,14 +61,15 @@ long_gold_score = synthetic_gold_score
 """The gold score of this task is the short task's rule (see the module docstring)."""
 
 
-def generate_long_pairs(count: int, seed: int) -> List[PreferencePair]:
-    """``count`` pairs from ``random.Random(seed)`` (whose stream Python keeps stable across versions)."""
+def generate_long_pairs(count: int, seed: int, items: Sequence[str] = ITEMS) -> List[PreferencePair]:
+    """``count`` pairs reviewing ``items``, from ``random.Random(seed)`` (whose stream Python keeps stable across
+    versions)."""
     rng = random.Random(seed)
-    return [_generate_pair(rng) for _ in range(count)]
+    return [_generate_pair(rng, items) for _ in range(count)]
 
 
-def _generate_pair(rng: random.Random) -> PreferencePair:
-    item = rng.choice(ITEMS)
+def _generate_pair(rng: random.Random, items: Sequence[str]) -> PreferencePair:
+    item = rng.choice(items)
     skeleton = _skeleton(rng, item)
     while True:
         first, second = _sentiments(rng, len(skeleton)), _sentiments(rng, len(skeleton))
@@ -103,5 +106,5 @@ def write_long_assets(assets_dir: Path) -> List[Path]:
     paths = []
     for split, size in SPLIT_SIZES.items():
         paths.append(data_dir / f"{split}.jsonl")
-        write_pairs_jsonl(generate_long_pairs(size, SPLIT_SEEDS[split]), paths[-1])
+        write_pairs_jsonl(generate_long_pairs(size, SPLIT_SEEDS[split], SPLIT_ITEMS[split]), paths[-1])
     return paths

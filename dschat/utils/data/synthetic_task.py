@@ -20,7 +20,9 @@ to replace: a reward model must compare sentiment counts, which a tiny transform
 Assets (regenerate with ``python scripts/make_synthetic_assets.py``; byte-identical for the same code):
 
 * ``dschat/assets/synthetic/{train,validation}.jsonl``: 6000 / 400 pairs in the canonical schema of
-  :mod:`dschat.utils.data.adapters.jsonl`, from seeds 1 and 2;
+  :mod:`dschat.utils.data.adapters.jsonl`, from seeds 1 and 2. The splits share no prompt: validation reviews
+  only the :data:`HELD_OUT_ITEMS` (8 items, 32 distinct prompts), training only the other 22 (88 prompts), so
+  a held-out score measures prompts no stage trained on;
 * ``dschat/assets/tokenizer/``: a ByteLevel BPE tokenizer trained on those texts, saved with
   ``save_pretrained`` (load with ``AutoTokenizer.from_pretrained``). Special tokens Gemma-style:
   ``<pad>`` 0, ``<eos>`` 1, ``<bos>`` 2, ``<unk>`` 3; it adds none of them itself (the tokenised datasets
@@ -53,6 +55,9 @@ NEGATIVE_WORDS = ("awful", "terrible", "poor", "boring", "dreadful", "horrible",
                   "annoying", "broken", "weak", "ugly", "useless", "bad", "cheap")
 NEUTRAL_WORDS = ("okay", "average", "plain", "ordinary", "standard", "typical", "simple", "normal")
 MODIFIERS = ("really", "quite", "very", "rather", "fairly")
+HELD_OUT_ITEMS = ITEMS[::4]
+"""The items only the validation split reviews (every fourth): its prompts never occur in training."""
+SPLIT_ITEMS = {"train": tuple(item for item in ITEMS if item not in HELD_OUT_ITEMS), "validation": HELD_OUT_ITEMS}
 PROMPT_TEMPLATES = (
     "Write a review of the {item}.\nReview:",
     "Write a short review of the {item}.\nReview:",
@@ -83,14 +88,15 @@ def synthetic_gold_score(text: str) -> float:
     return (positive - negative) / len(words)
 
 
-def generate_pairs(count: int, seed: int) -> List[PreferencePair]:
-    """``count`` pairs from ``random.Random(seed)`` (whose stream Python keeps stable across versions)."""
+def generate_pairs(count: int, seed: int, items: Sequence[str] = ITEMS) -> List[PreferencePair]:
+    """``count`` pairs reviewing ``items``, from ``random.Random(seed)`` (whose stream Python keeps stable across
+    versions)."""
     rng = random.Random(seed)
-    return [_generate_pair(rng) for _ in range(count)]
+    return [_generate_pair(rng, items) for _ in range(count)]
 
 
-def _generate_pair(rng: random.Random) -> PreferencePair:
-    item = rng.choice(ITEMS)
+def _generate_pair(rng: random.Random, items: Sequence[str]) -> PreferencePair:
+    item = rng.choice(items)
     skeleton = _skeleton(rng, item)
     first, second = _distinct_sentiment_assignments(rng, len(skeleton))
     better, worse = (first, second) if sum(first) > sum(second) else (second, first)
@@ -169,7 +175,7 @@ def write_synthetic_assets(assets_dir: Path) -> List[Path]:
     tokenizer_dir.mkdir(parents=True, exist_ok=True)
     texts = []
     for split, size in SPLIT_SIZES.items():
-        pairs = generate_pairs(size, SPLIT_SEEDS[split])
+        pairs = generate_pairs(size, SPLIT_SEEDS[split], SPLIT_ITEMS[split])
         write_pairs_jsonl(pairs, data_dir / f"{split}.jsonl")
         texts.extend(text for pair in pairs for text in (pair.prompt, pair.chosen, pair.rejected))
     tokenizer = train_synthetic_tokenizer(texts)
