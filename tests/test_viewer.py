@@ -149,3 +149,27 @@ def test_module_entry_point_help():
     result = subprocess.run([sys.executable, "-m", "dschat.rlhf.macro_action.viewer", "--help"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "--termination" in result.stdout
+
+
+def test_entropy_with_a_model_cuts_after_the_forks(capsys, tokenizer_dir, tiny_lm):
+    """The viewer's entropy cuts are the rule's on the model's entropies at --temperature."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from dschat.rlhf.macro_action.termination import entropy_segments
+
+    code, out, _ = run_viewer(capsys, "--termination", "entropy", "--entropy_quantile", "0.25", "--temperature",
+                              "0.8", "--model", tiny_lm, "--tokenizer", tokenizer_dir, "--text", FOX)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    ids = tokenizer(FOX, add_special_tokens=False)["input_ids"]
+    start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    with torch.no_grad():
+        logits = AutoModelForCausalLM.from_pretrained(tiny_lm)(input_ids=torch.tensor([[start] + ids])).logits
+    entropy = torch.distributions.Categorical(logits=logits[:, :-1] / 0.8).entropy()
+    macros = int(entropy_segments(entropy, torch.ones_like(entropy, dtype=torch.bool), quantile=0.25).max()) + 1
+    assert code == 0 and out.replace("@@", "") == FOX + "\n" and out.count("@@") == macros > 1
+
+
+def test_entropy_without_a_model_is_a_one_line_error(capsys, tokenizer_dir):
+    code, _, err = run_viewer(capsys, "--termination", "entropy", "--tokenizer", tokenizer_dir, "--text", FOX)
+    assert code == 1 and err.count("\n") == 1 and "--model" in err

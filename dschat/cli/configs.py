@@ -297,6 +297,11 @@ class MacroArgs:
     """Parsing rule's parser (auto = code with --reward code, else spacy/benepar)."""
     parser_cutoff: PositiveInt = 5
     """C of the parsing rule."""
+    entropy_quantile: Fraction = 0.2
+    """Entropy rule: a macro ends after each of the top-q highest-entropy tokens of its response (forks)."""
+    entropy_threshold: Optional[NonNegativeFloat] = None
+    """Entropy rule: a macro ends after every token whose policy entropy is at least this (nats); replaces
+    --entropy_quantile when set."""
 
 
 @dataclass

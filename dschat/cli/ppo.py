@@ -102,7 +102,8 @@ def termination_options(args: RLHFConfig, rank: int) -> TerminationOptions:
     ``--parser auto`` parses Python (statement-level macros) when the responses are programs."""
     parser = "code" if args.parser == "auto" and args.reward == "code" else args.parser
     return TerminationOptions(ngram=args.ngram, lengths=tuple(args.random_lengths), repeat=args.random_repeat,
-                              seed=args.seed + rank, parser=parser, parser_cutoff=args.parser_cutoff)
+                              seed=args.seed + rank, parser=parser, parser_cutoff=args.parser_cutoff,
+                              entropy_quantile=args.entropy_quantile, entropy_threshold=args.entropy_threshold)
 
 
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:

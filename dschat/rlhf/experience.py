@@ -12,6 +12,7 @@ from typing import Optional
 
 import deepspeed
 import torch
+from transformers import LogitsProcessor
 
 from dschat.utils.model import position_ids
 
@@ -68,7 +69,8 @@ def rollout_masks(seq: torch.Tensor, prompt_mask: torch.Tensor, eos_token_id: in
     return attention_mask, action_mask
 
 
-def trim_to_longest(seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor) -> tuple:
+def trim_to_longest(seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor,
+                    *per_position: torch.Tensor) -> tuple:
     """Drop the columns that are padding in every row (at either end), so that every forward and backward
     after generation pays for the batch's longest real sequence, not ``max_answer_seq_len`` (issue: a batch of
     ~15-token responses padded to 192). Exact: positions come from the attention mask (not the column index),
@@ -78,13 +80,15 @@ def trim_to_longest(seq: torch.Tensor, attention_mask: torch.Tensor, action_mask
     with several processes it may differ between ranks, which is fine because no collective depends on the
     sequence length (parameters are gathered per module, gradients are parameter-shaped, metrics are scalars)
     and every rank runs the same number of forward calls (fixed by the batch size). Returns ``(seq,
-    attention_mask, action_mask)``, views of the inputs."""
+    attention_mask, action_mask, *per_position)``, views of the inputs; ``per_position`` are further ``[B, T-1]``
+    tensors aligned with ``action_mask`` (the rollout's entropies), trimmed alike."""
     attended = attention_mask.bool().any(dim=0)
     if not attended.any():
-        return seq, attention_mask, action_mask
+        return (seq, attention_mask, action_mask, *per_position)
     columns = attended.nonzero().squeeze(1)
     start, end = int(columns[0]), int(columns[-1]) + 1
-    return seq[:, start:end], attention_mask[:, start:end], action_mask[:, start:end - 1]
+    return (seq[:, start:end], attention_mask[:, start:end],
+            *(tensor[:, start:end - 1] for tensor in (action_mask, *per_position)))
 
 
 def chunked_rows(function, size: int, *tensors: torch.Tensor) -> torch.Tensor:
@@ -117,6 +121,35 @@ def sequence_logprobs(model, seq: torch.Tensor, attention_mask: torch.Tensor, te
     return gather_logprobs(logits[:, :-1], seq[:, 1:], temperature)
 
 
+class EntropyRecorder(LogitsProcessor):
+    """Records, at every decoding step, the entropy (nats) of the distribution the next token is drawn from,
+    softmax(logits / temperature) before top-k / top-p truncation (the distribution the log-probs score), and
+    passes the logits on unchanged. Placed in ``generate``'s ``logits_processor``, it runs before the sampling
+    warpers on the raw logits, at no extra forward pass (the entropy rule, policy-entropy metrics)."""
+
+    def __init__(self, temperature: float):
+        self.temperature = temperature
+        self.steps: list = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.steps.append(token_entropy(scores, self.temperature))
+        return scores
+
+    def entropies(self, seq: torch.Tensor, prompt_len: int) -> torch.Tensor:
+        """``[B, T-1]`` entropies aligned with log-prob positions of ``seq = [prompt | response]`` (position
+        ``t`` scores ``seq[:, t+1]``), 0 before the response and after the recorded steps."""
+        entropy = torch.zeros(seq.shape[0], seq.shape[1] - 1, device=seq.device)
+        if self.steps:
+            recorded = torch.stack(self.steps, dim=1).to(entropy)
+            entropy[:, prompt_len - 1:prompt_len - 1 + recorded.shape[1]] = recorded
+        return entropy
+
+
+def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Entropy (nats) of softmax(logits / temperature) over the last dimension."""
+    return torch.distributions.Categorical(logits=logits.float() / temperature).entropy()
+
+
 @dataclass
 class SamplingConfig:
     """Table 5: temperature 0.8, top-k 50, top-p 1.0 for Gemma (1.0 / 5 / 1.0 for CodeGemma)."""
@@ -131,14 +164,15 @@ class SamplingConfig:
 @torch.no_grad()
 def generate(engine, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling: SamplingConfig,
              pad_token_id: int, eos_token_id: int, gather_parameters: bool = True,
-             world_size: int = 1) -> torch.Tensor:
+             world_size: int = 1, logits_processor: Optional[list] = None) -> torch.Tensor:
     """Sample responses with the actor. Under ZeRO-3 the parameters are gathered once for the whole call
     (not per token), or with ``gather_parameters=False`` (models too big to gather) fetched per layer.
 
     Either way, with ZeRO-3 and several processes, ``synced_gpus`` keeps every process decoding until all have
     finished: ZeRO-3's module hooks run collectives in every forward pass even while the parameters are
     gathered, so a process whose responses stop earlier would issue fewer collectives than the others and
-    the collective sequence would mismatch (gloo: an abort; NCCL: a hang)."""
+    the collective sequence would mismatch (gloo: an abort; NCCL: a hang). ``logits_processor``: extra
+    processors run on the raw logits before the sampling warpers (e.g. an :class:`EntropyRecorder`)."""
     zero3 = engine.zero_optimization_stage() == 3
     model = engine.module
     gather = contextlib.nullcontext()
@@ -152,7 +186,7 @@ def generate(engine, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling:
             do_sample=sampling.do_sample, temperature=sampling.temperature if sampling.do_sample else None,
             top_k=sampling.top_k if sampling.do_sample else None, top_p=sampling.top_p if sampling.do_sample else None,
             pad_token_id=pad_token_id, eos_token_id=eos_token_id,
-            synced_gpus=zero3 and world_size > 1, use_cache=True,
+            synced_gpus=zero3 and world_size > 1, use_cache=True, logits_processor=logits_processor,
         )
     model.train(was_training)
     max_len = prompts.shape[1] + sampling.max_new_tokens

@@ -14,8 +14,8 @@ import torch
 from tqdm.auto import tqdm
 
 from dschat.rlhf.baselines import build_advantage_estimator
-from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, generate,
-                                    macro_view, rollout_masks, sequence_logprobs, trim_to_longest)
+from dschat.rlhf.experience import (EntropyRecorder, Experience, SamplingConfig, chunked_rows, decode_responses,
+                                    generate, macro_view, rollout_masks, sequence_logprobs, trim_to_longest)
 from dschat.rlhf.kl import kl_penalty, token_rewards
 from dschat.rlhf.macro_action import masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
@@ -90,11 +90,14 @@ class PPOTrainer:
     def device(self) -> torch.device:
         return self.engines.actor.device
 
-    def sample(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling: Optional[SamplingConfig] = None):
-        """Responses to a prompt batch: ``(seq, attention_mask, action_mask)``."""
+    def sample(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling: Optional[SamplingConfig] = None,
+               recorder: Optional[EntropyRecorder] = None):
+        """Responses to a prompt batch: ``(seq, attention_mask, action_mask)``; ``recorder`` records the
+        policy's entropy at each sampled token."""
         seq = generate(self.engines.actor, prompts, prompt_mask, sampling or self.sampling,
                        self.tokenizer.pad_token_id, self.tokenizer.eos_token_id,
-                       gather_parameters=self.gather_for_generation, world_size=self.world_size)
+                       gather_parameters=self.gather_for_generation, world_size=self.world_size,
+                       logits_processor=None if recorder is None else [recorder])
         attention_mask, action_mask = rollout_masks(seq, prompt_mask, self.tokenizer.eos_token_id)
         return seq, attention_mask, action_mask
 
@@ -109,7 +112,8 @@ class PPOTrainer:
     @torch.no_grad()
     def make_experience(self, batch: dict) -> tuple:
         """Algorithm 1, lines 2-9 for a prompt batch: sample (each prompt ``num_samples_per_prompt`` times, in
-        contiguous rows), trim to the longest response, score, segment and — unless the update is exactly
+        contiguous rows, recording the policy's entropy per token), trim to the longest response, score, segment
+        and — unless the update is exactly
         on-policy (:func:`reuses_training_forward`), when the training forwards supply them — the old
         log-probs, values and advantages. No-grad forwards run in chunks of the training micro-batch.
         Returns ``(Experience, stats)``."""
@@ -119,12 +123,17 @@ class PPOTrainer:
         meta = batch.get("index")
         if meta is not None:
             meta = meta.repeat_interleave(samples, dim=0)
-        return self.experience_from_rollout(*trim_to_longest(*self.sample(prompts, prompt_mask)), meta)
+        recorder = EntropyRecorder(self.sampling.temperature)
+        seq, attention_mask, action_mask = self.sample(prompts, prompt_mask, recorder=recorder)
+        entropy = recorder.entropies(seq, prompts.shape[1])
+        return self.experience_from_rollout(*trim_to_longest(seq, attention_mask, action_mask, entropy), meta=meta)
 
     @torch.no_grad()
     def experience_from_rollout(self, seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor,
-                                meta: Optional[torch.Tensor] = None) -> tuple:
-        """``make_experience`` after sampling: ``(Experience, stats)`` of a rollout batch."""
+                                entropy: Optional[torch.Tensor] = None, meta: Optional[torch.Tensor] = None
+                                ) -> tuple:
+        """``make_experience`` after sampling: ``(Experience, stats)`` of a rollout batch (``entropy`` ``[B, T-1]``:
+        the policy's entropy at each sampled token, for the entropy rule and ``policy/entropy``)."""
         cfg = self.config
         size = self.micro_batch_size
         temperature = self.logprob_temperature
@@ -136,7 +145,7 @@ class PPOTrainer:
                                                               cfg.nonfinite_rewards)
         segmentation = self.termination_rule(SegmentationBatch(
             action_mask=action_mask, ref_logprobs=ref_logprobs, response_token_ids=seq[:, 1:],
-            tokenizer=self.tokenizer))
+            tokenizer=self.tokenizer, entropy=entropy))
         experience = Experience(seq=seq, attention_mask=attention_mask, action_mask=action_mask,
                                 ref_logprobs=ref_logprobs, scores=scores, segment_ids=segmentation.segment_ids)
         kept = (~dropped).float()
@@ -144,6 +153,8 @@ class PPOTrainer:
                  "response/length": action_mask.float().sum() / kept.sum().clamp(min=1),
                  "reward/nonfinite": dropped.float().sum(),
                  "macro/fallback_samples": segmentation.fallback.float().sum(),
+                 **({} if entropy is None else {"policy/entropy": _masked_row_sum(entropy, action_mask).sum()
+                                                / action_mask.sum().clamp(min=1)}),
                  **{f"reward/{key}": torch.as_tensor(float(value)) for key, value in reward_counts.items()}}
         if not self.on_policy:
             self.engines.actor.eval()

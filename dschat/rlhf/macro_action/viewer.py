@@ -7,15 +7,18 @@ Appendix B.4), with ``@@`` after each macro as in the review discussion's exampl
     python -m dschat.rlhf.macro_action.viewer --termination fixed --ngram 5 --file answer.txt
     python -m dschat.rlhf.macro_action.viewer --termination randomized --random_lengths 2 3 5 --text "..."
     python -m dschat.rlhf.macro_action.viewer --termination ppl --model smollm2-135m-instruct --text "..."
+    python -m dschat.rlhf.macro_action.viewer --termination entropy --model tiny-gemma --text "..."
 
 The rule's options are step 3's own flag definitions (``--termination``, ``--ngram``, ``--random_lengths``,
-``--random_repeat``, ``--seed``, ``--parser``, ``--parser_cutoff``: same spelling, checks and defaults), so a cut
-seen here is the cut step 3 makes on its first process.
+``--random_repeat``, ``--seed``, ``--parser``, ``--parser_cutoff``, ``--entropy_quantile``, ``--entropy_threshold``,
+``--temperature``: same spelling, checks and defaults), so a cut seen here is the cut step 3 makes on its first
+process.
 The whole text is treated as one response of the policy tokenizer: ``--tokenizer``, else the tokenizer of
 ``--model``, else the shipped ``dschat/assets/tokenizer``. Rules are looked up in the registry only, so every
-registered rule works here. ``ppl`` needs log-probabilities: ``--model`` (a Hugging Face causal-LM directory or
-hub id, or an offline name: ``tiny-gemma``, ``smollm2-135m-instruct``) scores the text, the first token
-conditioned on the tokenizer's BOS (or EOS) token.
+registered rule works here. ``ppl`` and ``entropy`` need a language model: ``--model`` (a Hugging Face causal-LM
+directory or hub id, or an offline name: ``tiny-gemma``, ``smollm2-135m-instruct``) scores the text, the first
+token conditioned on the tokenizer's BOS (or EOS) token: log-probabilities for ``ppl``, and for ``entropy`` the
+entropy of softmax(logits / --temperature) at each token (what step 3 records while sampling).
 """
 from __future__ import annotations
 
@@ -37,7 +40,10 @@ class ViewerError(Exception):
     """A user error reported as one line."""
 
 
-RULE_FLAGS = ("termination", "ngram", "random_lengths", "random_repeat", "seed", "parser", "parser_cutoff")
+RULE_FLAGS = ("termination", "ngram", "random_lengths", "random_repeat", "seed", "parser", "parser_cutoff",
+              "entropy_quantile", "entropy_threshold", "temperature")
+MODEL_RULES = ("ppl", "entropy")
+"""Rules that read a language model's view of the text."""
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
@@ -68,7 +74,8 @@ def build_arg_parser() -> argparse.ArgumentParser:
 def termination_options(args: argparse.Namespace) -> TerminationOptions:
     """The rule options step 3's first process builds from the same flags."""
     return TerminationOptions(ngram=args.ngram, lengths=tuple(args.random_lengths), repeat=args.random_repeat,
-                              seed=args.seed, parser=args.parser, parser_cutoff=args.parser_cutoff)
+                              seed=args.seed, parser=args.parser, parser_cutoff=args.parser_cutoff,
+                              entropy_quantile=args.entropy_quantile, entropy_threshold=args.entropy_threshold)
 
 
 def load_tokenizer(path: Optional[str], model: Optional[str] = None):
@@ -87,15 +94,19 @@ def load_tokenizer(path: Optional[str], model: Optional[str] = None):
 
 
 @torch.no_grad()
-def score_logprobs(model, tokenizer, token_ids: Sequence[int]) -> torch.Tensor:
-    """``[1, n]`` log-probabilities of ``token_ids`` under ``model``, each conditioned on the tokens before it
-    and, for the first, on the tokenizer's BOS (or EOS) token."""
+def score_tokens(model, tokenizer, token_ids: Sequence[int], temperature: float = 1.0) -> Tuple[torch.Tensor,
+                                                                                                 torch.Tensor]:
+    """``([1, n] log-probabilities, [1, n] entropies at temperature)`` of ``token_ids`` under ``model``, each
+    conditioned on the tokens before it and, for the first, on the tokenizer's BOS (or EOS) token."""
+    from dschat.rlhf.experience import token_entropy
+
     start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
     if start is None:
-        raise ViewerError("ppl needs a tokenizer with a BOS or EOS token to score the first token")
+        raise ViewerError("the model needs a tokenizer with a BOS or EOS token to score the first token")
     sequence = torch.tensor([[start] + list(token_ids)])
     logits = model(input_ids=sequence).logits[:, :-1].float()
-    return torch.log_softmax(logits, dim=-1).gather(-1, sequence[:, 1:, None]).squeeze(-1)
+    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, sequence[:, 1:, None]).squeeze(-1)
+    return logprobs, token_entropy(logits, temperature)
 
 
 def macro_texts(token_ids: Sequence[int], segment_ids: Sequence[int], tokenizer) -> List[str]:
@@ -112,13 +123,14 @@ def macro_texts(token_ids: Sequence[int], segment_ids: Sequence[int], tokenizer)
 
 
 def segment_text(text: str, tokenizer, termination: str, options: TerminationOptions,
-                 model=None) -> Tuple[List[str], bool]:
+                 model=None, temperature: float = 1.0) -> Tuple[List[str], bool]:
     """(macro texts, fell back to token level) of ``text`` as one response under rule ``termination``."""
     token_ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     ids = torch.tensor([token_ids], dtype=torch.long)
-    batch = SegmentationBatch(
-        action_mask=torch.ones_like(ids, dtype=torch.bool), response_token_ids=ids, tokenizer=tokenizer,
-        ref_logprobs=score_logprobs(model, tokenizer, token_ids) if model is not None and token_ids else None)
+    logprobs, entropy = (score_tokens(model, tokenizer, token_ids, temperature) if model is not None and token_ids
+                         else (None, None))
+    batch = SegmentationBatch(action_mask=torch.ones_like(ids, dtype=torch.bool), response_token_ids=ids,
+                              tokenizer=tokenizer, ref_logprobs=logprobs, entropy=entropy)
     segmentation = build_termination(termination, options)(batch)
     return macro_texts(token_ids, segmentation.segment_ids[0].tolist(), tokenizer), bool(segmentation.fallback[0])
 
@@ -134,9 +146,9 @@ def render(macros: Sequence[str], separator: str = SEPARATOR) -> str:
 
 
 def run(args: argparse.Namespace) -> str:
-    if args.termination == "ppl" and args.model is None:
-        raise ViewerError("--termination ppl scores the text with a language model: pass --model PATH "
-                          "(any Hugging Face causal LM)")
+    if args.termination in MODEL_RULES and args.model is None:
+        raise ViewerError(f"--termination {args.termination} scores the text with a language model: pass --model "
+                          "PATH (any Hugging Face causal LM)")
     text = args.text if args.text is not None else args.file.read_text(encoding="utf-8")
     tokenizer = load_tokenizer(args.tokenizer, args.model)
     model = None
@@ -145,7 +157,8 @@ def run(args: argparse.Namespace) -> str:
 
         model = load_causal_lm(args.model, tokenizer).eval()
     try:
-        macros, fell_back = segment_text(text, tokenizer, args.termination, termination_options(args), model)
+        macros, fell_back = segment_text(text, tokenizer, args.termination, termination_options(args), model,
+                                         args.temperature)
     except (ValueError, RuntimeError) as error:
         raise ViewerError(str(error)) from None
     if fell_back:

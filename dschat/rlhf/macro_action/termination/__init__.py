@@ -8,10 +8,12 @@ from .registry import available_terminations, build_termination, register_termin
 from .ngram import ngram_segments
 from .randomized import randomized_ngram_segments, shuffled_length_table
 from .ppl import ppl_segments
+from .entropy import entropy_segments
 from . import parsing  # noqa: F401
 
 __all__ = [
     "Segmentation", "SegmentationBatch", "TerminationOptions", "TerminationRule",
     "available_terminations", "build_termination", "register_termination",
     "ngram_segments", "randomized_ngram_segments", "shuffled_length_table", "ppl_segments",
+    "entropy_segments",
 ]

@@ -21,12 +21,15 @@ class SegmentationBatch:
     response_token_ids: ``[B, T]`` the sampled token id at each log-prob position (``seq[:, 1:]``),
         needed by rules that decode text (parsing).
     tokenizer: the policy tokenizer, for rules that decode text.
+    entropy: ``[B, T]`` entropy (nats) of the policy's sampling distribution from which the token at each
+        log-prob position was drawn (entropy rule).
     """
 
     action_mask: torch.Tensor
     ref_logprobs: Optional[torch.Tensor] = None
     response_token_ids: Optional[torch.Tensor] = None
     tokenizer: Any = None
+    entropy: Optional[torch.Tensor] = None
 
 
 @dataclass
@@ -47,6 +50,8 @@ class TerminationOptions:
     seed: seed of the randomized rule's generator.
     parser: tree provider for the parsing rule: ``auto | spacy | benepar | code``.
     parser_cutoff: C of the parsing rule (paper §B.4: 5).
+    entropy_quantile / entropy_threshold: the entropy rule's forks, the top-q tokens of each response or, when
+        the threshold (nats) is set, every token at or above it.
     """
 
     ngram: Optional[int] = 1
@@ -55,6 +60,8 @@ class TerminationOptions:
     seed: int = 0
     parser: str = "auto"
     parser_cutoff: int = 5
+    entropy_quantile: float = 0.2
+    entropy_threshold: Optional[float] = None
 
 
 TerminationRule = Callable[[SegmentationBatch], Segmentation]
