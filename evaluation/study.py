@@ -1,22 +1,23 @@
-"""The PPO vs MA-PPO study (issue 16): paired runs over seeds on the short and long embedded tasks, two at a
-time, resumable, then the report (:mod:`evaluation.study_report`).
+"""The PPO vs MA-PPO study: paired runs over seeds on the short and long embedded tasks, two at a time,
+resumable, each run with a time limit, then the report (:mod:`evaluation.study_report`).
 
     python -m evaluation.study run --out outputs/study            # train what is missing (two runs at a time)
     python -m evaluation.study report --out outputs/study --report_dir docs/study
     python -m evaluation.study plan --out outputs/study           # list the runs and which are finished
+    python -m evaluation.study verify --out outputs/study-verify  # retrain one run, compare with docs/study
 
 One SFT model and one reward model per task, shared by every seed and arm (trained once, seed 1234); one PPO
-run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. Main comparison first (PPO n = 1 vs MA-PPO fixed n = 5,
-both tasks, ``--seeds`` seeds, seed-major so a budget cut leaves balanced pairs), then the ablations on the long
-task, then on the short one (``--ablation_seeds`` seeds): the λ = 1 control, n ∈ {3, 10, ∞} (Fig. 6; 5 is the main arm), the other
-termination rules (Fig. 5: randomized, parsing, ppl; fixed is the main arm) and several optimizer steps per
-rollout (``--ppo_mini_batch_size``); before them, MA-PPO seed 1 per task on the
-pre-issue-14 path (``--recompute_rollout_forwards``) beside a rerun on the default path, to price the speed work
-in the study's own runs.
-A run is finished when its ``study_run.json`` marker exists (written after step 3 exits cleanly, with its wall
-and CPU time); an unfinished run directory is trained again from scratch. Every evaluation uses the same
-sampling noise (``--eval_seed``). Log-probs come from the raw logits (``--logprobs_at_unit_temperature``,
-the released code's setting, in which the study's runs were made).
+run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The order (:func:`plan_runs`): the core arms seed-major
+(both tasks: PPO n = 1 and MA-PPO fixed n = 5 at λ = 0.95, the entropy rule, and on the long task PPO at
+λ = 1), so a budget cut leaves balanced pairs; then the sweeps arm-major (token PPO's λ ∈ {0.98, 0.99}, MA-PPO's
+n ∈ {3, 10, ∞}) with as many seeds; then the further ablations (``--ablation_seeds``: MA-PPO at λ = 1, the
+randomized / parsing / ppl rules, several optimizer steps per rollout).
+Every run has a constant learning rate after warmup (so where a curve flattens is the method's doing, not a
+schedule's) and the same evaluation sampling noise (``--eval_seed``); log-probs come from the raw logits
+(``--logprobs_at_unit_temperature``, the released code's setting). A run is finished when its ``study_run.json``
+marker exists (written after step 3 exits cleanly, with its wall and CPU time and the commit); an unfinished run
+is trained again from scratch; a run that exceeds ``--run_timeout_minutes`` is killed, marked in
+``OUT/timeouts.jsonl`` and retried once. ``OUT/study_meta.json`` records the commit, package versions and command.
 """
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,8 +57,10 @@ class Task:
 
 
 COMMON = ("--log_steps", "25", "--no_progress_bar")
-PPO_COMMON = ("--logprobs_at_unit_temperature",)
-"""Every run's log-probs from the raw logits: the released code's setting, in which the study was run."""
+PPO_COMMON = ("--logprobs_at_unit_temperature", "--lr_scheduler_type", "constant_with_warmup")
+"""Every run's log-probs from the raw logits (the released code's setting), and a constant learning rate after
+the warmup: a decaying schedule would flatten every curve where it reaches 0, whatever the method. It also makes
+a run's first steps independent of its length, which ``verify`` relies on."""
 TASKS = {
     # the short task: scripts/demo_flags.sh's flags (the fast demo), eval on 128 prompts with a fixed seed
     "short": Task(
@@ -70,8 +75,7 @@ TASKS = {
              "--kl_coef", "0.05", "--max_steps", "60", "--eval_steps", "10", "--max_eval_samples", "128",
              "--per_device_eval_batch_size", "64", "--log_steps", "10", "--log_samples", "0",
              "--no_progress_bar", *PPO_COMMON)),
-    # the long task: 100-130-token responses; 40/50/10 split (PPO needs prompts only); sized to fit the study
-    # in ~2 hours on 2 CPU cores (~5 min per run)
+    # the long task: 100-130-token responses; 40/50/10 split (PPO needs prompts only)
     "long": Task(
         "synthetic-long",
         sft=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "8",
@@ -83,7 +87,7 @@ TASKS = {
         ppo=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "100",
              "--max_prompt_seq_len", "32", "--max_new_tokens", "136", "--per_device_generation_batch_size", "16",
              "--per_device_train_batch_size", "16", "--actor_learning_rate", "2e-4", "--critic_learning_rate",
-             "5e-4", "--warmup_steps", "5", "--kl_coef", "0.05", "--max_steps", "32", "--eval_steps", "4",
+             "5e-4", "--warmup_steps", "5", "--kl_coef", "0.05", "--max_steps", "48", "--eval_steps", "4",
              "--max_eval_samples", "128", "--per_device_eval_batch_size", "64", "--log_steps", "4",
              "--log_samples", "0", "--no_progress_bar", *PPO_COMMON)),
 }
@@ -91,27 +95,30 @@ TASKS = {
 ARMS: Dict[str, Tuple[str, ...]] = {
     "ppo": ("--termination", "fixed", "--ngram", "1"),
     "mappo": ("--termination", "fixed", "--ngram", "5"),
+    "mappo-entropy": ("--termination", "entropy", "--entropy_quantile", "0.2"),
+    "ppo-lam0.98": ("--termination", "fixed", "--ngram", "1", "--lam", "0.98"),
+    "ppo-lam0.99": ("--termination", "fixed", "--ngram", "1", "--lam", "0.99"),
     "ppo-lam1": ("--termination", "fixed", "--ngram", "1", "--lam", "1.0"),
-    "mappo-lam1": ("--termination", "fixed", "--ngram", "5", "--lam", "1.0"),
     "mappo-n3": ("--termination", "fixed", "--ngram", "3"),
     "mappo-n10": ("--termination", "fixed", "--ngram", "10"),
     "mappo-ninf": ("--termination", "fixed", "--ngram", "inf"),
+    "mappo-lam1": ("--termination", "fixed", "--ngram", "5", "--lam", "1.0"),
     "mappo-randomized": ("--termination", "randomized"),
     "mappo-parsing": ("--termination", "parsing", "--parser", "spacy"),
     "mappo-ppl": ("--termination", "ppl"),
     "ppo-minibatch": ("--termination", "fixed", "--ngram", "1", *MINI_BATCHES),
     "mappo-minibatch": ("--termination", "fixed", "--ngram", "5", *MINI_BATCHES),
-    "mappo-recompute": ("--termination", "fixed", "--ngram", "5", "--recompute_rollout_forwards"),
-    "mappo-rerun": ("--termination", "fixed", "--ngram", "5"),
 }
-"""Arm name -> its step-3 flags (on top of the task's)."""
-MAIN_ARMS = ("ppo", "mappo")
-ABLATIONS = (("ppo-lam1", "mappo-lam1"), ("mappo-n3", "mappo-n10", "mappo-ninf"),
-             ("mappo-randomized", "mappo-parsing", "mappo-ppl"))
+"""Arm name -> its step-3 flags (on top of the task's); λ = 0.95 (Table 5) unless the name says otherwise."""
+CORE_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"), "long": ("ppo", "mappo", "mappo-entropy", "ppo-lam1")}
+"""Per task, the arms every README sentence rests on, trained seed-major with ``--seeds`` seeds."""
+SWEEP_ARMS = {"long": ("ppo-lam0.99", "ppo-lam0.98", "mappo-n10", "mappo-ninf", "mappo-n3")}
+"""Token PPO's λ sweep beside MA-PPO's n sweep (the long task), ``--seeds`` seeds each, arm-major."""
+LAMBDA_SWEEP = ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1")
+N_SWEEP = ("ppo", "mappo-n3", "mappo", "mappo-n10", "mappo-ninf")
+ABLATION_ARMS = ("mappo-lam1", "mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
+"""Further ablations, ``--ablation_seeds`` seeds each, arm-major, after everything above."""
 MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
-SPEED_ARMS = ("mappo-recompute", "mappo-rerun")
-"""MA-PPO seed 1 on the path before issue 14's speed work (rollout-time forwards recomputed) and again on the
-default path, trained side by side (same load on the cores): same numbers, their costs."""
 
 
 @dataclass(frozen=True)
@@ -127,17 +134,14 @@ class Run:
 
 def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", "long"),
               ablation_tasks: Sequence[str] = ("long",)) -> List[Run]:
-    """Every run in the order it is trained: the main comparison seed-major (seed 1 of every task and arm, then
-    seed 2, ...); the speed arm (seed 1 per task); then the ablations arm-major (all seeds of the λ = 1 control,
-    then of each n, ...: a budget cut leaves whole arms, not thinned ones), the mini-batch arm first, task by
-    task in ``ablation_tasks`` order."""
-    runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in MAIN_ARMS]
-    if not ablation_seeds:
-        return runs
-    runs += [Run(task, arm, 1) for task in tasks for arm in SPEED_ARMS]
-    arms = list(MINI_BATCH_ARMS) + [arm for group in ABLATIONS for arm in group]
+    """Every run in the order it is trained: the core arms seed-major (seed 1 of every task and core arm, then
+    seed 2, ...); the sweeps arm-major with as many seeds; then the ablations arm-major with ``ablation_seeds``
+    (task by task in ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned ones."""
+    runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS[task]]
+    runs += [Run(task, arm, seed) for task in tasks for arm in SWEEP_ARMS.get(task, ())
+             for seed in range(1, seeds + 1)]
     for task in (t for t in ablation_tasks if t in tasks):
-        runs += [Run(task, arm, seed) for arm in arms for seed in range(1, ablation_seeds + 1)]
+        runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
 
 
@@ -167,16 +171,25 @@ def step_command(stage: str, flags: Sequence[str]) -> List[str]:
     return [sys.executable, str(ROOT / STEP_SCRIPTS[stage]), *flags]
 
 
-def run_logged(command: Sequence[str], log: Path) -> Tuple[int, float, float]:
+def run_logged(command: Sequence[str], log: Path, timeout: Optional[float] = None
+               ) -> Tuple[Optional[int], float, float]:
     """Run ``command`` with its output in ``log``; ``(exit status, wall seconds, CPU seconds)`` (CPU = user +
-    system time of that process: what a run costs, whatever else shares the cores)."""
+    system time of that process: what a run costs, whatever else shares the cores). Past ``timeout`` seconds a
+    watchdog kills the process group and the status is None."""
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.time()
     with open(log, "w") as handle:
-        process = subprocess.Popen(list(command), stdout=handle, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
+        process = subprocess.Popen(list(command), stdout=handle, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT,
+                                   start_new_session=True)
+        watchdog = threading.Timer(timeout, os.killpg, (process.pid, signal.SIGKILL)) if timeout else None
+        if watchdog:
+            watchdog.start()
         _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, time.time() - start, usage.ru_utime + usage.ru_stime
+        timed_out = watchdog is not None and not watchdog.is_alive()
+        if watchdog:
+            watchdog.cancel()
+    code = None if timed_out else os.waitstatus_to_exitcode(status)
+    return code, time.time() - start, usage.ru_utime + usage.ru_stime
 
 
 def ensure_models(task_name: str, out: Path, model: str) -> Tuple[Path, Path]:
@@ -204,27 +217,72 @@ def ppo_command(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[in
                                 str(EVAL_SEED), "--output_dir", str(run.directory(out))))
 
 
-def train_run(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[int] = None) -> Optional[float]:
-    """Train one run from scratch and write its marker; its wall seconds, or None if step 3 failed."""
+def train_run(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[int] = None,
+              timeout_minutes: Optional[float] = None, attempts: int = 2) -> Optional[float]:
+    """Train one run from scratch and write its marker; its wall seconds, or None if step 3 failed. A run past
+    ``timeout_minutes`` is killed, recorded in ``OUT/timeouts.jsonl`` and started again, ``attempts`` in all."""
     directory = run.directory(out)
-    shutil.rmtree(directory, ignore_errors=True)
     command = ppo_command(run, out, sft, rm, max_steps)
-    status, wall, cpu = run_logged(command, directory.parent / f"{directory.name}.log")
-    if status:
-        print(f"!! {run.task}/{run.arm}/seed{run.seed} failed (exit {status}); see {directory}.log", flush=True)
+    name = f"{run.task}/{run.arm}/seed{run.seed}"
+    for attempt in range(1, attempts + 1):
+        shutil.rmtree(directory, ignore_errors=True)
+        status, wall, cpu = run_logged(command, directory.parent / f"{directory.name}.log",
+                                       60 * timeout_minutes if timeout_minutes else None)
+        if status is not None:
+            break
+        with open(Path(out) / "timeouts.jsonl", "a") as handle:
+            handle.write(json.dumps({"run": name, "attempt": attempt, "wall_s": round(wall, 1)}) + "\n")
+        print(f"!! {name} exceeded {timeout_minutes} min (attempt {attempt} of {attempts}); killed", flush=True)
+    if status is None or status:
+        print(f"!! {name} failed ({'time limit' if status is None else f'exit {status}'}); see {directory}.log",
+              flush=True)
         return None
     marker = {"task": run.task, "arm": run.arm, "seed": run.seed, "wall_s": round(wall, 1),
-              "cpu_s": round(cpu, 1), "flags": command[2:], "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+              "cpu_s": round(cpu, 1), "commit": code_version()["commit"], "flags": command[2:],
+              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     (directory / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
-    print(f"ok {run.task}/{run.arm}/seed{run.seed} in {wall:.0f} s ({cpu:.0f} CPU s)", flush=True)
+    print(f"ok {name} in {wall:.0f} s ({cpu:.0f} CPU s)", flush=True)
     return wall
 
 
+def code_version() -> dict:
+    """The commit of the code the runs use (``+dirty`` when tracked files differ from it) and the versions of
+    Python and the packages that change the numbers."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--untracked-files=no"):
+        commit += "+dirty"
+    packages = {}
+    for package in ("torch", "transformers", "deepspeed", "tokenizers", "numpy"):
+        try:
+            packages[package] = version(package)
+        except PackageNotFoundError:
+            packages[package] = None
+    return {"commit": commit, "python": sys.version.split()[0], "packages": packages}
+
+
+def write_meta(out: Path, argv: Sequence[str]) -> None:
+    """``OUT/study_meta.json``: the code version and the command of this invocation (appended per start)."""
+    path = Path(out) / "study_meta.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    starts = json.loads(path.read_text())["starts"] if path.is_file() else []
+    starts.append({**code_version(), "command": "python -m evaluation.study " + " ".join(argv),
+                   "started": time.strftime("%Y-%m-%d %H:%M:%S")})
+    path.write_text(json.dumps({"starts": starts}, indent=1) + "\n")
+
+
 def run_study(out: Path, runs: Sequence[Run], model: str, jobs: int, max_steps: Optional[int] = None,
-              deadline: Optional[float] = None) -> None:
-    """Train the SFT / reward models the runs need, then every unfinished run, ``jobs`` at a time; no new run
-    starts after ``deadline`` (epoch seconds)."""
-    models = {task: ensure_models(task, out, model) for task in dict.fromkeys(run.task for run in runs)}
+              deadline: Optional[float] = None, timeout_minutes: Optional[float] = None) -> None:
+    """Train the SFT / reward models the runs need (the tasks side by side), then every unfinished run, ``jobs``
+    at a time; no new run starts after ``deadline`` (epoch seconds)."""
+    tasks = list(dict.fromkeys(run.task for run in runs))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        models = dict(zip(tasks, pool.map(lambda task: ensure_models(task, out, model), tasks)))
     todo = pending(runs, out)
     print(f"{len(runs) - len(todo)} of {len(runs)} runs finished; {len(todo)} to train, {jobs} at a time",
           flush=True)
@@ -232,19 +290,45 @@ def run_study(out: Path, runs: Sequence[Run], model: str, jobs: int, max_steps: 
     def work(run: Run) -> Optional[float]:
         if deadline is not None and time.time() > deadline:
             return None
-        return train_run(run, out, *models[run.task], max_steps=max_steps)
+        return train_run(run, out, *models[run.task], max_steps=max_steps, timeout_minutes=timeout_minutes)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(work, todo))
 
 
+def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
+    """Retrain ``run`` from scratch at this commit (its task's SFT and reward models too, unless present under
+    ``out``) up to its first evaluation after step 0, and compare its evaluations (RM, gold, length) with the
+    committed ``report_dir/runs.jsonl``; the lines that differ (empty: the report reproduces)."""
+    from evaluation.study_report import run_summary
+
+    committed = {(r["task"], r["arm"], r["seed"]): r for r in map(json.loads, Path(report_dir, "runs.jsonl")
+                                                               .read_text().splitlines())}
+    key = (run.task, run.arm, run.seed)
+    if key not in committed:
+        raise RuntimeError(f"{report_dir}/runs.jsonl has no run {run.task}/{run.arm}/seed{run.seed}")
+    first_eval = int(TASKS[run.task].ppo[list(TASKS[run.task].ppo).index("--eval_steps") + 1])
+    sft, rm = ensure_models(run.task, out, model)
+    if train_run(run, out, sft, rm, max_steps=first_eval) is None:
+        raise RuntimeError(f"the verification run failed; see {run.directory(out)}.log")
+    fresh, reference = run_summary(run.directory(out)), committed[key]
+    differences = []
+    for index, step in enumerate(fresh["steps"]):
+        for metric in ("rm", "gold", "length"):
+            new, old = fresh[metric][index], reference[metric][reference["steps"].index(step)]
+            print(f"step {step:>3} {metric:>6}: committed {old} now {new}", flush=True)
+            if new != old:
+                differences.append(f"step {step} {metric}: committed {old}, now {new}")
+    return differences
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("run", "plan", "report"))
+    parser.add_argument("command", choices=("run", "plan", "report", "verify"))
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="where the runs go")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"), help="where the report goes")
-    parser.add_argument("--seeds", type=int, default=8, help="seeds of the main comparison")
-    parser.add_argument("--ablation_seeds", type=int, default=5, help="seeds of each ablation arm")
+    parser.add_argument("--seeds", type=int, default=8, help="seeds of the core arms and the sweeps")
+    parser.add_argument("--ablation_seeds", type=int, default=4, help="seeds of each further ablation arm")
     parser.add_argument("--tasks", nargs="+", default=["short", "long"], choices=sorted(TASKS))
     parser.add_argument("--model", default="tiny-gemma",
                         help="base model of the SFT stage (e.g. smollm2-135m-instruct on a GPU)")
@@ -252,7 +336,11 @@ def main(argv=None) -> None:
     parser.add_argument("--max_steps", type=int, default=None, help="override the tasks' PPO steps (smoke runs)")
     parser.add_argument("--budget_minutes", type=float, default=None,
                         help="start no new run after this many minutes (finished runs count; rerun to go on)")
-    parser.add_argument("--main_only", action="store_true", help="the main comparison only, no ablations")
+    parser.add_argument("--main_only", action="store_true", help="the core arms only, no sweeps or ablations")
+    parser.add_argument("--run_timeout_minutes", type=float, default=30.0,
+                        help="a run still going after this is killed, recorded and retried once")
+    parser.add_argument("--verify_run", default="long/ppo/1", metavar="TASK/ARM/SEED",
+                        help="verify: the run retrained and compared with REPORT_DIR/runs.jsonl")
     parser.add_argument("--ablation_tasks", nargs="+", default=["long", "short"], choices=sorted(TASKS),
                         help="tasks the ablation arms run on, in this order")
     args = parser.parse_args(argv)
@@ -263,14 +351,28 @@ def main(argv=None) -> None:
 
         write_report(args.out, args.report_dir)
         return
-    runs = plan_runs(args.seeds, 0 if args.main_only else args.ablation_seeds, args.tasks, args.ablation_tasks)
+    if args.command == "verify":
+        task, arm, seed = args.verify_run.split("/")
+        try:
+            differences = verify(args.out, args.report_dir, Run(task, arm, int(seed)), args.model)
+        except RuntimeError as err:
+            parser.exit(1, f"error: {err}\n")
+        if differences:
+            parser.exit(1, f"error: {args.report_dir}/runs.jsonl does not reproduce at this commit: "
+                           + "; ".join(differences) + "\n")
+        print(f"{args.verify_run}: the committed evaluations reproduce exactly at {code_version()['commit']}")
+        return
+    runs = plan_runs(args.seeds, args.ablation_seeds, args.tasks, args.ablation_tasks)
+    if args.main_only:
+        runs = [run for run in runs if run.arm in CORE_ARMS[run.task]]
     if args.command == "plan":
         for run in runs:
             print(f"{'done' if is_finished(run.directory(args.out)) else 'todo'}  {run.task}/{run.arm}/seed{run.seed}")
         return
     deadline = time.time() + 60 * args.budget_minutes if args.budget_minutes else None
+    write_meta(args.out, sys.argv[1:] if argv is None else argv)
     try:
-        run_study(args.out, runs, args.model, args.jobs, args.max_steps, deadline)
+        run_study(args.out, runs, args.model, args.jobs, args.max_steps, deadline, args.run_timeout_minutes)
     except RuntimeError as err:
         parser.exit(1, f"error: {err}\n")
 

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from evaluation.curves import Series, ema, first_crossing_step, latest_run
-from evaluation.study import ABLATIONS, MINI_BATCH_ARMS
+from evaluation.study import ABLATION_ARMS, MINI_BATCH_ARMS
 from evaluation.training_summary import read_metrics
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
@@ -254,7 +254,6 @@ def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[st
 # ---- report ------------------------------------------------------------------------------------------------------
 
 TASK_TITLES = {"short": "short task (synthetic, ~16 tokens)", "long": "long task (synthetic-long, ~115 tokens)"}
-ABLATION_ARMS = tuple(arm for group in ABLATIONS for arm in group) + MINI_BATCH_ARMS
 
 
 def study_span_hours(summaries: Sequence[dict]) -> Optional[float]:
