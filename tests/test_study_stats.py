@@ -3,6 +3,7 @@ logic (evaluation.study) with a stand-in for step 3 (no training)."""
 import itertools
 import json
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -79,6 +80,9 @@ args = sys.argv[1:]
 out = args[args.index("--output_dir") + 1]
 if "--fail" in args:
     sys.exit(3)
+if "--hang" in args:
+    import time
+    time.sleep(600)
 os.makedirs(out, exist_ok=True)
 with open(os.path.join(out, "metrics.jsonl"), "a") as f:
     for step in (0, 5):
@@ -127,17 +131,41 @@ def test_a_failed_run_leaves_no_marker(fake_step3):
     assert study.pending([run], fake_step3) == [run]
 
 
-def test_plan_puts_the_main_comparison_first_seed_major():
-    runs = study.plan_runs(seeds=2, ablation_seeds=1)
-    main = [(r.task, r.arm, r.seed) for r in runs[:8]]
-    assert main == [("short", "ppo", 1), ("short", "mappo", 1), ("long", "ppo", 1), ("long", "mappo", 1),
-                    ("short", "ppo", 2), ("short", "mappo", 2), ("long", "ppo", 2), ("long", "mappo", 2)]
-    assert [(r.task, r.arm) for r in runs[8:12]] == [(task, arm) for task in ("short", "long") for arm in study.SPEED_ARMS]
-    ablations = [r.arm for r in runs[12:]]
-    assert {"ppo-minibatch", "mappo-minibatch", "mappo-lam1", "mappo-ninf", "mappo-ppl"} <= set(ablations)
-    three = [r.arm for r in study.plan_runs(seeds=1, ablation_seeds=3)[8:]]
-    assert three[:6] == ["ppo-minibatch"] * 3 + ["mappo-minibatch"] * 3  # arm-major: a cut leaves whole arms
-    assert study.plan_runs(seeds=1, ablation_seeds=0) == study.plan_runs(seeds=1, ablation_seeds=0)[:4]
+def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
+    runs = study.plan_runs(seeds=2, ablation_seeds=1, ablation_tasks=("long", "short"))
+    core = [(r.task, r.arm, r.seed) for r in runs[:14]]
+    per_seed = [(task, arm) for task in ("short", "long") for arm in study.CORE_ARMS[task]]
+    assert core == [(task, arm, seed) for seed in (1, 2) for task, arm in per_seed]
+    assert ("long", "ppo-lam1") in per_seed and ("short", "mappo-entropy") in per_seed
+    sweeps = [(r.arm, r.seed) for r in runs[14:24]]  # arm-major, as many seeds as the core arms
+    assert sweeps == [(arm, seed) for arm in study.SWEEP_ARMS["long"] for seed in (1, 2)]
+    ablations = [(r.task, r.arm) for r in runs[24:]]
+    assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
+    assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
+    assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned
+
+
+def test_a_run_past_its_time_limit_is_killed_recorded_and_retried_once(fake_step3):
+    run = study.Run("short", "ppo", 1, extra=("--hang",))
+    started = time.time()
+    assert study.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm", timeout_minutes=0.02) is None
+    assert time.time() - started < 20
+    records = [json.loads(line) for line in (fake_step3 / "timeouts.jsonl").read_text().splitlines()]
+    assert [(r["run"], r["attempt"]) for r in records] == [("short/ppo/seed1", 1), ("short/ppo/seed1", 2)]
+    assert study.pending([run], fake_step3) == [run]
+
+
+def test_verify_compares_a_fresh_run_with_the_committed_summaries(fake_step3, tmp_path):
+    report = tmp_path / "report"
+    report.mkdir()
+    committed = {"task": "short", "arm": "ppo", "seed": 1, "steps": [0, 5, 10], "rm": [0.0, 0.5, 0.7],
+                 "gold": [0.0, 0.05, 0.06], "length": [12.0, 12.0, 12.0]}
+    (report / "runs.jsonl").write_text(json.dumps(committed) + "\n")
+    assert study.verify(fake_step3, report, study.Run("short", "ppo", 1), "tiny-gemma") == []
+    committed["gold"][1] = 0.051
+    (report / "runs.jsonl").write_text(json.dumps(committed) + "\n")
+    assert study.verify(fake_step3, report, study.Run("short", "ppo", 1), "tiny-gemma") == [
+        "step 5 gold: committed 0.051, now 0.05"]
 
 
 def test_report_tables_from_summaries():
