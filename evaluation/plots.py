@@ -26,7 +26,7 @@ COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 ALL_METHODS_TITLE = "RM score distribution"
 
 
-def _save(fig, path: str) -> None:
+def save_figure(fig, path: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -69,7 +69,7 @@ def plot_training_curves(curves, baseline: str, parities: Mapping, path: str, ti
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_l2_norms(curves, path: str) -> None:
@@ -84,7 +84,7 @@ def plot_l2_norms(curves, path: str) -> None:
         ax.set_title(f"L2 norm of {label} (EMA; cf. paper Fig. 11)")
         ax.grid(alpha=0.3)
         ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_score_histograms(panels: Sequence[Tuple[str, Mapping[str, Sequence[float]]]], path: str,
@@ -187,7 +187,7 @@ def plot_temperature_sweep(sweeps: Mapping[str, Mapping[float, Tuple[float, floa
     ax.set_title("RM score vs sampling temperature (cf. paper Fig. 21)")
     ax.grid(alpha=0.3)
     ax.legend()
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def read_scores(path: str) -> List[float]:

@@ -1,5 +1,5 @@
 """Figures of the study report (:mod:`evaluation.study_report`): eval curves per arm, the seed mean with its
-95% bootstrap CI (pointwise over seeds) as the band."""
+95% t interval (pointwise over seeds) as the band, and the final scores of the λ and n sweeps."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,23 +7,23 @@ from typing import Dict, Sequence
 
 import numpy as np
 
-from evaluation.plots import COLORS, _save, plt
-from evaluation.study_report import METRICS, bootstrap_mean_ci, by_arm, common_seeds, resample_indices
+from evaluation.plots import COLORS, save_figure, plt
+from evaluation.study import ARMS, CORE_ARMS, LAMBDA_SWEEP, N_SWEEP
+from evaluation.study_report import METRICS, by_arm, common_seeds, mean_estimate, t_interval
 
-BAND = "band: 95% bootstrap CI of the seed mean"
-GROUPS = (("λ = 1 control", ("ppo", "mappo", "ppo-lam1", "mappo-lam1")),
-          ("n (Fig. 6)", ("ppo", "mappo-n3", "mappo", "mappo-n10", "mappo-ninf")),
-          ("termination (Fig. 5)", ("ppo", "mappo", "mappo-randomized", "mappo-parsing", "mappo-ppl")),
-          ("optimizer steps per rollout", ("ppo", "mappo", "ppo-minibatch", "mappo-minibatch")))
-
-
-ARM_ORDER = ("ppo", "mappo", "ppo-lam1", "mappo-lam1", "mappo-n3", "mappo-n10", "mappo-ninf", "mappo-randomized",
-             "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
+BAND = "band: 95% t CI of the seed mean"
+GROUPS = (("λ (token PPO)", LAMBDA_SWEEP + ("mappo",)),
+          ("n (Fig. 6)", N_SWEEP),
+          ("termination (Fig. 5 + entropy)", ("ppo", "mappo", "mappo-randomized", "mappo-parsing", "mappo-ppl",
+                                              "mappo-entropy")),
+          ("λ = 1 and optimizer steps per rollout", ("ppo", "mappo", "mappo-lam1", "ppo-minibatch",
+                                                     "mappo-minibatch")))
 
 
 def arm_color(arm: str) -> str:
     """One colour per arm in every panel."""
-    index = ARM_ORDER.index(arm) if arm in ARM_ORDER else len(ARM_ORDER)
+    order = tuple(ARMS)
+    index = order.index(arm) if arm in order else len(order)
     return COLORS[index] if index < len(COLORS) else plt.get_cmap("tab20")(2 * (index - len(COLORS)) + 1)
 
 
@@ -40,8 +40,7 @@ def _curves(ax, groups: Dict[str, Dict[int, dict]], arms: Sequence[str], metric:
             continue
         steps = runs[chosen[0]]["steps"]
         values = np.asarray([runs[s][metric] for s in chosen], dtype=float)
-        indices = resample_indices(len(chosen))
-        bands = [bootstrap_mean_ci(values[:, j], indices) for j in range(values.shape[1])]
+        bands = [t_interval(values[:, j]) for j in range(values.shape[1])]
         ax.plot(steps, values.mean(axis=0), "o-", color=color, markersize=3, label=f"{arm} ({len(chosen)} seeds)")
         ax.fill_between(steps, [b[0] for b in bands], [b[1] for b in bands], color=color, alpha=0.15)
         drawn = True
@@ -49,22 +48,23 @@ def _curves(ax, groups: Dict[str, Dict[int, dict]], arms: Sequence[str], metric:
 
 
 def plot_main(summaries: Sequence[dict], path: Path) -> bool:
-    """PPO vs MA-PPO per task (rows) and metric (columns); False when nothing is finished."""
+    """The core arms per task (rows) and metric (columns); False when nothing is finished."""
     tasks = [t for t in ("short", "long") if {"ppo", "mappo"} <= set(by_arm(summaries, t))]
     if not tasks:
         return False
-    fig, axes = plt.subplots(len(tasks), 2, figsize=(10, 3.6 * len(tasks)), squeeze=False)
+    fig, axes = plt.subplots(len(tasks), 3, figsize=(15, 3.6 * len(tasks)), squeeze=False)
     for row, task in zip(axes, tasks):
         groups = by_arm(summaries, task)
-        seeds = common_seeds(groups["ppo"], groups["mappo"])
-        for ax, metric in zip(row, METRICS):
-            _curves(ax, groups, ("ppo", "mappo"), metric, seeds)
-            ax.set_title(f"{task} task: held-out {metric} score", fontsize=10)
+        arms = [a for a in CORE_ARMS[task] if a in groups]
+        seeds = common_seeds(*(groups[a] for a in arms))
+        for ax, metric in zip(row, (*METRICS, "length")):
+            _curves(ax, groups, arms, metric, seeds)
+            ax.set_title(f"{task} task: held-out {metric}" + (" score" if metric in METRICS else ""), fontsize=10)
             ax.set_xlabel("PPO step")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8, title=BAND, title_fontsize=7)
-    fig.suptitle("PPO (n = 1) vs MA-PPO (n = 5), tiny Gemma on CPU")
-    _save(fig, str(path))
+    fig.suptitle("Core arms (λ = 0.95 unless named), tiny Gemma on CPU")
+    save_figure(fig, str(path))
     return True
 
 
@@ -85,6 +85,39 @@ def plot_ablations(summaries: Sequence[dict], path: Path, task: str = "long") ->
             ax.set_xlabel("PPO step")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, title=BAND, title_fontsize=6)
-    fig.suptitle(f"{task.capitalize()}-task ablations (seeds {', '.join(map(str, ablation_seeds))})")
-    _save(fig, str(path))
+    fig.suptitle(f"{task.capitalize()}-task arms (seeds {', '.join(map(str, ablation_seeds))})")
+    save_figure(fig, str(path))
+    return True
+
+
+def plot_sweeps(summaries: Sequence[dict], path: Path, task: str = "long") -> bool:
+    """Final gold and RM score against token PPO's λ (left) and MA-PPO's n (right), seed mean with its 95% t
+    interval; False when the sweeps have not run."""
+    groups = by_arm(summaries, task)
+    lambdas = [(arm, 0.95 if arm == "ppo" else float(arm.split("lam")[1])) for arm in LAMBDA_SWEEP if arm in groups]
+    ns = [(arm, {"ppo": 1, "mappo": 5, "mappo-ninf": 32}.get(arm) or int(arm.split("-n")[1])) for arm in N_SWEEP
+          if arm in groups]
+    if len(lambdas) < 2 or len(ns) < 2:
+        return False
+    fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
+    for row, metric in enumerate(METRICS):
+        for col, (points, label) in enumerate(((lambdas, "token PPO's λ"), (ns, "MA-PPO's n (∞ drawn at 32)"))):
+            ax = axes[row][col]
+            estimates = [mean_estimate([run[metric][-1] for run in groups[arm].values()]) for arm, _ in points]
+            x = [value for _, value in points]
+            ax.errorbar(x, [e.mean for e in estimates], yerr=[[e.mean - e.t_low for e in estimates],
+                                                              [e.t_high - e.mean for e in estimates]],
+                        fmt="o-", capsize=3)
+            if col == 0 and "mappo" in groups:
+                reference = mean_estimate([run[metric][-1] for run in groups["mappo"].values()])
+                ax.axhspan(reference.t_low, reference.t_high, color=arm_color("mappo"), alpha=0.2,
+                           label="MA-PPO n = 5, λ = 0.95 (t CI)")
+                ax.legend(fontsize=8)
+            if col == 1:
+                ax.set_xscale("log", base=2)
+            ax.set_xlabel(label)
+            ax.set_title(f"final {metric} score ({task} task)", fontsize=10)
+            ax.grid(alpha=0.3)
+    fig.suptitle("Final score vs λ (token PPO) and n (MA-PPO, λ = 0.95): seed mean, 95% t CI")
+    save_figure(fig, str(path))
     return True

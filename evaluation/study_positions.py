@@ -4,8 +4,9 @@
 
 The long task's responses open with a stance-setting sentence 100+ tokens before the reward
 (:mod:`dschat.utils.data.synthetic_long_task`). The credit-assignment argument (§3.2.3) predicts that MA-PPO
-moves early decisions more than token-level PPO with λ < 1. For the SFT policy and every finished long-task
-run's final actor this samples one response per held-out prompt (128, T = 0.8, a fixed seed: the same noise
+moves early decisions more than token-level PPO with λ < 1. For the SFT policy and the final actor of every
+finished long-task run of the arms in ``--arms`` (default: token PPO's λ sweep, MA-PPO n = 5 and the entropy
+rule) this samples one response per held-out prompt (128, T = 0.8, a fixed seed: the same noise
 for every policy) and measures: the opening sentence's sentiment (+1 / 0 / -1 by its sentiment words), and
 the gold score of the first and of the last third of the sentences. One line per policy goes to
 ``REPORT_DIR/positions.jsonl``; the report (:mod:`evaluation.study_report`) tabulates it per arm.
@@ -21,6 +22,7 @@ from typing import Dict, List, Sequence
 import torch
 
 from dschat.utils.data.synthetic_task import NEGATIVE_WORDS, POSITIVE_WORDS, WORD, synthetic_gold_score
+from evaluation.study import LAMBDA_SWEEP
 
 SEED = 4321
 PROMPTS = 128
@@ -83,13 +85,16 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="the study's runs")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"))
+    parser.add_argument("--arms", nargs="+", default=[*LAMBDA_SWEEP, "mappo", "mappo-entropy"],
+                        help="the long-task arms whose final actors are measured")
     args = parser.parse_args(argv)
     from dschat.utils.data import load_pairs
 
     prompts = [pair.prompt for pair in load_pairs("synthetic-long", "validation")[:PROMPTS]]
     policies = [("sft", 0, args.out / "long" / "sft")]
     for marker in sorted((args.out / "long").glob("*/seed*/study_run.json")):
-        policies.append((marker.parent.parent.name, int(marker.parent.name[4:]), marker.parent / "actor"))
+        if marker.parent.parent.name in args.arms:
+            policies.append((marker.parent.parent.name, int(marker.parent.name[4:]), marker.parent / "actor"))
     path = args.report_dir / "positions.jsonl"
     done = {}
     if path.is_file():

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from evaluation import study
-from evaluation.study_report import (area_under_curve, bootstrap_mean_ci, paired_difference, parity,
-                                     parity_interval, report_lines, run_summary)
+from evaluation.study_report import (area_under_curve, bootstrap_mean_ci, last_quarter_change, paired_difference,
+                                     parity, parity_interval, report_lines, run_summary, t_interval)
 
 
 def all_resamples(n):
@@ -170,12 +170,31 @@ def test_verify_compares_a_fresh_run_with_the_committed_summaries(fake_step3, tm
 
 def test_report_tables_from_summaries():
     def summary(arm, seed, rm):
-        return {"task": "short", "arm": arm, "seed": seed, "wall_s": 60.0, "steps": [0, 10], "rm": rm,
-                "gold": [0.0, 0.0], "length": [16.0, 16.0]}
+        return {"task": "short", "arm": arm, "seed": seed, "wall_s": 60.0, "cpu_s": 30.0, "commit": "abc",
+                "steps": [0, 10], "rm": rm, "gold": [0.0, 0.0], "length": [16.0, 16.0]}
 
-    summaries = [summary("ppo", s, [0.0, 1.0]) for s in (1, 2)] + [summary("mappo", s, [0.0, 2.0]) for s in (1, 2)]
+    summaries = [summary("ppo", s, [0.0, 1.0 + s]) for s in (1, 2)] + [summary("mappo", s, [0.0, 2.0]) for s in (1, 2)]
     text = "\n".join(report_lines(summaries))
-    assert "| mappo | 2 | rm | 2.000 [2.000, 2.000] | 1.000 [1.000, 1.000] | 1.000 [1.000, 1.000] (2/2)" in text
+    # mappo finals 2, 2 (t CI of zero spread); differences to ppo (2, 3): 0, -1 -> mean -0.5, s = 0.7071,
+    # t(0.975, 1) = 12.706: half-width 12.706 * 0.7071 / sqrt(2) = 6.353, prediction 12.706 * 0.7071 * sqrt(1.5)
+    assert "| mappo | 2 | rm | 2.000 | [2.000, 2.000] | [2.000, 2.000] | [2.000, 2.000] | -0.500 | [-6.853, 5.853] |" in text
+    assert "[-11.504, 10.504] | 0/2 |" in text
+    assert "Runs by commit: `abc` (4 runs)." in text
+    assert "accelerator" not in text  # states only what the data says
+
+
+def test_t_and_prediction_intervals_by_hand():
+    values = [1.0, 2.0, 3.0, 6.0]  # mean 3, s = sqrt(14/3); t(0.975, 3) = 3.182446
+    half = 3.182446305284263 * (14 / 3) ** 0.5
+    assert t_interval(values) == pytest.approx((3 - half / 2, 3 + half / 2))
+    assert t_interval(values, new_seed=True) == pytest.approx((3 - half * 1.25 ** 0.5, 3 + half * 1.25 ** 0.5))
+    assert all(np.isnan(t_interval([1.0])))
+
+
+def test_last_quarter_change_is_the_late_slope_times_the_span():
+    steps = [0, 4, 8, 12, 16]
+    assert last_quarter_change(steps, [0, 1, 2, 3, 3]) == pytest.approx(0.0)  # flat over steps 12-16
+    assert last_quarter_change(steps, [0, 1, 2, 3, 4]) == pytest.approx(1.0)  # slope 1/4 over 4 steps
 
 
 def test_position_profile_by_hand():
