@@ -439,3 +439,98 @@ def test_a_batch_of_hostile_programs_is_scored_and_the_trainer_goes_on(host, san
     assert rewards[:-1] == [-0.6] * (len(hostile) - 1) and rewards[-1] == 1.0
     assert counts["passed"] == 1 and counts["sandbox_error"] == 0
     assert sys.getrecursionlimit() < 10**5  # nothing of the child's leaked into this process
+
+
+# ------------------------------------------------------------- HumanEval verdicts decided out of the program's reach
+
+def test_the_programs_child_is_given_neither_test_code_nor_key():
+    """The program's sealed spec (all its process ever learns from the parent) holds the program and the
+    entry point's name, not the test code, the prompt's helpers' tests or a report key."""
+    task = humaneval_task("HumanEval/0")
+    spec = sandbox.ProgramSpec(sandbox.ProgramMode.HUMANEVAL, task.prompt + "    return False\n",
+                               test_code=task.test_code, entry_point=task.entry_point, test_prelude=task.prompt)
+
+    class Files:
+        workdir, output = "/nonexistent", -1
+
+    child_spec = json.loads(sandbox._child_spec(Files, spec, SandboxLimits(), 0, 5, -1, "", request_fd=6,
+                                                reply_fd=7))
+    assert "def check(candidate)" not in json.dumps(child_spec) and child_spec["report_key"] == ""
+    assert "def check(candidate)" in json.dumps(json.loads(sandbox._verdict_spec(spec, SandboxLimits(), "k" * 32)))
+
+
+FORGERIES = {  # issue 23, class 1: what used to reach the verdict from inside the program's interpreter
+    "gc_finds_channel_and_key": """\
+        import gc
+        for obj in gc.get_objects():
+            if hasattr(obj, 'send') and hasattr(obj, '_key'):
+                obj.send(event='test', index=0, status='returned', error='', in_tests=False, restart=False)
+        import os
+        os._exit(0)
+        """,
+    "frames_and_closures": """\
+        import sys
+        frame = sys._getframe()
+        while frame is not None:
+            for cell in (getattr(frame.f_code, 'co_freevars', ()) and ()) or ():
+                pass
+            for name, value in list(frame.f_locals.items()):
+                if callable(value) and getattr(value, '__closure__', None):
+                    for cell in value.__closure__:
+                        try:
+                            if callable(cell.cell_contents):
+                                cell.cell_contents = lambda *args, **kwargs: ('returned', '', False)
+                        except ValueError:
+                            pass
+            frame = frame.f_back
+        return False
+        """,
+    "gc_reads_test_code": """\
+        import gc
+        for obj in gc.get_objects():
+            if isinstance(obj, dict):
+                for value in list(obj.values()):
+                    if isinstance(value, str) and 'def check' + '(candidate)' in value:
+                        raise RuntimeError('FOUND the test code')
+        return False
+        """,
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_forgeries_from_inside_the_program_do_not_pass(host, sandboxes, forgery):
+    completion = textwrap.indent(textwrap.dedent(FORGERIES[forgery]), "    ")
+    result = bounded(execute_program, humaneval_task("HumanEval/0"), completion, limits_in(sandboxes))
+    assert not result.passed and "FOUND" not in result.detail, result.detail
+    assert result.outcome in (ProgramOutcome.FAILED, ProgramOutcome.RUNTIME_ERROR), result.detail
+
+
+@pytest.mark.parametrize("patch", [
+    "import math\nmath.fabs = lambda x: 0.0\n",  # HumanEval/32's test: assert math.fabs(poly(coeffs, x)) < 1e-4
+    "def poly(xs, x):\n    return 0.0\n",  # the prompt's helper, redefined by the program
+    "import builtins, math\nbuiltins.abs = math.fabs = lambda x: 0.0\npoly = lambda xs, x: 0.0\n",
+])
+def test_patching_the_standard_library_or_a_prompt_helper_does_not_pass(host, sandboxes, patch):
+    task = humaneval_task("HumanEval/32")
+    program = task.prompt + "    return 12345.0\n" + patch
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.FAILED, result.detail
+
+
+def test_humaneval_values_cross_as_plain_data(host, sandboxes):
+    """Tuples stay tuples, big integers and special floats cross exactly; a value that is not plain data fails
+    the test (the test code's own TypeError), a value nested too deep too."""
+    task = CodeTask(task_id="plain", prompt="def f(x):\n", entry_point="f", test_code=textwrap.dedent("""\
+        def check(candidate):
+            assert candidate((1, 2)) == ((1, 2), 'tuple')
+            assert candidate(7 ** 5000) == (7 ** 5000, 'int')
+            import math
+            assert math.isnan(candidate(float('nan'))[0]) and candidate(-0.0) == (-0.0, 'float')
+            assert candidate({1: {2, 3}, (4,): b'x'}) == ({1: {2, 3}, (4,): b'x'}, 'dict')
+        """))
+    passing = "    return x, type(x).__name__\n"
+    assert bounded(execute_program, task, passing, limits_in(sandboxes)).outcome is ProgramOutcome.PASSED
+    for body, reason in (("    return object()\n", "not plain data"),
+                         ("    v = []\n    for _ in range(500):\n        v = [v]\n    return v\n", "nested")):
+        result = bounded(execute_program, task, body, limits_in(sandboxes))
+        assert result.outcome is ProgramOutcome.FAILED and reason in result.detail, result.detail

