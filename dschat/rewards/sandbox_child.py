@@ -501,9 +501,11 @@ def _restrict_filesystem(libc, workdir: str, readable_paths) -> int:
                               ctypes.c_long(attr_size), ctypes.c_long(0))
     if ruleset_fd < 0:
         return 0
-    read_rights = _LANDLOCK_EXECUTE | _LANDLOCK_READ_FILE | _LANDLOCK_READ_DIR
+    read_rights = {"tree": _LANDLOCK_EXECUTE | _LANDLOCK_READ_FILE | _LANDLOCK_READ_DIR,
+                   "names": _LANDLOCK_READ_DIR}
     rules = [(workdir, _LANDLOCK_READ_FILE | _LANDLOCK_READ_DIR)]
-    rules += [(path, read_rights) for path in (["/"] if readable_paths is None else readable_paths)]
+    rules += [(path, read_rights[kind]) for path, kind in ([("/", "tree")] if readable_paths is None
+                                                           else readable_paths)]
     try:
         for path, rights in rules:
             try:
@@ -512,6 +514,9 @@ def _restrict_filesystem(libc, workdir: str, readable_paths) -> int:
                 continue
             if not os.path.isdir(path):
                 rights &= _LANDLOCK_FILE_RIGHTS
+                if not rights:
+                    os.close(path_fd)
+                    continue
             rule = _LandlockPathBeneathAttr(rights, path_fd)
             added = libc.syscall(ctypes.c_long(_LANDLOCK_ADD_RULE), ctypes.c_long(ruleset_fd),
                                  ctypes.c_long(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule),
