@@ -712,3 +712,69 @@ def test_signal_ownership_of_inherited_pipes_cannot_kill_the_trainer(kernel, tmp
     assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
     assert completed.stdout.startswith("passed"), completed.stdout
     assert ("landlock_abi5" in completed.stdout) == abi5
+
+
+# ------------------------------------------------------------------------ malformed values: a plain outcome
+
+BIG = "7" * 5000
+
+
+@pytest.mark.parametrize("program, task, expected", [
+    (f"print('{BIG}')", CodeTask(task_id="big", prompt="", inputs=[""], outputs=[BIG + "\n"]), (P,)),
+    (f"print('-0{BIG}')", CodeTask(task_id="big", prompt="", inputs=[""], outputs=["-" + BIG + "\n"]), (P,)),
+    (f"print('{BIG}8')", CodeTask(task_id="big", prompt="", inputs=[""], outputs=[BIG + "\n"]), (F,)),
+    ("import sys\ndef f(x):\n    sys.setrecursionlimit(10**5)\n    v = []\n    for _ in range(3000):\n"
+     "        v = [v]\n    return v\n", call_task(), (F, F)),
+    (f"def f(x):\n    return int('{BIG}')\n", call_task(), (F, F)),
+    ("import os\nos.kill(os.getpid(), 40)\n", stdio_task(1), (E,)),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGRTMAX)\n", stdio_task(1), (E,)),
+], ids=["5000_digit_int", "5000_digit_int_signs", "5000_digit_int_wrong", "json_3000_deep", "call_5000_digit_int",
+        "signal_40", "signal_rtmax"])
+def test_malformed_values_end_in_a_plain_outcome(host, sandboxes, caplog, program, task, expected):
+    """Issue 23, class 6: each of these ended as a sandbox error with a traceback in the log."""
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.test_outcomes == expected, result.detail
+    assert "Traceback" not in caplog.text and result.outcome is not ProgramOutcome.SANDBOX_ERROR
+    if expected == (E,):
+        assert "killed by signal" in result.detail or "killed by SIGRTMAX" in result.detail, result.detail
+
+
+# ------------------------------------------------------------------ the trainer's cost, whatever is printed
+
+def test_printing_beyond_the_cap_is_a_runtime_error_and_costs_the_trainer_little(host, sandboxes):
+    """Issue 23, class 4: five tests printing 8 MiB each (beyond the 1 MiB cap, the EFBIG swallowed) cost the
+    trainer 24 s of CPU and +770 MB to judge, and scored -0.3, better than a runtime error. Now: a runtime
+    error (-0.6), under a second of the trainer's CPU and under 64 MB of its memory."""
+    program = "import sys\ntry:\n    sys.stdout.write('1 ' * (4 << 20))\n    sys.stdout.flush()\nexcept OSError:\n" \
+              "    pass\n"
+    cpu, peak = time_and_peak(lambda: bounded(score_completions, [program], [stdio_task(5)],
+                                              limits_in(sandboxes, test_timeout_s=10.0)))
+    rewards, counts = cpu.value
+    assert rewards == [-0.6] and counts["runtime_error"] == 1
+    assert cpu.seconds < 1.0 and peak < 64 << 20, (cpu.seconds, peak)
+
+
+def test_output_far_longer_than_expected_fails_unparsed(host, sandboxes):
+    """Under the cap but 7 MiB of tokens for a one-line answer: failed without tokenising it."""
+    program = "import sys\nsys.stdout.write('1 ' * (7 << 19))\n"
+    limits = limits_in(sandboxes, max_output_bytes=8 << 20, test_timeout_s=10.0)
+    cpu, peak = time_and_peak(lambda: bounded(execute_program, stdio_task(5), program, limits))
+    assert cpu.value.test_outcomes == (F,) * 5
+    assert cpu.seconds < 1.0 and peak < 64 << 20, (cpu.seconds, peak)
+
+
+@dataclass
+class Measured:
+    value: object
+    seconds: float
+
+
+def time_and_peak(function):
+    """``function()``, this process's CPU seconds spent in it (all threads) and the growth of its peak RSS."""
+    import resource
+    import time
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.process_time()
+    value = function()
+    seconds = time.process_time() - started
+    return Measured(value, seconds), (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) << 10

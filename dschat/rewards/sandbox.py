@@ -27,10 +27,13 @@ The parent checks each child's work, and never trusts its directory:
   exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
   crash;
 * outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
-  through its own descriptors (``pread``, at most ``max_output_bytes``), after the child reported the test and
-  before it lets it start the next one. The parent opens no path in the private directory, so files, links,
-  FIFOs or directories a program leaves there cannot block or crash it; the directory is removed without
-  following links or recursing;
+  through its own descriptors (``pread``, at most ``max_output_bytes``: reading stops at the cap), after the
+  child reported the test and before it lets it start the next one. An output that reached the cap is a runtime
+  error (``RAISED``), however the program ended: printing without bound never scores better than crashing, and
+  the comparison with the expected output (``code_execution``) reads at most a bounded multiple of the expected
+  output's length, so the trainer's cost per test is bounded whatever the program prints. The parent opens no
+  path in the private directory, so files, links, FIFOs or directories a program leaves there cannot block or
+  crash it; the directory is removed without following links or recursing;
 * time: every wait has a deadline (reports by ``poll``, exits by a pidfd, a SIGKILLed child that does not die
   is logged and left); a failure of the sandbox itself becomes a ``sandbox_error`` outcome, not an exception.
 
@@ -688,8 +691,17 @@ def _test_run_from_event(event: dict, index: int, child: "_Child", files: _Progr
     if kind != "test" or event["index"] != index or event["status"] not in ("returned", "raised"):
         child.kill()
         return TestRun(index, RunStatus.CRASHED, error="the program broke the sandbox's report channel")
-    return TestRun(index, RunStatus(event["status"]), files.read_output(limits.max_output_bytes),
-                   event["error"], event["in_tests"])
+    return _capped(TestRun(index, RunStatus(event["status"]), files.read_output(limits.max_output_bytes),
+                           event["error"], event["in_tests"]), files, limits)
+
+
+def _capped(run: TestRun, files: _ProgramFiles, limits: SandboxLimits) -> TestRun:
+    """A run whose output reached ``max_output_bytes`` (the rest was refused with EFBIG, whether or not the
+    program noticed) is an error, never a normal end that could score better than one."""
+    if run.status is RunStatus.RETURNED and os.fstat(files.output).st_size >= limits.max_output_bytes:
+        return TestRun(run.index, RunStatus.RAISED, run.output,
+                       f"output limit exceeded ({limits.max_output_bytes} bytes)")
+    return run
 
 
 def _run_of_dead_child(index: int, child: "_Child", files: _ProgramFiles, spec: ProgramSpec,
@@ -704,12 +716,19 @@ def _run_of_dead_child(index: int, child: "_Child", files: _ProgramFiles, spec: 
         return TestRun(index, RunStatus.TIMED_OUT, output, "CPU time limit exceeded")
     if returncode < 0:
         return TestRun(index, RunStatus.CRASHED, output,
-                       f"killed by {signal.Signals(-returncode).name}: {files.stderr_tail()}")
+                       f"killed by {_signal_name(-returncode)}: {files.stderr_tail()}")
     if spec.mode is not ProgramMode.STDIO:
         return TestRun(index, RunStatus.CRASHED, output, f"the process exited with status {returncode}")
     if returncode == 0:
-        return TestRun(index, RunStatus.RETURNED, output)
+        return _capped(TestRun(index, RunStatus.RETURNED, output), files, limits)
     return TestRun(index, RunStatus.RAISED, output, f"exit status {returncode}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time or unnamed signal
+        return f"signal {number}"
 
 
 def _describe_end(kind: str, child: "_Child") -> str:
