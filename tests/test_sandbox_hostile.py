@@ -778,3 +778,24 @@ def time_and_peak(function):
     value = function()
     seconds = time.process_time() - started
     return Measured(value, seconds), (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) << 10
+
+
+# ----------------------------------------------------------------- what survives between tests of one child
+
+def test_module_state_survives_between_tests_of_one_child_as_stated(host, sandboxes):
+    """The sandbox's docstring states it: module attributes survive (test 1 sees what test 0 set)."""
+    program = "import math\nprint(getattr(math, 'seen', 0) + int(input()))\nmath.seen = 10\n"
+    result = bounded(execute_program, CodeTask(task_id="state", prompt="", inputs=["0\n", "1\n", "2\n"],
+                                               outputs=["0\n", "11\n", "12\n"]), program, limits_in(sandboxes))
+    assert result.test_outcomes == (P, P, P), result.detail
+
+
+@pytest.mark.parametrize("start", ["import _thread\n_thread.start_new_thread(run, ())\n",
+                                   "import threading\nthreading.Thread(target=run, daemon=True).start()\n"])
+def test_a_thread_left_running_ends_its_child(host, sandboxes, start):
+    """Issue 23, class 5: a raw ``_thread`` thread (which ``threading`` does not track) outlived its test and
+    wrote into the next one's output; now any thread left running moves the next test to a fresh child."""
+    program = "import time\ndef run():\n    import os, time\n    time.sleep(0.5)\n    os.write(1, b'spoiled\\n')\n" + \
+        "x = input()\nif x == '0':\n" + textwrap.indent(start, "    ") + "time.sleep(0.6) if x == '1' else None\nprint(x)\n"
+    result = bounded(execute_program, stdio_task(2), program, limits_in(sandboxes, test_timeout_s=3.0))
+    assert result.test_outcomes == (P, P), result.detail

@@ -6,16 +6,23 @@ escape, to crash or hang the trainer, or to be scored as passed without solving 
 The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
 standard-io inputs into a fresh private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in a new
 session (its own process group). Everything the child needs - the program, its tests, the limits, the
-descriptors of its channels, a random key - is in a *sealed* memory file (``memfd``, no write/grow/shrink) that
-the parent writes for each child: nothing a program writes can influence how the next child is hardened. The
-child hardens itself, compiles the program, runs the tests one after the other in the same interpreter and
-reports each one as a JSON line on a pipe. The parent enforces a wall-clock deadline per test, kills the whole
-process group (``os.killpg``) when one expires or the child dies, and carries on with the remaining tests in a
-fresh child. What one test could leave behind for the next is reset after every test (builtins, standard
-streams, ``sys.argv``, recursion and int-digit limits, trace hooks, signal handlers and interval timers,
-working directory), and a child whose program leaves daemon threads running is replaced, so verdicts match one
-process per test at the cost of one interpreter start per program (a call-based program's module is loaded
-once per child and shared by its calls, as in APPS' harness).
+descriptors of its channels, a random report key (none for HumanEval, below) - is in a *sealed* memory file
+(``memfd``, no write/grow/shrink) that the parent writes for each child: nothing a program writes can influence
+how the next child is hardened. The child hardens itself, compiles the program, runs the tests one after the
+other in the same interpreter and reports each one as a JSON line on a pipe (HumanEval: see below). The parent
+enforces a wall-clock deadline per test, kills the whole process group (``os.killpg``) when one expires or the
+child dies, and carries on with the remaining tests in a fresh child.
+
+What survives between the tests of one child (standard-io and call-based tasks), precisely: the modules imported
+so far (``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated
+module-level objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded
+once per child and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for
+each test). Reset after every test: builtins, standard streams, ``sys.argv``, recursion and int-digit limits,
+trace and profile hooks, signal handlers, interval timers, the working directory. A test that leaves any thread
+running - a daemon ``threading`` thread or a raw ``_thread`` one, counted by the kernel in ``/proc/self/task`` -
+ends its child: the next test starts in a fresh one. A program can thus make a later test's behaviour depend on
+an earlier test of the same program only through module state, which cannot reach an expected output (the child
+never holds one) and costs one interpreter start per program rather than per test.
 
 The parent checks each child's work, and never trusts its directory:
 

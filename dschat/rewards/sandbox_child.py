@@ -62,6 +62,7 @@ def _child_main(spec_fd: int) -> None:
     fds = _Descriptors(spec["output_fd"], spec["ack_fd"], os.open(os.devnull, os.O_RDWR))
     first_test = spec["first_test"]
     cpu_seconds = math.ceil(spec["limits"]["test_timeout_s"] * (spec["num_tests"] - first_test + 1)) + 1
+    tasks_fd = os.open("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # before Landlock
     channel.send(event="hardened", layers=_harden(spec["workdir"], spec["readable_paths"], spec["limits"],
                                                   cpu_seconds))
     try:
@@ -86,12 +87,12 @@ def _child_main(spec_fd: int) -> None:
         _truncate_stderr()
         fds.clear_output()
         status, error, in_tests = run_test(index)
-        threads_left = _join_user_threads()
+        threads_left = _join_user_threads(tasks_fd)
         status, error = _flush_user_streams(status, error)
         state.restore()
         channel.send(event="test", index=index, status=status, error=error, in_tests=in_tests,
                      restart=threads_left)
-        if threads_left:  # daemon threads would run on into the next test: continue in a fresh child
+        if threads_left:  # threads would run on into the next test: continue in a fresh child
             break
     os._exit(0)
 
@@ -331,13 +332,18 @@ def _humaneval_server(prelude, program, spec: dict, fds: _Descriptors) -> None:
 _DRIVERS = {"stdio": _stdio_driver, "call": _call_driver}
 
 
-def _join_user_threads() -> bool:
-    """Wait for the program's non-daemon threads (as interpreter exit would); True if daemon threads are left."""
+def _join_user_threads(tasks_fd: int) -> bool:
+    """Wait for the program's non-daemon threads (as interpreter exit would); True if any other thread is left:
+    a daemon thread, or one started with ``_thread`` (which ``threading`` does not track), counted by the
+    kernel in ``/proc/self/task`` (``tasks_fd``: opened before Landlock)."""
     current = threading.current_thread()
     for thread in threading.enumerate():
         if thread is not current and not thread.daemon:
             thread.join()
-    return any(thread is not current and thread.is_alive() for thread in threading.enumerate())
+    try:
+        return len(os.listdir(tasks_fd)) > 1
+    except OSError:  # cannot count: assume the worst
+        return True
 
 
 def _flush_user_streams(status: str, error: str) -> tuple[str, str]:
