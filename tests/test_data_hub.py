@@ -211,3 +211,9 @@ def test_file_whose_rows_are_all_skipped_is_an_error(tmp_path):
     path = write_jsonl(tmp_path / "blank.jsonl", [{"prompt": "p", "chosen": "  "}] * 3)
     with pytest.raises(DataError, match=r"blank.jsonl: all 3 rows were skipped \(empty response: 3\)"):
         load_pairs("jsonl", "train", path, eval_data_path=path)
+
+
+def test_training_on_humaneval_warns_that_it_is_the_evaluation_set(caplog):
+    with caplog.at_level(logging.WARNING):
+        tasks = train_code_tasks(data_args(data_name="humaneval", max_train_samples=3))
+    assert len(tasks) == 3 and "training on HumanEval's test split, the evaluation set" in caplog.text

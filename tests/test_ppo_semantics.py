@@ -221,3 +221,9 @@ def test_logprobs_use_the_sampling_temperature(tmp_path, flags, temperature):
     for start, micro in zip((0, 4), reused.micro_batches(4)):
         on_policy.micro_batch_losses(micro)  # on-policy: its old log-probs are the training forward's
         assert torch.allclose(micro.logprobs.double(), actor[start:start + 4], atol=1e-5)
+
+
+def test_step3_refuses_to_train_on_humaneval_the_evaluation_set(tmp_path, capsys):
+    message = one_line_error(ppo_main, TINY_PPO + ["--reward", "code", "--data_name", "humaneval", "--output_dir",
+                                                   str(tmp_path)], capsys)
+    assert "--data_name humaneval" in message and "--allow_eval_set_training" in message

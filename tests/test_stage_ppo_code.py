@@ -35,7 +35,8 @@ def test_code_reward_source_scores_each_row_against_its_own_task(humaneval_tasks
 @pytest.mark.parametrize("rule", [["--termination", "fixed", "--ngram", "1"],
                                   ["--termination", "parsing"]], ids=["ppo", "mappo-parsing-code"])
 def test_ppo_with_execution_reward_runs_end_to_end(tmp_path, rule):
-    ppo_main(["--reward", "code", "--data_name", "humaneval", "--actor_model_name_or_path", "tiny-gemma",
+    ppo_main(["--reward", "code", "--data_name", "humaneval", "--allow_eval_set_training",
+              "--actor_model_name_or_path", "tiny-gemma",
               "--output_dir", str(tmp_path), "--max_prompt_seq_len", "160", "--max_new_tokens", "16",
               "--per_device_generation_batch_size", "4", "--per_device_train_batch_size", "4",
               "--max_steps", "2", "--max_eval_samples", "40", "--temperature", "1.0", "--top_k", "5",

@@ -320,9 +320,15 @@ class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleA
     """Log training metrics every N PPO iterations (and at the last)."""
     log_samples: NonNegativeInt = 2
     """Decoded responses shown every --log_steps."""
+    allow_eval_set_training: bool = False
+    """Let --reward code train on --data_name humaneval: HumanEval has only its test split, the one pass@k is
+    measured on, so training on it is a smoke test, never a result (logged as a warning)."""
 
     def __post_init__(self):
         super().__post_init__()
+        if self.reward == "code" and self.data_name == "humaneval" and not self.allow_eval_set_training:
+            raise ConfigError("--data_name humaneval: HumanEval has only its test split, the evaluation set; PPO "
+                              "would train on it. Train on apps, or pass --allow_eval_set_training for a smoke test")
         if self.lora_dropout:
             raise ConfigError(f"--lora_dropout {self.lora_dropout}: step 3 runs its models without dropout (the "
                               "update's log-probs and values must come from the function that scored the rollout); "

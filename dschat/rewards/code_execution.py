@@ -28,8 +28,12 @@ Comparison rules, after APPS' ``testing_util.run_test`` (Hendrycks et al., 2021)
   ``math``, ``typing.List``, ``numpy as np``, ``heapq``...; LeetCode-style programs and starter code rely on
   it), executed in the program's namespace; only the header lines binding a name the program mentions are run
   (:func:`apps_prelude`), which spares each program up to ~30 ms of imports.
+* bounded cost: an output more than ``OUTPUT_LENGTH_FACTOR`` times as long as the expected one (plus
+  ``OUTPUT_LENGTH_SLACK`` bytes) fails without being parsed (APPS would compare it; no realistic correct output
+  is that much longer), a call's return value nested more than 100 deep fails unparsed, and integer tokens are
+  compared as digit strings (any length, linear time);
 * verdicts: ``passed``, ``failed`` (wrong output), ``runtime_error`` (uncaught exception, non-zero exit
-  status, crash, output limit), ``timeout`` (wall clock or CPU time), and ``compile_error`` for the whole
+  status, crash, output limit reached), ``timeout`` (wall clock or CPU time), and ``compile_error`` for the whole
   program when it does not compile; APPS' "compile error" (-2) also covers exceptions while loading the
   module, which here are runtime errors of the tests they happen in.
 """
@@ -41,21 +45,25 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from functools import partial
+from functools import lru_cache, partial
 from typing import List, Optional, Sequence, Tuple
 
 from dschat.utils.data.schema import CodeTask
 
+from .plain_data import nesting_depth
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program
-from .sandbox_child import TESTS_FILENAME
+from .verdict_child import TESTS_FILENAME
 
 logger = logging.getLogger(__name__)
 
 FLOAT_RELATIVE_TOLERANCE = 1e-5
 FLOAT_ABSOLUTE_TOLERANCE = 1e-8
+OUTPUT_LENGTH_FACTOR = 8
+OUTPUT_LENGTH_SLACK = 4096
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _MAX_DETAIL_CHARS = 300
+_MAX_CALL_OUTPUT_DEPTH = 100  # a return value nested deeper is failed unparsed (the parser would recurse)
 _APPS_PRELUDE = (  # APPS' import header (testing_util.py), line by line, with the names each line binds
     ("import sys", ("sys",)),
     ("import time", ("time",)),
@@ -219,6 +227,18 @@ def humaneval_program(task: CodeTask, code: str) -> str:
     return task.prompt + "\n" + code if defines_entry_point else task.prompt + code
 
 
+@lru_cache(maxsize=1024)
+def humaneval_test_prelude(prompt: str) -> str:
+    """What the verdict interpreter runs before the test code: the problem's prompt (trusted: its imports and the
+    helpers the tests call, e.g. HumanEval/32's ``poly``, as the task defines them, not as a program may), or
+    nothing when the prompt does not compile on its own (a stub without a docstring)."""
+    try:
+        compile(prompt, "<prompt>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return ""
+    return prompt
+
+
 def stdio_output_matches(actual: str, expected: str) -> bool:
     """Whether a standard-io program's output matches the expected output (rules in the module docstring)."""
     if actual.strip() == expected.strip():
@@ -237,9 +257,16 @@ def _tokens_match(actual: str, expected: str) -> bool:
     if actual == expected:
         return True
     if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
-        return int(actual) == int(expected)
+        return _canonical_integer(actual) == _canonical_integer(expected)
     return bool(_NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected)) \
         and _floats_close(float(actual), float(expected))
+
+
+def _canonical_integer(token: str) -> str:
+    """An integer token without sign noise or leading zeros: equal values, equal strings, in linear time and
+    whatever the number of digits (``int()`` refuses more than 4300)."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return "-" + digits if token.startswith("-") and digits != "0" else digits
 
 
 def _floats_close(actual: float, expected: float) -> bool:
@@ -283,13 +310,26 @@ def _judge(mode: ProgramMode, run: TestRun, expected) -> TestOutcome:
     if run.status is not RunStatus.RETURNED:
         return TestOutcome.RUNTIME_ERROR
     if mode is ProgramMode.STDIO:
-        matches = stdio_output_matches(run.output.decode("utf-8", errors="replace"), _stdio_text(expected))
+        expected_text = _stdio_text(expected)
+        matches = comparable_length(len(run.output), len(expected_text)) and stdio_output_matches(
+            run.output.decode("utf-8", errors="replace"), expected_text)
+    elif not comparable_length(len(run.output), len(json.dumps(expected))):
+        matches = False
     else:
         try:
-            matches = call_output_matches(json.loads(run.output), expected)
-        except ValueError:  # truncated, or an integer too long for the parent's int/str conversion limit
+            matches = nesting_depth(run.output) <= _MAX_CALL_OUTPUT_DEPTH \
+                and call_output_matches(json.loads(run.output), expected)
+        except (ValueError, RecursionError):  # truncated, or an integer too long for int/str conversion
             matches = False
     return TestOutcome.PASSED if matches else TestOutcome.FAILED
+
+
+def comparable_length(output_bytes: int, expected_chars: int) -> bool:
+    """Whether an output is short enough to be compared with an expected output of ``expected_chars``: at most
+    ``OUTPUT_LENGTH_FACTOR`` times as long plus ``OUTPUT_LENGTH_SLACK`` bytes (room for extra whitespace and
+    digits the comparison tolerates); longer ones fail unread, so judging costs the trainer time and memory
+    bounded by the expected output, whatever the program prints."""
+    return output_bytes <= OUTPUT_LENGTH_FACTOR * expected_chars + OUTPUT_LENGTH_SLACK
 
 
 def _describe_test(run: TestRun, outcome: TestOutcome, expected, mode: ProgramMode) -> str:
@@ -320,7 +360,7 @@ def _program_outcome(test_outcomes: Sequence[TestOutcome]) -> ProgramOutcome:
 def _program_spec(task: CodeTask, code: str, mode: ProgramMode) -> ProgramSpec:
     if mode is ProgramMode.HUMANEVAL:
         return ProgramSpec(mode, humaneval_program(task, code), test_code=task.test_code,
-                           entry_point=task.entry_point)
+                           entry_point=task.entry_point, test_prelude=humaneval_test_prelude(task.prompt))
     prelude = apps_prelude(code)
     if mode is ProgramMode.CALL:
         return ProgramSpec(mode, code, prelude, call_args=tuple(task.inputs), fn_name=task.fn_name)

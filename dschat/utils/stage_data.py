@@ -48,6 +48,8 @@ def train_code_tasks(args) -> list:
     HumanEval has only a test split, which then serves as training and held-out set alike (a smoke-test
     setting, not a benchmark)."""
     if args.data_name == "humaneval":
+        logger.warning("training on HumanEval's test split, the evaluation set every pass@k is measured on "
+                       "(--allow_eval_set_training): a smoke test, not a result")
         return _limit(load_code_tasks("humaneval", split="test"), args.max_train_samples, "code tasks")
     tasks = code_tasks_for_phase(args.data_name, phase=2, data_split=args.data_split, split="train",
                                  seed=args.seed, cache_dir=args.data_cache_dir, **_sources(args))
