@@ -22,6 +22,7 @@ from typing import Mapping, Optional, Tuple
 
 import torch
 from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
+from safetensors import SafetensorError
 
 from .data.tokenized import with_sequence_layout
 from .distributed import barrier, is_main_process
@@ -108,17 +109,22 @@ def _as_write_error(err: RuntimeError, recorded: Optional[OSError], path: str) -
 def durable_torch_save(obj, path: str, zipfile: bool = True) -> None:
     """``torch.save`` through a Python file, fsync'ed; every failed write raises ``OSError`` with its errno
     (also when torch reports it as a ``RuntimeError``)."""
-    with open(path, "wb") as handle:
-        recording = _RecordingFile(handle)
-        try:
-            torch.save(obj, recording, _use_new_zipfile_serialization=zipfile)
-        except RuntimeError as err:
-            cause = _as_write_error(err, recording.error, path)
-            if cause is None:
-                raise
-            raise cause from None
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with open(path, "wb") as handle:
+            recording = _RecordingFile(handle)
+            try:
+                torch.save(obj, recording, _use_new_zipfile_serialization=zipfile)
+            except RuntimeError as err:
+                cause = _as_write_error(err, recording.error, path)
+                if cause is None:
+                    raise
+                raise cause from None
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as err:
+        if err.filename:
+            raise
+        raise OSError(err.errno, err.strerror, path) from None  # a buffered write's error names no file
 
 
 def _fsync_dir(path: str) -> None:
@@ -347,10 +353,12 @@ def save_hf_model(engine, tokenizer, out_dir: str) -> None:
     ``*ForSequenceClassification`` pools the last non-pad token for either padding side) plus its tokenizer,
     whose plain call gives the layout the model was trained on (``with_sequence_layout``): ``[bos] + text`` for
     a causal LM (a prompt to continue), ``[bos] + text + [eos]`` for a scalar-head model (a sequence scored at
-    its eos). Refuses (``RunStopped``) a model with non-finite weights."""
+    its eos). Refuses (``RunStopped``) a model with non-finite weights; a failed write (full disk, read-only)
+    is one line naming ``out_dir`` and the cause (``RunStopped``)."""
     if not engine_weights_finite(engine):
         raise RunStopped(f"the model has non-finite weights; not saving it to {out_dir}")
     state_dict = _full_state_dict(engine)
+    failure = None
     if is_main_process():
         model = engine.module
         if hasattr(model, "merge_and_unload"):  # peft LoRA: merge a copy so training could go on
@@ -358,11 +366,20 @@ def save_hf_model(engine, tokenizer, out_dir: str) -> None:
 
             model = copy.deepcopy(model).merge_and_unload()
             state_dict = model.state_dict()
-        os.makedirs(out_dir, exist_ok=True)
         state_dict = {key: value.detach().cpu().clone() for key, value in state_dict.items()}
         model.config.pad_token_id = tokenizer.pad_token_id
-        model.save_pretrained(out_dir, state_dict=state_dict, safe_serialization=True)
         scores_sequences = type(model).__name__.endswith("ForSequenceClassification")
-        with_sequence_layout(tokenizer, eos=scores_sequences).save_pretrained(out_dir)
-        logger.info("saved HF model to %s", out_dir)
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+            model.save_pretrained(out_dir, state_dict=state_dict, safe_serialization=True)
+            with_sequence_layout(tokenizer, eos=scores_sequences).save_pretrained(out_dir)
+        except (OSError, SafetensorError) as err:  # safetensors reports a full disk as its own error
+            failure = err
+        else:
+            logger.info("saved HF model to %s", out_dir)
+    if any_rank(failure is not None):
+        cause = (os.strerror(failure.errno) if getattr(failure, "errno", None) else str(failure).splitlines()[0]
+                 if failure is not None else "another process failed")
+        raise RunStopped(f"could not save the model to {out_dir}: {cause}; the resumable checkpoints are "
+                         "unaffected (--resume continues from the newest)") from None
     barrier()

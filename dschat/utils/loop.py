@@ -123,8 +123,9 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
 
     Before anything, ``--output_dir`` must have room for one checkpoint (one line otherwise). Each checkpoint's
     manifest records ``args``; ``--resume`` verifies the files and compares the configuration (:func:`resume`).
-    SIGTERM / SIGINT during the loop finish the current optimizer step, save a complete checkpoint and raise
-    :class:`~dschat.utils.faults.RunInterrupted` (one line; exit status 128 + the signal number).
+    SIGTERM / SIGINT from here until the last step (resume and evaluations included) finish the current optimizer step, save a
+    complete checkpoint and raise :class:`~dschat.utils.faults.RunInterrupted` (one line; exit status 128 + the
+    signal number).
     """
     summarize = summarize or mean_metrics
     per_epoch = batches_per_epoch(len(dataset), world_size, batch_size)
@@ -138,8 +139,6 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
     stateful = stateful or {}
     require_checkpoint_space(args.output_dir, engines)
     state = TrainState()
-    if args.resume:
-        state = resume(args, engines, stateful, metric_logger) or state
 
     def log_eval() -> Dict[str, float]:
         metrics = evaluate()
@@ -153,12 +152,14 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
         return save_checkpoint(args.output_dir, engines, state,
                                {name: obj.state_dict() for name, obj in stateful.items()}, config_record(args))
 
-    if state.global_step == 0:
-        log_eval()
-    history: list = []
-    progress = tqdm(total=total_steps, initial=state.global_step, desc=prefix or "train",
-                    disable=args.no_progress_bar or not is_main_process())
     with StopRequests() as stop:
+        if args.resume:
+            state = resume(args, engines, stateful, metric_logger) or state
+        if state.global_step == 0:
+            log_eval()
+        history: list = []
+        progress = tqdm(total=total_steps, initial=state.global_step, desc=prefix or "train",
+                        disable=args.no_progress_bar or not is_main_process())
         while state.global_step < total_steps:
             loader = make_loader(dataset, collate_fn, batch_size, args.seed, state.epoch, rank, world_size,
                                  skip_batches=state.batch_in_epoch)
@@ -195,7 +196,7 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
             else:
                 state.epoch += 1
                 state.batch_in_epoch = 0
-    progress.close()
+        progress.close()
     return log_eval()
 
 

@@ -86,7 +86,8 @@ def character_limit(tokenizer, max_tokens: int) -> int:
     """Characters beyond which a text surely has more than ``max_tokens`` tokens: one token stands for at most
     as many characters as its longest vocabulary entry has (byte-level BPE: one character per byte;
     SentencePiece: ``▁`` per space, byte fallbacks ``<0xNN>`` longer than the byte they stand for), times
-    :data:`CHARACTER_MARGIN`."""
+    :data:`CHARACTER_MARGIN`. (A tokenizer that drops characters -- a word-level one splitting on whitespace --
+    can fit long runs of them; the margin covers ordinary spacing.)"""
     return CHARACTER_MARGIN * max_tokens * max(map(len, tokenizer.get_vocab()))
 
 
