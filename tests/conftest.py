@@ -159,6 +159,14 @@ TINY_PPO = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_
 --max_steps. One checkpoint of its actor and critic is about 24 MB."""
 
 
+def child_env() -> dict:
+    """The environment of a stage run in a child process: CPU, one thread, this checkout, and none of the
+    rendezvous variables an in-process test's ``init_distributed`` left behind (its port is taken)."""
+    rendezvous = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    return {**{k: v for k, v in os.environ.items() if k not in rendezvous}, "DS_ACCELERATOR": "cpu",
+            "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT, "TOKENIZERS_PARALLELISM": "false"}
+
+
 def tmpfs_available() -> bool:
     """A private tmpfs can be mounted (``unshare -rm``: user + mount namespaces, no root needed)."""
     import shutil
@@ -175,8 +183,7 @@ def on_tmpfs(mount_dir, options: str, command: list, timeout: int = 900) -> subp
     ``mount_dir``, in a private mount namespace; ``PYTHONPATH`` is this checkout."""
     import shlex
 
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT,
-           "TOKENIZERS_PARALLELISM": "false"}
+    env = child_env()
     script = (f"mount -t tmpfs -o {options} none {shlex.quote(str(mount_dir))} && "
               + " ".join(shlex.quote(str(part)) for part in command))
     return subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,

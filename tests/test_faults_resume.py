@@ -41,7 +41,8 @@ def run_copy(saved_run, tmp_path):
 
 
 def resume(out, capsys, *extra) -> tuple:
-    """``(exit status, stdout, stderr lines)`` of ``ppo --resume`` through the CLI wrapper."""
+    """``(exit status, stdout, warning and error lines of stderr)`` of ``ppo --resume`` through the CLI wrapper
+    (stderr also carries transformers' progress bars)."""
     capsys.readouterr()
     try:
         run_cli(lambda: ppo_main(FLAGS + ["--output_dir", str(out), "--resume", *extra]))
@@ -49,7 +50,7 @@ def resume(out, capsys, *extra) -> tuple:
     except SystemExit as exit_info:
         status = exit_info.code
     captured = capsys.readouterr()
-    return status, captured.out, [line for line in captured.err.splitlines() if line.strip()]
+    return status, captured.out, [line for line in captured.err.splitlines() if line.startswith(("warning:", "error:"))]
 
 
 def flip_exponent_bit(path) -> None:

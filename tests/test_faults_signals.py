@@ -17,11 +17,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import ROOT, TINY_PPO, read_metrics
+from conftest import ROOT, TINY_PPO, child_env, read_metrics
 
 FLAGS = TINY_PPO + ["--max_steps", "6", "--save_steps", "3", "--termination", "randomized"]
-ENV = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT,
-       "TOKENIZERS_PARALLELISM": "false"}
 STOPPED = re.compile(r"^stopped: (SIGTERM|SIGINT) received: finished step (\d+) and saved the complete checkpoint "
                      r"(\S+); continue with --resume \(exit status (\d+)\)$")
 
@@ -45,7 +43,7 @@ def interrupted_run(out, rng: random.Random, signals: int) -> list:
     stops, resume = [], False
     for index in range(signals + 1):
         before = _metrics_identity(out)
-        process = subprocess.Popen(_command(out, resume), cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+        process = subprocess.Popen(_command(out, resume), cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         if index < signals:
             while _metrics_identity(out) in (None, before) and process.poll() is None:
@@ -73,7 +71,7 @@ def interrupted_run(out, rng: random.Random, signals: int) -> list:
 @pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
 def test_signals_at_random_moments_resume_exactly(tmp_path, seed):
     reference = tmp_path / "reference"
-    subprocess.run(_command(reference, False), cwd=ROOT, env=ENV, check=True, capture_output=True, timeout=900)
+    subprocess.run(_command(reference, False), cwd=ROOT, env=child_env(), check=True, capture_output=True, timeout=900)
     out = tmp_path / "interrupted"
     stops = interrupted_run(out, random.Random(seed), signals=2)
     assert [name for name, _, _ in stops] == ["SIGTERM", "SIGINT"][:len(stops)] and stops, stops
