@@ -149,3 +149,42 @@ def padded_rollout(tokenizer, prompt_side: str, generator: torch.Generator):
     seq = torch.cat([prompts, responses], dim=1)
     attention_mask, action_mask = rollout_masks(seq, prompt_mask, eos)
     return seq, attention_mask, action_mask
+
+
+TINY_PPO = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",
+            "--max_prompt_seq_len", "32", "--max_answer_seq_len", "8", "--per_device_generation_batch_size", "4",
+            "--per_device_training_batch_size", "4", "--max_eval_samples", "4", "--num_warmup_steps", "0",
+            "--no_progress_bar", "--log_samples", "0", "--actor_learning_rate", "1e-3"]
+"""Step 3 on the demo models (tiny Gemma actor and critic, untrained) and the embedded task; add --output_dir and
+--max_steps. One checkpoint of its actor and critic is about 24 MB."""
+
+
+def child_env() -> dict:
+    """The environment of a stage run in a child process: CPU, one thread, this checkout, and none of the
+    rendezvous variables an in-process test's ``init_distributed`` left behind (its port is taken)."""
+    rendezvous = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+    return {**{k: v for k, v in os.environ.items() if k not in rendezvous}, "DS_ACCELERATOR": "cpu",
+            "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT, "TOKENIZERS_PARALLELISM": "false"}
+
+
+def tmpfs_available() -> bool:
+    """A private tmpfs can be mounted (``unshare -rm``: user + mount namespaces, no root needed)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k none /tmp"],
+                           capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+def on_tmpfs(mount_dir, options: str, command: list, timeout: int = 900) -> subprocess.CompletedProcess:
+    """Run ``command`` with a real tmpfs (mount ``options``, e.g. ``size=40m`` or ``ro``) mounted at
+    ``mount_dir``, in a private mount namespace; ``PYTHONPATH`` is this checkout."""
+    import shlex
+
+    env = child_env()
+    script = (f"mount -t tmpfs -o {options} none {shlex.quote(str(mount_dir))} && "
+              + " ".join(shlex.quote(str(part)) for part in command))
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)

@@ -121,3 +121,43 @@ def test_sequence_layout_tokenizer_says_what_the_datasets_build_and_is_not_added
     assert scoring.apply_chat_template(chat, tokenize=False) == ("<bos>" if bos else "") + "q1 q2 r1<eos>"
     assert prompting.apply_chat_template(chat[:1], tokenize=False, add_generation_prompt=True) == \
         ("<bos>" if bos else "") + "q1 q2"
+
+
+MEMORY_PROBE = """
+import json, resource, sys
+from dschat.utils.data import PairDataset, PromptDataset, SFTDataset
+from dschat.utils.data.adapters.jsonl import load_jsonl_pairs
+from dschat.utils.model import load_tokenizer
+
+tokenizer = load_tokenizer("tiny-gemma")
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+pairs = load_jsonl_pairs("train", sys.argv[1])
+sizes = [len(SFTDataset(pairs, tokenizer, 64)), len(PairDataset(pairs, tokenizer, 64)),
+         len(PromptDataset([p.prompt for p in pairs], tokenizer, 32))]
+print(json.dumps({"grew_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024,
+                  "before_mib": before / 1024, "sizes": sizes}))
+"""
+
+
+def test_a_10_mb_row_is_measured_and_skipped_in_bounded_memory(tmp_path):
+    """Issue 24, fault 7: one 10 MB prompt among 200 rows. It is skipped as too long by every dataset without
+    being tokenised: the peak grows by about what reading the row costs (~3x its size), not the ~2 GiB (6x the
+    process) tokenising it took."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    path = tmp_path / "rows.jsonl"
+    with open(path, "w") as handle:
+        for i in range(200):
+            prompt = "word " * 2_000_000 if i == 50 else f"Question {i}: what is {i}+{i}?"
+            handle.write(json.dumps({"prompt": prompt, "chosen": f" {2 * i}", "rejected": " 0"}) + "\n")
+    assert path.stat().st_size > 10_000_000
+    result = subprocess.run([sys.executable, "-c", MEMORY_PROBE, str(path)], cwd=ROOT, capture_output=True,
+                            text=True, env={**__import__("os").environ, "PYTHONPATH": ROOT}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe["sizes"] == [189, 189, 189]  # 190 training rows (5% of 200 held out) less the long one
+    assert probe["grew_mib"] < 64, probe

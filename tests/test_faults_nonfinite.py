@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import SFT_FLAGS, read_metrics
+from conftest import SFT_FLAGS, TINY_PPO, one_line_error, read_metrics
 from dschat.cli.ppo import main as ppo_main
 from dschat.cli.rm import main as rm_main
 from dschat.cli.sft import main as sft_main
@@ -18,11 +18,6 @@ from dschat.cli.sft import main as sft_main
 from dschat.rlhf.reward_sources import ModelReward
 from dschat.utils.faults import RunStopped
 from dschat.utils.model import ModelLoadError, load_causal_lm, load_reward_model
-
-TINY_PPO = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",
-            "--max_prompt_seq_len", "32", "--max_answer_seq_len", "8", "--per_device_generation_batch_size", "4",
-            "--per_device_training_batch_size", "4", "--max_eval_samples", "4", "--num_warmup_steps", "0",
-            "--no_progress_bar", "--log_samples", "0", "--actor_learning_rate", "1e-3"]
 
 
 def _all_finite(directory) -> bool:
@@ -68,6 +63,49 @@ def test_nonfinite_rewards_stop_the_run_by_flag(tmp_path, broken_rewards):
     with pytest.raises(RunStopped, match=r"^step 1: 2 non-finite reward\(s\)"):
         ppo_main(TINY_PPO + ["--output_dir", str(tmp_path), "--max_steps", "2", "--nonfinite_rewards", "stop"])
     assert not os.path.exists(tmp_path / "actor" / "model.safetensors")
+
+
+@pytest.fixture
+def nan_rewards(monkeypatch):
+    """The reward model scores NaN everywhere at the training iterations in ``nan_rewards.at`` (default: always;
+    the first call is the step-0 evaluation)."""
+    real_call = ModelReward.__call__
+    calls = []
+
+    def call(self, seq, attention_mask, responses, meta):
+        scores, counts = real_call(self, seq, attention_mask, responses, meta)
+        calls.append(1)
+        if call.at is None or len(calls) - 1 in call.at:
+            scores = torch.full_like(scores, float("nan"))
+        return scores, counts
+
+    call.at = None
+    monkeypatch.setattr(ModelReward, "__call__", call)
+    return call
+
+
+def test_a_step_that_dropped_every_sample_stops_the_run(tmp_path, nan_rewards, capsys):
+    """A reward model that scores NaN everywhere (issue 24, fault 4): one line at step 1, exit 2, no model."""
+    message = one_line_error(ppo_main, TINY_PPO + ["--output_dir", str(tmp_path), "--max_steps", "3"], capsys)
+    assert message.startswith("error: step 1: every sample's reward was non-finite (4 of 4 dropped)"), message
+    assert message.endswith("(check the reward model or reward function)"), message
+    assert not os.path.exists(tmp_path / "actor" / "model.safetensors")
+    assert [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r] == []
+
+
+def test_threshold_over_a_window_and_no_score_logged_for_a_step_without_one(tmp_path, nan_rewards):
+    """--nonfinite_stop_window 2: iterations 2 and 4 alone lose every sample (half of their window: no stop)
+    and their metrics rows carry no score; iteration 5 loses every sample too, fills the window and stops."""
+    nan_rewards.at = {2, 4, 5}
+    flags = TINY_PPO + ["--output_dir", str(tmp_path), "--max_steps", "6", "--nonfinite_stop_window", "2",
+                        "--nonfinite_stop_fraction", "1"]
+    with pytest.raises(RunStopped, match=r"^step 5: 100% of the samples of the last 2 iterations had non-finite"):
+        ppo_main(flags)
+    train = {r["step"]: r for r in read_metrics(str(tmp_path)) if "reward/nonfinite" in r}
+    assert sorted(train) == [1, 2, 3, 4]
+    assert [train[step]["reward/nonfinite"] for step in (1, 2, 3, 4)] == [0.0, 4.0, 0.0, 4.0]
+    for step, scored in ((1, True), (2, False), (3, True), (4, False)):
+        assert ("objective/score" in train[step]) == scored and ("response/length" in train[step]) == scored
 
 
 def test_nonfinite_policy_loss_stops_and_latest_stays_good(tmp_path, monkeypatch):

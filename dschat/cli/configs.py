@@ -170,7 +170,10 @@ class LoopArgs:
     save_steps: NonNegativeInt = 0
     """Resumable checkpoint every N optimizer steps (0 = none)."""
     resume: bool = False
-    """Continue from the latest checkpoint in --output_dir."""
+    """Continue from the latest intact checkpoint in --output_dir (its files are verified against its manifest)."""
+    allow_config_change: bool = False
+    """With --resume: continue although an experiment-defining flag differs from the checkpoint's run (the
+    differences are logged and kept in metrics.jsonl); without it such a change is refused."""
     log_steps: PositiveInt = 10
     """Log training metrics every N optimizer steps (and at the last)."""
     tensorboard_dir: Optional[str] = None

@@ -33,6 +33,7 @@ from dschat.utils.data.registry import gold_score_of
 from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
+from dschat.utils.output_dir import require_writable
 from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
 from dschat.utils.seeding import seeded_rng, set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
@@ -158,6 +159,7 @@ def evaluate(trainer: PPOTrainer, loader, sampling: SamplingConfig, reward_sourc
 
 def main(argv=None) -> dict:
     args = resolve_models(resolve_algorithm(build_parser().parse_config(argv)))
+    require_writable(args.output_dir)
     rank, world_size, device = init_distributed()
     args = resolve_batches(args, world_size)
     set_random_seed(args.seed)

@@ -13,6 +13,7 @@ from dschat.utils.distributed import init_distributed
 from dschat.utils.engine import EngineConfig, init_train_engine, prepare_model
 from dschat.utils.loop import EngineStep, batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
+from dschat.utils.output_dir import require_writable
 from dschat.utils.model import load_tokenizer
 from dschat.utils.seeding import set_random_seed
 from dschat.utils.stage_data import eval_pairs, train_pairs
@@ -66,6 +67,7 @@ def run_supervised(args: SupervisedArgs, *, phase: int, dataset_cls, collator_cl
     """Train ``load_model(path, tokenizer, dtype, seed)`` on the ``phase`` rows; ``objective(stage)`` gives
     ``(loss(batch) -> {"loss", ...}, evaluate() -> metrics)``. Saves the model under ``--output_dir`` and
     returns the final evaluation."""
+    require_writable(args.output_dir)
     rank, world_size, device = init_distributed()
     args = resolve_batches(args, world_size)
     set_random_seed(args.seed)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, Optional
 
 from dschat.rlhf.macro_action.segments import REWARD_AGGS, SIGMAS
-from dschat.utils.config import Alias, Fraction, NonNegativeFloat, OneOf, Parse, PositiveFloat, PositiveInt
+from dschat.utils.config import Alias, Fraction, NonNegativeFloat, OneOf, Parse, PositiveFloat, PositiveInt, Range
 
 
 def _terminations():
@@ -97,6 +97,12 @@ class PPOConfig:
     nonfinite_rewards: Literal["drop", "stop"] = "drop"
     """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
     its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""
+    nonfinite_stop_fraction: Annotated[float, Range(0, 1, open_low=True)] = 1.0
+    """With --nonfinite_rewards drop: end the run (one line) when this fraction of the samples of the last
+    --nonfinite_stop_window iterations was dropped; the default ends it at an iteration that dropped every sample
+    (it would train on nothing)."""
+    nonfinite_stop_window: PositiveInt = 1
+    """Iterations over which --nonfinite_stop_fraction is measured (restarts on --resume)."""
 
     def mini_batch_rows(self, rollout_rows: int) -> int:
         """Rows of a rollout of ``rollout_rows`` rows that make one optimizer step."""

@@ -7,6 +7,7 @@ GRPO / REINFORCE baselines (n → ∞, §3.2.3), for which no critic exists and 
 """
 from __future__ import annotations
 
+from collections import deque
 from functools import partial
 from typing import Dict, Optional
 
@@ -57,6 +58,32 @@ def drop_nonfinite_rewards(scores: torch.Tensor, action_mask: torch.Tensor, poli
             action_mask * (~dropped).to(action_mask.dtype).unsqueeze(1), dropped)
 
 
+class NonfiniteWindow:
+    """Stops the run when too many samples were dropped for non-finite rewards: ``fraction`` of the samples of
+    the last ``window`` iterations (over all processes). The default (1.0 over 1) stops at an iteration in
+    which every sample was dropped: it has no score and would train on nothing."""
+
+    def __init__(self, fraction: float = 1.0, window: int = 1):
+        self.fraction = fraction
+        self.recent: deque = deque(maxlen=window)
+
+    def observe(self, dropped: torch.Tensor) -> bool:
+        """Record an iteration's ``[B]`` dropped flags; True when every sample of it (on every process) was
+        dropped. Raises NonFiniteError when the window is full and its dropped fraction reaches the threshold."""
+        counts = all_reduce_mean(torch.tensor([float(dropped.sum()), float(dropped.numel())],
+                                              device=dropped.device))
+        self.recent.append((counts[0].item(), counts[1].item()))
+        lost, seen = (sum(column) for column in zip(*self.recent))
+        if len(self.recent) == self.recent.maxlen and lost >= self.fraction * seen:
+            if self.recent.maxlen == 1 and lost == seen:
+                what = f"every sample's reward was non-finite ({int(dropped.sum())} of {dropped.numel()} dropped)"
+            else:
+                what = (f"{lost / seen:.0%} of the samples of the last {self.recent.maxlen} iterations had "
+                        f"non-finite rewards (--nonfinite_stop_fraction {self.fraction:g})")
+            raise NonFiniteError(what, hint="check the reward model or reward function")
+        return counts[0].item() == counts[1].item()
+
+
 class PPOTrainer:
     """One PPO iteration = ``make_experience`` on a prompt batch, then ``train_on_experience``."""
 
@@ -78,6 +105,7 @@ class PPOTrainer:
         self.shuffles = self.mini_batch_size < rollout_rows
         self.order_generator = torch.Generator().manual_seed(seed)
         self.logprob_temperature = 1.0 if config.logprobs_at_unit_temperature else sampling.temperature
+        self.nonfinite_window = NonfiniteWindow(config.nonfinite_stop_fraction, config.nonfinite_stop_window)
 
     def state_dict(self) -> dict:
         """The mini-batch shuffling generator (in the resume snapshot when the rollout is split)."""
@@ -148,9 +176,12 @@ class PPOTrainer:
             tokenizer=self.tokenizer, entropy=entropy))
         experience = Experience(seq=seq, attention_mask=attention_mask, action_mask=action_mask,
                                 ref_logprobs=ref_logprobs, scores=scores, segment_ids=segmentation.segment_ids)
+        none_kept = self.nonfinite_window.observe(dropped)
         kept = (~dropped).float()
-        stats = {"objective/score": (scores * kept).sum() / kept.sum().clamp(min=1),
-                 "response/length": action_mask.float().sum() / kept.sum().clamp(min=1),
+        scored = {} if none_kept else {  # a step without a single score logs none
+            "objective/score": (scores * kept).sum() / kept.sum().clamp(min=1),
+            "response/length": action_mask.float().sum() / kept.sum().clamp(min=1)}
+        stats = {**scored,
                  "reward/nonfinite": dropped.float().sum(),
                  "macro/fallback_samples": segmentation.fallback.float().sum(),
                  **({} if entropy is None else {"policy/entropy": _masked_row_sum(entropy, action_mask).sum()

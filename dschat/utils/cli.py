@@ -37,13 +37,17 @@ def setup_logging() -> None:
 
 def run_cli(main: Callable[[], object]) -> None:
     """Run ``main``; a ValueError/FileNotFoundError (our errors for bad flags, files, rows) or a RunStopped (a
-    non-finite loss, a full disk) prints ``error: <message>`` and exits 2. ``MARLHF_DEBUG=1`` shows the full
-    traceback instead."""
-    from .faults import RunStopped
+    non-finite loss, a full disk) prints ``error: <message>`` and exits 2; a run stopped by SIGTERM / SIGINT
+    after saving its checkpoint prints ``stopped: <message>`` and exits 128 + the signal number (143, 130).
+    ``MARLHF_DEBUG=1`` shows the full traceback instead."""
+    from .faults import RunInterrupted, RunStopped
 
     setup_logging()
     try:
         main()
+    except RunInterrupted as err:  # a checkpoint was written: not an error, but the run did not finish
+        print(f"stopped: {err}", file=sys.stderr)
+        sys.exit(err.exit_status)
     except (ValueError, FileNotFoundError, RunStopped) as err:
         if os.environ.get("MARLHF_DEBUG"):
             raise

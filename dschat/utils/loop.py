@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional
 
+import logging
+import signal
+
 import torch
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from .checkpoint import TrainState, latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import (TrainState, checkpoint_dir, latest_checkpoint, load_checkpoint, resumable_checkpoint,
+                         save_checkpoint)
 from .distributed import all_reduce_mean, is_main_process
-from .faults import NonFiniteError, RunStopped, require_finite
+from .faults import NonFiniteError, RunInterrupted, RunStopped, StopRequests, require_finite
+from .output_dir import require_checkpoint_space
+from .resume_config import CHANGES_KEY, check_resume_config, config_record
+
+logger = logging.getLogger(__name__)
 
 StepFn = Callable[[Any], Dict[str, Any]]
 Summarize = Callable[[List[Dict[str, Any]]], Dict[str, float]]
@@ -65,7 +73,7 @@ def stopped_at(err: NonFiniteError, step: int, output_dir: str) -> RunStopped:
     """The one-line error a run stops with when step ``step`` met a non-finite value: nothing was updated and
     the last good checkpoint stays ``latest``."""
     return RunStopped(f"step {step}: {err}; stopped before the update, the last good checkpoint is "
-                      f"{latest_checkpoint(output_dir) or 'none'} (a lower learning rate may help)")
+                      f"{latest_checkpoint(output_dir) or 'none'} ({err.hint})")
 
 
 def mean_metrics(history: List[Dict[str, torch.Tensor]]) -> Dict[str, float]:
@@ -112,6 +120,12 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
     ``summarize(history)`` of the step outputs since the last log is logged, keys under ``{prefix}/`` (as they
     are when ``prefix`` is None), and ``on_log(step)`` runs. Evaluation runs at the start of a fresh run, every
     ``--eval_steps`` and at the end.
+
+    Before anything, ``--output_dir`` must have room for one checkpoint (one line otherwise). Each checkpoint's
+    manifest records ``args``; ``--resume`` verifies the files and compares the configuration (:func:`resume`).
+    SIGTERM / SIGINT from here until the last step (resume and evaluations included) finish the current optimizer step, save a
+    complete checkpoint and raise :class:`~dschat.utils.faults.RunInterrupted` (one line; exit status 128 + the
+    signal number).
     """
     summarize = summarize or mean_metrics
     per_epoch = batches_per_epoch(len(dataset), world_size, batch_size)
@@ -123,13 +137,8 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
         raise ValueError(f"{args.num_train_epochs} epoch(s) of {per_epoch} batches make no optimizer step of "
                          f"{accumulation} accumulated batches; lower --gradient_accumulation_steps")
     stateful = stateful or {}
+    require_checkpoint_space(args.output_dir, engines)
     state = TrainState()
-    loaded = load_checkpoint(args.output_dir, engines) if args.resume else None
-    if loaded is not None:
-        state, extra = loaded
-        for name, obj in stateful.items():
-            obj.load_state_dict(extra[name])
-        metric_logger.resume_at(state.global_step)
 
     def log_eval() -> Dict[str, float]:
         metrics = evaluate()
@@ -139,38 +148,78 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
     def named(metrics: Dict[str, float]) -> Dict[str, float]:
         return metrics if prefix is None else {f"{prefix}/{k}": v for k, v in metrics.items()}
 
-    if state.global_step == 0:
-        log_eval()
-    history: list = []
-    progress = tqdm(total=total_steps, initial=state.global_step, desc=prefix or "train",
-                    disable=args.no_progress_bar or not is_main_process())
-    while state.global_step < total_steps:
-        loader = make_loader(dataset, collate_fn, batch_size, args.seed, state.epoch, rank, world_size,
-                             skip_batches=state.batch_in_epoch)
-        for batch in loader:
-            try:
-                history.append(update(batch))
-            except NonFiniteError as err:
-                raise stopped_at(err, state.global_step + 1, args.output_dir) from None
-            state.batch_in_epoch += 1
-            if (state.epoch * per_epoch + state.batch_in_epoch) % accumulation:
-                continue
-            state.global_step += 1
-            progress.update(1)
-            if state.global_step % args.log_steps == 0 or state.global_step == total_steps:
-                metric_logger.log(state.global_step, named(summarize(history)))
-                history = []
-                if on_log is not None:
-                    on_log(state.global_step)
-            if state.global_step >= total_steps:
-                break
-            if args.eval_steps and state.global_step % args.eval_steps == 0:
-                log_eval()
-            if args.save_steps and state.global_step % args.save_steps == 0:
-                save_checkpoint(args.output_dir, engines, state,
-                                {name: obj.state_dict() for name, obj in stateful.items()})
-        else:
-            state.epoch += 1
-            state.batch_in_epoch = 0
-    progress.close()
+    def save() -> str:
+        return save_checkpoint(args.output_dir, engines, state,
+                               {name: obj.state_dict() for name, obj in stateful.items()}, config_record(args))
+
+    with StopRequests() as stop:
+        if args.resume:
+            state = resume(args, engines, stateful, metric_logger) or state
+        if state.global_step == 0:
+            log_eval()
+        history: list = []
+        progress = tqdm(total=total_steps, initial=state.global_step, desc=prefix or "train",
+                        disable=args.no_progress_bar or not is_main_process())
+        while state.global_step < total_steps:
+            loader = make_loader(dataset, collate_fn, batch_size, args.seed, state.epoch, rank, world_size,
+                                 skip_batches=state.batch_in_epoch)
+            for batch in loader:
+                try:
+                    history.append(update(batch))
+                except NonFiniteError as err:
+                    raise stopped_at(err, state.global_step + 1, args.output_dir) from None
+                state.batch_in_epoch += 1
+                if (state.epoch * per_epoch + state.batch_in_epoch) % accumulation:
+                    continue
+                state.global_step += 1
+                progress.update(1)
+                if state.global_step % args.log_steps == 0 or state.global_step == total_steps:
+                    metric_logger.log(state.global_step, named(summarize(history)))
+                    history = []
+                    if on_log is not None:
+                        on_log(state.global_step)
+                if state.global_step >= total_steps:
+                    break
+                if args.eval_steps and state.global_step % args.eval_steps == 0:
+                    log_eval()
+                saved = args.save_steps and state.global_step % args.save_steps == 0
+                if saved:
+                    save()
+                signum = stop.requested()
+                if signum:
+                    progress.close()
+                    tag = save() if not saved else f"step{state.global_step}"
+                    raise RunInterrupted(
+                        f"{signal.Signals(signum).name} received: finished step {state.global_step} and saved the "
+                        f"complete checkpoint {checkpoint_dir(args.output_dir)}/{tag}; continue with --resume "
+                        f"(exit status {128 + signum})", signum)
+            else:
+                state.epoch += 1
+                state.batch_in_epoch = 0
+        progress.close()
     return log_eval()
+
+
+def resume(args, engines: Dict[str, Any], stateful: Dict[str, Any], metric_logger) -> Optional[TrainState]:
+    """``--resume``: the newest intact checkpoint (files verified against its manifest), its configuration
+    compared with ``args`` (an experiment-defining change refused unless ``--allow_config_change``, then logged
+    and written to the metrics), its engines, RNG and ``stateful`` objects restored; None when there is none.
+    A ``stateful`` object the checkpoint has no state for (e.g. ``--termination randomized`` over a fixed-rule
+    run, accepted with ``--allow_config_change``) starts fresh, and says so."""
+    chosen = resumable_checkpoint(args.output_dir)
+    if chosen is None:
+        return None
+    changes = check_resume_config(chosen[1].get("config"), args, args.allow_config_change, chosen[0])
+    state, extra = load_checkpoint(args.output_dir, engines, chosen)
+    for name, obj in stateful.items():
+        if name in extra:
+            obj.load_state_dict(extra[name])
+        else:
+            logger.warning("checkpoint %s has no state for the %s (its run had none); it starts fresh", chosen[0],
+                           name)
+    metric_logger.resume_at(state.global_step)
+    if changes:
+        logger.warning("--allow_config_change: resuming %s with changed experiment flags: %s (optimizer and "
+                       "scheduler states continue from the checkpoint)", chosen[0], "; ".join(changes))
+        metric_logger.log_record(state.global_step, {CHANGES_KEY: "; ".join(changes)})
+    return state

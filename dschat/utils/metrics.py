@@ -73,6 +73,16 @@ class MetricLogger:
         if console:
             self.print_fn(f"step {step} | " + " | ".join(f"{k}={_format(v)}" for k, v in clean.items()))
 
+    def log_record(self, step: int, record: Mapping[str, object]) -> None:
+        """A row of JSON values (not scalars) in ``metrics.jsonl`` and TensorBoard text, logged even at a step a
+        resumed run does not re-log (e.g. the configuration changes accepted at the resumed step)."""
+        if not self.enabled:
+            return
+        self.jsonl.write(json.dumps({"step": step, **record}) + "\n")
+        self.jsonl.flush()
+        for key, value in record.items():
+            self.writer.add_text(key, str(value), step)
+
     def log_text(self, step: int, tag: str, text: str) -> None:
         if self.enabled and (self.resumed_step is None or step > self.resumed_step):
             self.writer.add_text(tag, text, step)

@@ -13,7 +13,9 @@ Every sequence is ``[bos] + prompt + response + [eos]``:
   reward model or critic ``[bos] + text + [eos]`` (the sequence it was trained to score, at the eos), and their
   chat template renders messages as that same layout, so other tools (``transformers``, TRL) see our sequences.
 * an example longer than its token budget is skipped, counted (``num_skipped``, ``skips.counts``) and logged
-  once, never truncated.
+  once, never truncated. A text with more characters than the budget's tokens could ever cover
+  (:func:`character_limit`) is skipped without being tokenised, so one enormous row (a 10 MB line) costs no
+  more memory than reading it.
 
 Items (lists of ids become 1-D ``torch.long`` tensors):
 
@@ -75,6 +77,20 @@ def with_sequence_layout(tokenizer, eos: bool):
     return layout
 
 
+CHARACTER_MARGIN = 2
+"""Safety factor of :func:`character_limit` (a normalizer composing character pairs, e.g. NFKC, can shorten a
+text before it is tokenised)."""
+
+
+def character_limit(tokenizer, max_tokens: int) -> int:
+    """Characters beyond which a text surely has more than ``max_tokens`` tokens: one token stands for at most
+    as many characters as its longest vocabulary entry has (byte-level BPE: one character per byte;
+    SentencePiece: ``▁`` per space, byte fallbacks ``<0xNN>`` longer than the byte they stand for), times
+    :data:`CHARACTER_MARGIN`. (A tokenizer that drops characters -- a word-level one splitting on whitespace --
+    can fit long runs of them; the margin covers ordinary spacing.)"""
+    return CHARACTER_MARGIN * max_tokens * max(map(len, tokenizer.get_vocab()))
+
+
 def encode_texts(tokenizer, texts: Sequence[str]) -> List[List[int]]:
     if not texts:
         return []
@@ -108,8 +124,16 @@ class SFTDataset(Dataset):
         prefix, eos = special_token_ids(tokenizer)
         self.skips = SkipCounter(f"SFT examples (max_seq_len={max_seq_len})")
         self.examples: List[Tuple[List[int], List[int]]] = []
-        encoded = encode_prompt_response(tokenizer, [p.prompt for p in pairs], [p.chosen for p in pairs])
-        for position, (ids, prompt_length) in enumerate(encoded):
+        limit, fitting = character_limit(tokenizer, max_seq_len), []
+        for position, pair in enumerate(pairs):
+            characters = len(pair.prompt) + len(pair.chosen)
+            if characters > limit:
+                self.skips.skip(f"longer than max_seq_len={max_seq_len}", f"pair {position} ({characters} characters)")
+            else:
+                fitting.append(position)
+        encoded = encode_prompt_response(tokenizer, [pairs[i].prompt for i in fitting],
+                                         [pairs[i].chosen for i in fitting])
+        for position, (ids, prompt_length) in zip(fitting, encoded):
             input_ids = prefix + ids + [eos]
             if len(input_ids) > max_seq_len:
                 self.skips.skip(f"longer than max_seq_len={max_seq_len}", f"pair {position} ({len(input_ids)} tokens)")
@@ -137,10 +161,16 @@ class PairDataset(Dataset):
     def __init__(self, pairs: Sequence[PreferencePair], tokenizer, max_seq_len: int):
         prefix, eos = special_token_ids(tokenizer)
         self.skips = SkipCounter(f"reward-model pairs (max_seq_len={max_seq_len})")
-        complete = [(position, pair) for position, pair in enumerate(pairs) if pair.rejected is not None]
+        limit, complete = character_limit(tokenizer, max_seq_len), []
         for position, pair in enumerate(pairs):
             if pair.rejected is None:
                 self.skips.skip("no rejected response", f"pair {position}")
+                continue
+            characters = len(pair.prompt) + max(len(pair.chosen), len(pair.rejected))
+            if characters > limit:
+                self.skips.skip(f"longer than max_seq_len={max_seq_len}", f"pair {position} ({characters} characters)")
+            else:
+                complete.append((position, pair))
         prompts = [pair.prompt for _, pair in complete]
         chosen = encode_prompt_response(tokenizer, prompts, [pair.chosen for _, pair in complete])
         rejected = encode_prompt_response(tokenizer, prompts, [pair.rejected for _, pair in complete])
@@ -179,7 +209,14 @@ class PromptDataset(Dataset):
         prefix, _ = special_token_ids(tokenizer)
         self.skips = SkipCounter(f"PPO prompts (max_prompt_len={max_prompt_len})")
         self.examples: List[Tuple[List[int], int]] = []
-        for position, ids in enumerate(encode_texts(tokenizer, prompts)):
+        limit, fitting = character_limit(tokenizer, max_prompt_len), []
+        for position, prompt in enumerate(prompts):
+            if len(prompt) > limit:
+                self.skips.skip(f"longer than max_prompt_len={max_prompt_len}",
+                                f"prompt {position} ({len(prompt)} characters)")
+            else:
+                fitting.append(position)
+        for position, ids in zip(fitting, encode_texts(tokenizer, [prompts[i] for i in fitting])):
             input_ids = prefix + ids
             if len(input_ids) > max_prompt_len:
                 self.skips.skip(f"longer than max_prompt_len={max_prompt_len}",
