@@ -30,7 +30,7 @@ The parent checks each child's work, and never trusts its directory:
   compares them with :func:`expected_isolation` (what it asked for, on this kernel) and a difference is a
   sandbox error for the program (``ProgramRun.sandbox_error``, logged; scored like a runtime error, never a
   pass);
-* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of four kinds with
+* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of the known kinds with
   exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
   crash;
 * outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
