@@ -698,20 +698,23 @@ def test_signal_ownership_of_inherited_pipes_cannot_kill_the_trainer(kernel, tmp
     separate trainer process (this one would die if the attack worked), told Landlock ABI 5 in that param."""
     abi5 = kernel == "landlock_abi5"
     driver = textwrap.dedent(f"""\
-        import sys
-        from dschat.rewards import SandboxLimits, execute_program, sandbox
-        from dschat.utils.data.schema import CodeTask
+        import sys, types
+        for name, path in (("dschat", "{REPOSITORY}/dschat"), ("dschat.rewards", "{REPOSITORY}/dschat/rewards")):
+            sys.modules[name] = types.ModuleType(name)  # the package without its __init__ (which imports torch)
+            sys.modules[name].__path__ = [path]
+        from dschat.rewards import sandbox
         if {abi5!r}:
             sandbox.SANDBOX_SCRIPT = {sandbox.SANDBOX_SCRIPT!r}
             sandbox.landlock_abi = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)
-        task = CodeTask(task_id='t', prompt='', inputs=['0\\n', '1\\n', '2\\n'], outputs=['0\\n', '1\\n', '2\\n'])
-        result = execute_program(task, sys.stdin.read(), SandboxLimits(test_timeout_s=5.0, tmp_root={str(tmp_path)!r}))
-        print(result.outcome.value, result.isolation)
+        spec = sandbox.ProgramSpec(sandbox.ProgramMode.STDIO, sys.stdin.read(), stdin_inputs=("0\\n", "1\\n", "2\\n"))
+        run = sandbox.run_program(spec, sandbox.SandboxLimits(test_timeout_s=5.0, tmp_root={str(tmp_path)!r}))
+        print([(test.status.value, test.output) for test in run.tests], run.sandbox_error, run.isolation)
         """)
     completed = subprocess.run([sys.executable, "-c", driver], input=SIGNAL_OWNERSHIP_ATTACK, text=True,
-                               capture_output=True, timeout=120, env=dict(os.environ, PYTHONPATH=REPOSITORY))
+                               capture_output=True, timeout=120)
     assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
-    assert completed.stdout.startswith("passed"), completed.stdout
+    assert completed.stdout.startswith("[('returned', b'0\\n'), ('returned', b'1\\n'), ('returned', b'2\\n')] None"), \
+        completed.stdout
     assert ("landlock_abi5" in completed.stdout) == abi5
 
 
