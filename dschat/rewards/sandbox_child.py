@@ -1,8 +1,9 @@
 """The code that runs inside a sandbox child (see :mod:`dschat.rewards.sandbox` for the protocol and for what is
-enforced): hardening, compiling the program, the three test drivers and the per-test reports.
+enforced): hardening, compiling the program, the two APPS test drivers and their per-test reports, and the
+program's side of a HumanEval test (answering the verdict interpreter's calls, ``verdict_child.py``).
 
 Started as ``python -I -S sandbox_child.py SPEC_FD`` by :func:`~dschat.rewards.sandbox.run_program`: everything
-else (the program, its tests, the limits, the descriptors of the channels, the report key) is read from that
+else (the program, its tests' inputs, the limits, the descriptors of the channels, the report key) is read from that
 sealed memory file before the program runs, and never from the program's working directory. Kept apart from the
 parent's module and limited to light standard-library imports because every program pays for this module's
 import in its start-up time.

