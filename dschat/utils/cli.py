@@ -1,10 +1,11 @@
 """Entry-point wrapper: bad input ends with one clear line, not a traceback from deep inside."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
-from typing import Callable
+from typing import Callable, Iterator
 
 from tqdm.auto import tqdm
 
@@ -33,6 +34,23 @@ def setup_logging() -> None:
         root.addHandler(handler)
     for noisy in ("DeepSpeed", "deepspeed", "torch.distributed", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout — by Python code, libraries' loggers that hold ``sys.stdout`` (DeepSpeed's
+    accelerator warning) and C code alike — to stderr, so a tool whose stdout is one value for ``$(...)`` prints
+    only that value."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def run_cli(main: Callable[[], object]) -> None:
