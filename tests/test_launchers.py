@@ -48,7 +48,7 @@ def parse_launch(argv: list, fake_bin: str, num_gpus: int):
         from dschat.cli import ppo
 
         return stage, ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(args)), num_gpus)
-    from dschat.cli.supervised import resolve_batches
+    from dschat.stages.supervised import resolve_batches
 
     return stage, resolve_batches(args, num_gpus)
 

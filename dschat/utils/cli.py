@@ -57,13 +57,13 @@ def run_cli(main: Callable[[], object]) -> None:
     """Run ``main``; a ValueError/FileNotFoundError (our errors for bad flags, files, rows) or a RunStopped (a
     non-finite loss, a full disk) prints ``error: <message>`` and exits 2. ``MARLHF_DEBUG=1`` shows the full
     traceback instead."""
-    from .faults import RunStopped
-
     setup_logging()
     try:
         main()
-    except (ValueError, FileNotFoundError, RunStopped) as err:
-        if os.environ.get("MARLHF_DEBUG"):
+    except Exception as err:  # noqa: BLE001 -- re-raised below unless it is one of ours
+        faults = sys.modules.get("dschat.utils.faults")  # RunStopped exists only once a run has imported it
+        ours = (ValueError, FileNotFoundError) + ((faults.RunStopped,) if faults else ())
+        if not isinstance(err, ours) or os.environ.get("MARLHF_DEBUG"):
             raise
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
