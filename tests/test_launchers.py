@@ -43,9 +43,13 @@ def parse_launch(argv: list, fake_bin: str, num_gpus: int):
     assert argv[0] == os.path.join(fake_bin, "deepspeed")  # the deepspeed on PATH
     assert argv[1:5] == ["--num_gpus", str(num_gpus), "--master_port", "29555"]
     stage = MAINS[argv[5]]
+    for flag, value in zip(argv, argv[1:]):  # the earlier stages' checkpoints, which the parser checks exist
+        if flag.endswith("model_name_or_path") and not value.startswith("google/"):
+            os.makedirs(value, exist_ok=True)
+            open(os.path.join(value, "config.json"), "w").close()
     args = stage_parser(stage).parse_config(argv[6:])
     if stage == "ppo":
-        from dschat.cli import ppo
+        from dschat.stages import ppo
 
         return stage, ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(args)), num_gpus)
     from dschat.stages.supervised import resolve_batches

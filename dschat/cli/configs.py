@@ -11,6 +11,8 @@ from typing import Annotated, Literal, Optional, Tuple
 
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.utils.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
+from dschat.utils.data.registry import known_datasets
+from dschat.utils.model.names import OFFLINE_NAMES, check_model_name
 from dschat.utils.config import (
     REQUIRED,
     Alias,
@@ -18,12 +20,17 @@ from dschat.utils.config import (
     Fraction,
     NonNegativeFloat,
     NonNegativeInt,
+    OneOf,
+    Parse,
     PositiveFloat,
     PositiveInt,
     Range,
 )
 
 Dtype = Literal["fp32", "bf16", "fp16"]
+ModelName = Annotated[str, Parse(check_model_name, "a HF checkpoint directory, a hub id org/name, or an offline "
+                                 "name: " + ", ".join(OFFLINE_NAMES))]
+OptionalModelName = Optional[ModelName]
 ZeroStage = Literal[0, 1, 2, 3]
 Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
 
@@ -44,7 +51,7 @@ class PrecisionArgs:
 class ModelArgs(PrecisionArgs):
     """model"""
 
-    model_name_or_path: str = "tiny-gemma"
+    model_name_or_path: ModelName = "tiny-gemma"
     """HF checkpoint dir, hub id, or an offline name: tiny-gemma, smollm2-135m-instruct."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, more time)."""
@@ -56,7 +63,7 @@ class ModelArgs(PrecisionArgs):
 class DataArgs:
     """data"""
 
-    data_name: str = "synthetic"
+    data_name: Annotated[str, OneOf(known_datasets)] = "synthetic"
     """Dataset adapter: synthetic, synthetic-long, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
     data_path: Optional[str] = None
     """Local file in the dataset's schema (required for jsonl; otherwise the hub is read)."""
@@ -222,11 +229,11 @@ class DPOConfig(SupervisedArgs):
 class ModelsArgs(PrecisionArgs, OffloadArgs):
     """models (§B.2)"""
 
-    actor_model_name_or_path: str = "tiny-gemma"
+    actor_model_name_or_path: ModelName = "tiny-gemma"
     """SFT checkpoint: the actor and the frozen reference."""
-    critic_model_name_or_path: Optional[str] = None
+    critic_model_name_or_path: OptionalModelName = None
     """Critic init (the RM for text; the SFT model for code); default: the reward model."""
-    reward_model_name_or_path: Optional[str] = None
+    reward_model_name_or_path: OptionalModelName = None
     """Reward model (with --reward model); default: --critic_model_name_or_path."""
     reward: Literal["model", "code"] = "model"
     """Score source: a reward model, or program execution (code tasks, paper §B.5)."""

@@ -7,8 +7,6 @@ import os
 import sys
 from typing import Callable, Iterator
 
-from tqdm.auto import tqdm
-
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -17,6 +15,8 @@ class TqdmLoggingHandler(logging.Handler):
     never lands on the end of a bar's line (``...11.58it/s]step 150 | ...``)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        from tqdm.auto import tqdm  # not at import: flag errors and --help answer without it
+
         try:
             tqdm.write(self.format(record), file=sys.stderr)
         except Exception:  # noqa: BLE001 -- logging's own convention

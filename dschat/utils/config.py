@@ -133,6 +133,8 @@ class FlagSpec:
             if self.base is int and re.fullmatch(r"[+-]?\d+", str(text).strip()) is None:
                 raise ValueError
             value = self.base(text)
+        except ConfigError as err:  # a parse function that says what is wrong
+            raise ConfigError(f"{name} {err}") from None
         except (TypeError, ValueError):
             raise ConfigError(f"{name} {text}: expected {self.expected()}") from None
         if self.choices is not None and value not in self.choices:

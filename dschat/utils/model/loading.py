@@ -12,8 +12,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from dschat.utils.config import ConfigError
+
+from .names import TINY_GEMMA, check_model_name
 from .smollm2 import SMOLLM2, convert_smollm2
-from .tiny import TINY_GEMMA, build_tiny_gemma
+from .tiny import build_tiny_gemma
 
 logger = logging.getLogger(__name__)
 
@@ -25,27 +28,14 @@ class ModelLoadError(ValueError):
     """A model or tokenizer could not be loaded; the message names the path and what was expected."""
 
 
-def _looks_like_hub_id(name: str) -> bool:
-    parts = name.split("/")
-    return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
-
-
 def resolve_model_path(name: str) -> str:
-    """A loadable path or hub id for ``name``; raises ModelLoadError for a local path that does not exist."""
-    if name == TINY_GEMMA:
-        return name
-    if name == SMOLLM2:
-        return str(convert_smollm2())
-    if os.path.isdir(name):
-        if not (Path(name) / "config.json").exists():
-            raise ModelLoadError(f"model path {name}: no config.json there (expected a HF-format checkpoint)")
-        return name
-    if _looks_like_hub_id(name):
-        return name
-    raise ModelLoadError(
-        f"model path {name!r} does not exist (expected a HF checkpoint directory, a hub id 'org/name', "
-        f"or one of: {TINY_GEMMA}, {SMOLLM2})"
-    )
+    """A loadable path or hub id for ``name`` (checked by :func:`~.names.check_model_name`); the offline
+    ``smollm2-135m-instruct`` is converted once."""
+    try:
+        name = check_model_name(name)
+    except ConfigError as err:
+        raise ModelLoadError(f"model path {err}") from None
+    return str(convert_smollm2()) if name == SMOLLM2 else name
 
 
 ACTOR_SUBDIR = "actor"
