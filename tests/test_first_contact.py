@@ -1,7 +1,14 @@
 """What a newcomer meets first: values for ``$(...)`` alone on stdout, missing paths named in one line,
 overridden flags announced, the run record in the output directory (issue: first contact)."""
+import json
+import logging
 import os
+import re
+import subprocess
 
+import pytest
+
+from conftest import ROOT, read_metrics
 from dschat.utils.model import smollm2
 
 
@@ -18,3 +25,96 @@ def test_value_tool_prints_only_the_value_on_stdout(tmp_path, monkeypatch, capfd
     out, err = capfd.readouterr()
     assert out == f"{tmp_path / 'smollm2'}\n"
     assert "Setting accelerator" in err and "native noise" in err
+
+
+def test_a_derived_value_replacing_an_explicit_flag_is_announced(caplog):
+    from dschat.cli import stage_parser
+    from dschat.stages.ppo import resolve_algorithm, resolve_batches
+
+    base = ["--output_dir", "out", "--global_batch_size", "8"]
+    given = stage_parser("ppo").parse_config(base + ["--per_device_generation_batch_size", "2"])
+    with caplog.at_level(logging.WARNING):
+        resolved = resolve_batches(resolve_algorithm(given), world_size=2)
+    assert resolved.per_device_generation_batch_size == 4
+    [line] = [record.getMessage() for record in caplog.records]
+    assert line.startswith("--per_device_generation_batch_size 2 replaced by 4: --global_batch_size 8 on 2 processes")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # the same value from the default: nothing to announce
+        resolve_batches(resolve_algorithm(stage_parser("ppo").parse_config(base)), world_size=2)
+    assert caplog.records == []
+
+
+def test_explicit_flags_are_those_of_the_command_line_not_of_a_config(tmp_path):
+    from dschat.cli import stage_parser
+
+    config = tmp_path / "c.yaml"
+    config.write_text("learning_rate: 0.1\nper_device_train_batch_size: 3\n")
+    args = stage_parser("sft").parse_config(["--config", str(config), "--output_dir", "o", "--learning_rate", "0.2",
+                                             "--no_progress_bar"])
+    assert args.explicit_flags == {"output_dir", "learning_rate", "no_progress_bar"}
+    assert (args.learning_rate, args.per_device_train_batch_size) == (0.2, 3)
+
+
+def sft_run(tmp_path, *flags):
+    from conftest import SFT_FLAGS
+    from dschat.cli.sft import main
+
+    out = tmp_path / "run"
+    main(SFT_FLAGS + ["--output_dir", str(out), "--max_steps", "1", "--max_eval_samples", "8", *flags])
+    return out
+
+
+def test_run_config_records_resolved_flags_argv_commit_and_versions(tmp_path, monkeypatch):
+    import importlib.metadata
+
+    import yaml
+
+    monkeypatch.setattr("sys.argv", ["training/step1_supervised_finetuning/main.py", "--seed", "7"])
+    out = sft_run(tmp_path, "--report_to", "none", "--global_batch_size", "4")
+    record = yaml.safe_load((out / "run_config.yaml").read_text())
+    assert record["stage"] == "sft" and record["world_size"] == 1
+    assert record["argv"][1:] == ["training/step1_supervised_finetuning/main.py", "--seed", "7"]
+    config = record["config"]
+    assert config["output_dir"] == str(out) and config["report_to"] == ["none"]
+    assert (config["per_device_train_batch_size"], config["gradient_accumulation_steps"]) == (4, 1)  # resolved
+    assert "report_to" in config["explicit_flags"]
+    assert record["versions"]["torch"] == importlib.metadata.version("torch")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    assert record["git"]["commit"] == commit
+    assert not (out / "tensorboard").exists()  # --report_to none
+    assert (out / "metrics.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_report_to_wandb_offline_logs_the_same_scalars(tmp_path, monkeypatch):
+    """``--report_to tensorboard wandb`` with ``WANDB_MODE=offline``: a local W&B run under the output directory
+    whose history holds the scalars of metrics.jsonl (read back from the offline run file)."""
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    out = sft_run(tmp_path, "--report_to", "tensorboard", "wandb", "--log_steps", "1")
+    assert (out / "tensorboard").is_dir()
+    run_id = (out / "wandb_run_id").read_text()
+    [run_file] = (out / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
+    logged = history_values(run_file.read_bytes())
+    final = read_metrics(str(out))[-1]
+    for key, value in final.items():
+        if key != "step":
+            assert logged[key][-1] == pytest.approx(value), key
+
+
+def history_values(data: bytes) -> dict:
+    """``{key: [values]}`` of the history items in an offline W&B run file: each item is a protobuf message whose
+    field 2 is the key and field 16 the JSON value (``\\x12 len key \\x82\\x01 len value``)."""
+    values: dict = {}
+    for match in re.finditer(rb"\x12([\x01-\x7f])", data):
+        start = match.end()
+        key = data[start:start + match.group(1)[0]]
+        tail = data[start + len(key):]
+        if tail[:2] == b"\x82\x01" and len(tail) > 2:
+            text = tail[3:3 + tail[2]]
+            try:
+                values.setdefault(key.decode(), []).append(json.loads(text))
+            except (UnicodeDecodeError, ValueError):
+                continue
+    return values

@@ -4,10 +4,11 @@ config inherits the groups it uses. Light to import (no DeepSpeed, no transforme
 parse any stage's flags and configs cheaply."""
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
-from dataclasses import dataclass
-from typing import Annotated, Literal, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Annotated, FrozenSet, Literal, Optional, Tuple
 
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.utils.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
@@ -33,6 +34,7 @@ ModelName = Annotated[str, Parse(check_model_name, "a HF checkpoint directory, a
 OptionalModelName = Optional[ModelName]
 ZeroStage = Literal[0, 1, 2, 3]
 Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
+ReportTo = Literal["tensorboard", "wandb", "none"]
 
 
 @dataclass
@@ -182,14 +184,23 @@ class LoopArgs:
     """Log training metrics every N optimizer steps (and at the last)."""
     tensorboard_dir: Optional[str] = None
     """Default: <output_dir>/tensorboard."""
+    report_to: Tuple[ReportTo, ...] = ("tensorboard",)
+    """Metric sinks besides metrics.jsonl: tensorboard, wandb (Weights & Biases; pip install wandb; WANDB_MODE=offline
+    works without a network; project: $WANDB_PROJECT, default ma-rlhf), none."""
     no_progress_bar: bool = False
     """Hide the tqdm progress bar."""
     local_rank: int = -1
     """Passed by the deepspeed launcher."""
+    explicit_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})
+    """The flags given on the command line (filled by the parser; not a flag)."""
 
     def __post_init__(self):
         if self.output_dir is not None and os.path.isfile(self.output_dir):
             raise ConfigError(f"--output_dir {self.output_dir}: is a file; expected a directory")
+        if "wandb" in self.report_to and importlib.util.find_spec("wandb") is None:
+            raise ConfigError("--report_to wandb: the wandb package is not installed (pip install wandb)")
+        if "none" in self.report_to and len(self.report_to) > 1:
+            raise ConfigError(f"--report_to {' '.join(self.report_to)}: none excludes the others")
 
 
 @dataclass

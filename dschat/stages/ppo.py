@@ -16,13 +16,14 @@ from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage, rollout_rows
 from dschat.utils.checkpoint import save_hf_model
-from dschat.utils.config import ConfigError, select, split_global_batch
+from dschat.utils.config import ConfigError, announce_replaced, select, split_global_batch
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.registry import gold_score_of
 from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
+from dschat.utils.run_record import write_run_config
 from dschat.utils.seeding import seeded_rng, set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
@@ -79,7 +80,10 @@ def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
     if mini % micro:
         batch = rollout if args.ppo_mini_batch_size is None else f"--ppo_mini_batch_size {mini}"
         raise ConfigError(f"{batch} must be a multiple of --per_device_train_batch_size {micro}")
-    return dataclasses.replace(args, per_device_generation_batch_size=prompts, per_device_train_batch_size=micro)
+    resolved = dataclasses.replace(args, per_device_generation_batch_size=prompts, per_device_train_batch_size=micro)
+    announce_replaced(args, resolved, f"--global_batch_size {args.global_batch_size} on {world_size} processes "
+                                      "(set --global_batch_size none to use the flag)")
+    return resolved
 
 
 def termination_options(args: RLHFConfig, rank: int) -> TerminationOptions:
@@ -145,6 +149,7 @@ def run(args: RLHFConfig) -> dict:
     args = resolve_models(resolve_algorithm(args))
     rank, world_size, device = init_distributed()
     args = resolve_batches(args, world_size)
+    record = write_run_config(args, "ppo", world_size) if rank == 0 else None
     set_random_seed(args.seed)
     tokenizer = load_tokenizer(args.actor_model_name_or_path, padding_side="left")
     train_texts, eval_texts, train_tasks, eval_tasks = load_prompts(args)
@@ -162,7 +167,8 @@ def run(args: RLHFConfig) -> dict:
     trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank)
     collate = PromptCollator.for_tokenizer(tokenizer)
     eval_loader = shard_loader(eval_set, args.per_device_eval_batch_size, collate, rank, world_size)
-    metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
+    metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir, report_to=args.report_to,
+                                 run_config=record and record["config"])
     eval_sampling = sampling_configs(args)[1]
     last = {}
 
