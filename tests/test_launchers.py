@@ -111,3 +111,21 @@ def test_evaluation_is_packaged_so_python_m_evaluation_works_from_any_directory(
     monkeypatch.chdir(ROOT)
     runpy.run_path(os.path.join(ROOT, "setup.py"))
     assert {"dschat", "dschat.cli", "evaluation"} <= set(captured["packages"])
+
+
+def test_launcher_tees_the_run_to_training_log_and_keeps_its_exit_status(tmp_path):
+    """What the run prints reaches the terminal and ``OUTPUT_DIR/training.log`` (after the command line), and
+    the launcher exits with the run's status, not tee's."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "deepspeed").write_text('#!/usr/bin/env bash\necho "step 1 | loss=2.5"\necho "warning" >&2\nexit 3\n')
+    (bin_dir / "deepspeed").chmod(0o755)
+    out = tmp_path / "run"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NUM_GPUS": "1", "OUTPUT_DIR": str(out)}
+    result = subprocess.run(["bash", os.path.join(ROOT, "scripts", "launch.sh"), "sft", "gemma-2b", "tldr"],
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 3
+    assert "step 1 | loss=2.5" in result.stdout and "warning" in result.stdout
+    log = (out / "training.log").read_text().splitlines()
+    assert log[0].startswith("+ ") and "training/step1_supervised_finetuning/main.py" in log[0]
+    assert log[1:] == ["step 1 | loss=2.5", "warning"]
