@@ -118,3 +118,50 @@ def history_values(data: bytes) -> dict:
             except (UnicodeDecodeError, ValueError):
                 continue
     return values
+
+
+def unfinished_ppo_run(directory, finished=False):
+    """A step-3 output directory: run_config.yaml from its start, two evaluations logged, finished or not."""
+    directory.mkdir(parents=True)
+    (directory / "metrics.jsonl").write_text('{"step": 0, "eval/score": 0.1}\n{"step": 40, "eval/score": 0.5}\n')
+    (directory / "run_config.yaml").write_text(f"stage: ppo\nfinished: {'2026-11-24T01:00:00+00:00' if finished else 'null'}\n")
+    return str(directory)
+
+
+def test_paper_numbers_refuses_an_unfinished_run_unless_asked(tmp_path, capsys):
+    from evaluation import paper_numbers
+
+    run = unfinished_ppo_run(tmp_path / "ppo")
+    with pytest.raises(SystemExit):
+        paper_numbers.main(["table2", "--result", f"tldr:ppo={run}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unfinished run" in err[0] and "step 40" in err[0] and run in err[0]
+    paper_numbers.main(["table2", "--result", f"tldr:ppo={run}", "--allow_unfinished"])
+    out, err = capsys.readouterr()
+    assert "Vanilla PPO         0.500" in out and "unfinished run" in err
+
+
+def test_paper_numbers_method_names_are_case_insensitive(tmp_path, capsys):
+    from evaluation import paper_numbers
+
+    ppo = unfinished_ppo_run(tmp_path / "ppo", finished=True)
+    paper_numbers.main(["table2", "--result", f"TLDR:PPO={ppo}", "--result", f"tldr:MAPPO={ppo}"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("Table 2 - test RM score on tldr") and len(lines) == 4  # title, header, 2 methods
+    assert lines[2].startswith("Vanilla PPO         0.500") and lines[3].startswith("MA-PPO (n=5)        0.500")
+
+
+def test_curves_say_when_a_run_is_unfinished(tmp_path, capsys):
+    from evaluation import curves
+
+    done = unfinished_ppo_run(tmp_path / "ppo", finished=True)
+    running = unfinished_ppo_run(tmp_path / "mappo")
+    curves.main(["--run", f"ppo={done}", "--run", f"mappo={running}"])
+    out, err = capsys.readouterr()
+    assert "ppo (1 run): test RM score 0.100 (step 0) -> 0.500 (step 40)\n" in out
+    assert "mappo (1 run): test RM score 0.100 (step 0) -> 0.500 (step 40, unfinished)" in out
+    assert err.strip() == (f"warning: {running}: unfinished run (no final model yet): its last point, step 40, is "
+                           "not a final score")
+    method = curves.method_curves("mappo", [running])
+    assert method.last_label == "latest test score (unfinished run)"
+    assert curves.method_curves("ppo", [done]).last_label == "final test score"

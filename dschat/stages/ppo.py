@@ -23,7 +23,7 @@ from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
-from dschat.utils.run_record import write_run_config
+from dschat.utils.run_record import mark_finished, write_run_config
 from dschat.utils.seeding import seeded_rng, set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
@@ -194,6 +194,8 @@ def run(args: RLHFConfig) -> dict:
                        summarize=lambda history: history[-1], on_log=show_samples)
     for name, engine in checkpointed.items():
         save_hf_model(engine, tokenizer, os.path.join(args.output_dir, name))
+    if rank == 0:
+        mark_finished(args.output_dir)
     metric_logger.close()
     return final
 

@@ -14,7 +14,7 @@ from dschat.utils.engine import EngineConfig, init_train_engine, prepare_model
 from dschat.utils.loop import EngineStep, batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.model import load_tokenizer
-from dschat.utils.run_record import write_run_config
+from dschat.utils.run_record import mark_finished, write_run_config
 from dschat.utils.seeding import set_random_seed
 from dschat.utils.stage_data import eval_pairs, train_pairs
 
@@ -92,5 +92,7 @@ def run_supervised(args: SupervisedArgs, *, phase: int, dataset_cls, collator_cl
                        world_size, metric_logger, engines={"model": engine}, prefix=prefix,
                        accumulation=args.gradient_accumulation_steps, summarize=step.summarize)
     save_hf_model(engine, tokenizer, args.output_dir)
+    if rank == 0:
+        mark_finished(args.output_dir)
     metric_logger.close()
     return final

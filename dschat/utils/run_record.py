@@ -1,6 +1,8 @@
 """``<output_dir>/run_config.yaml``: what a run was started with, written at its start by every stage — the
 resolved flags (after configs, defaults and derived batch sizes), the command line, the code's commit and the
-versions of the packages that shape the numbers; what TRL, OpenRLHF and DeepSpeed-Chat users look for first."""
+versions of the packages that shape the numbers; what TRL, OpenRLHF and DeepSpeed-Chat users look for first.
+Its ``finished`` time is set once the final model is saved, so evaluation tools can tell a finished run from one
+still running or stopped (:func:`run_finished`)."""
 from __future__ import annotations
 
 import dataclasses
@@ -57,6 +59,7 @@ def run_record(args: Any, stage: str, world_size: int, argv: Optional[Sequence[s
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "argv": [sys.executable, *(sys.argv if argv is None else argv)],
         "world_size": world_size,
+        "finished": None,
         "git": git_commit(),
         "versions": package_versions(),
         "config": {key: _plain(value) for key, value in dataclasses.asdict(args).items()},
@@ -70,3 +73,25 @@ def write_run_config(args: Any, stage: str, world_size: int, argv: Optional[Sequ
     with open(os.path.join(args.output_dir, RUN_CONFIG), "w") as handle:
         yaml.safe_dump(record, handle, sort_keys=False, allow_unicode=True)
     return record
+
+
+def mark_finished(output_dir: str) -> None:
+    """Set ``finished`` (now) in ``<output_dir>/run_config.yaml``: the final model is saved."""
+    path = os.path.join(output_dir, RUN_CONFIG)
+    with open(path) as handle:
+        record = yaml.safe_load(handle)
+    record["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    with open(path + ".tmp", "w") as handle:
+        yaml.safe_dump(record, handle, sort_keys=False, allow_unicode=True)
+    os.replace(path + ".tmp", path)
+
+
+def run_finished(output_dir: str) -> bool:
+    """Whether the training run in ``output_dir`` finished: ``finished`` set in its ``run_config.yaml``; for a
+    directory without one (written before the record existed), its final model is there (``config.json``, or
+    step 3's ``actor/config.json``)."""
+    path = os.path.join(output_dir, RUN_CONFIG)
+    if os.path.exists(path):
+        with open(path) as handle:
+            return bool((yaml.safe_load(handle) or {}).get("finished"))
+    return any(os.path.exists(os.path.join(output_dir, *parts, "config.json")) for parts in ((), ("actor",)))
