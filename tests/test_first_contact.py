@@ -165,3 +165,36 @@ def test_curves_say_when_a_run_is_unfinished(tmp_path, capsys):
     method = curves.method_curves("mappo", [running])
     assert method.last_label == "latest test score (unfinished run)"
     assert curves.method_curves("ppo", [done]).last_label == "final test score"
+
+
+def test_rm_score_names_a_missing_policy_directory_in_one_line(tmp_path, monkeypatch, capsys):
+    from conftest import one_line_error
+    from evaluation import rm_score
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()
+    message = one_line_error(rm_score.main, ["--policy", "x=outputs/nope", "--reward_model", "tiny-gemma",
+                                             "--output_dir", "scores"], capsys)
+    assert message.startswith("error: --policy x=outputs/nope: no such directory outputs/nope")
+    message = one_line_error(rm_score.main, ["--policy", "tiny-gemma", "--reward_model", "outputs/rm",
+                                             "--output_dir", "scores"], capsys)
+    assert message.startswith("error: --reward_model no such directory outputs/rm")
+
+
+def test_an_uncached_hub_id_while_offline_is_one_line_at_once(monkeypatch):
+    import socket
+    import time
+
+    from dschat.utils.model import ModelLoadError, load_tokenizer
+
+    def no_network(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    start = time.monotonic()
+    with pytest.raises(ModelLoadError) as error:
+        load_tokenizer("some-org/never-downloaded-model")
+    assert time.monotonic() - start < 5
+    message = str(error.value)
+    assert "\n" not in message and "some-org/never-downloaded-model" in message
+    assert "not in the local hub cache" in message and "cannot be reached" in message

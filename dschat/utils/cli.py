@@ -34,6 +34,7 @@ def setup_logging() -> None:
         root.addHandler(handler)
     for noisy in ("DeepSpeed", "deepspeed", "torch.distributed", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # each hub retry otherwise logs two lines
 
 
 @contextlib.contextmanager

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import urllib.parse
 from pathlib import Path
+from typing import Optional
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dschat.utils.config import ConfigError
 
-from .names import TINY_GEMMA, check_model_name
+from .names import TINY_GEMMA, check_model_name, looks_like_hub_id
 from .smollm2 import SMOLLM2, convert_smollm2
 from .tiny import build_tiny_gemma
 
@@ -28,13 +31,34 @@ class ModelLoadError(ValueError):
     """A model or tokenizer could not be loaded; the message names the path and what was expected."""
 
 
+def unreachable_hub(repo_id: str) -> Optional[str]:
+    """The hub's host name when ``repo_id`` would have to be downloaded and that host does not even resolve
+    (offline); None when the model is in the local hub cache, offline mode is on, or the host resolves."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE or isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+        return None
+    host = urllib.parse.urlparse(constants.ENDPOINT).hostname or constants.ENDPOINT
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return host
+    return None
+
+
 def resolve_model_path(name: str) -> str:
     """A loadable path or hub id for ``name`` (checked by :func:`~.names.check_model_name`); the offline
-    ``smollm2-135m-instruct`` is converted once."""
+    ``smollm2-135m-instruct`` is converted once. A hub id that is not cached while the hub cannot be reached is
+    one line at once, not minutes of retries."""
     try:
         name = check_model_name(name)
     except ConfigError as err:
         raise ModelLoadError(f"model path {err}") from None
+    if looks_like_hub_id(name):
+        host = unreachable_hub(name)
+        if host is not None:
+            raise ModelLoadError(f"model {name}: not a local directory, not in the local hub cache, and the hub "
+                                 f"({host}) cannot be reached (offline?); pass a local checkpoint directory")
     return str(convert_smollm2()) if name == SMOLLM2 else name
 
 
