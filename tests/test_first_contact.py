@@ -198,3 +198,19 @@ def test_an_uncached_hub_id_while_offline_is_one_line_at_once(monkeypatch):
     message = str(error.value)
     assert "\n" not in message and "some-org/never-downloaded-model" in message
     assert "not in the local hub cache" in message and "cannot be reached" in message
+
+
+def test_loading_and_saving_models_draws_no_bars_and_no_load_report_table(tmp_path, capfd, caplog):
+    """transformers' "Loading weights" / "Writing model shards" bars and its LOAD REPORT table (here: the reward
+    head a causal-LM checkpoint lacks) stay off the terminal; the report is kept at DEBUG."""
+    from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer
+
+    tokenizer = load_tokenizer("tiny-gemma")
+    load_causal_lm("tiny-gemma", tokenizer).save_pretrained(tmp_path / "ckpt")
+    tokenizer.save_pretrained(tmp_path / "ckpt")
+    capfd.readouterr()
+    with caplog.at_level(logging.DEBUG, logger="dschat.utils.model.loading"):
+        load_reward_model(str(tmp_path / "ckpt"), tokenizer)
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in out + err and "LOAD REPORT" not in out + err
+    assert any("LOAD REPORT" in record.getMessage() for record in caplog.records)

@@ -14,6 +14,7 @@ from typing import Optional
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
 from dschat.utils.config import ConfigError
 
@@ -22,6 +23,31 @@ from .smollm2 import SMOLLM2, convert_smollm2
 from .tiny import build_tiny_gemma
 
 logger = logging.getLogger(__name__)
+
+class LoadReportToDebug(logging.Filter):
+    """transformers' multi-line LOAD REPORT table (checkpoint keys missing or unexpected, as when a reward head is
+    new) goes to DEBUG (``MARLHF_LOG_LEVEL=DEBUG`` shows it) instead of a table on every load."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" not in str(record.msg):
+            return True
+        logger.debug("%s", record.getMessage())
+        return False
+
+
+QUIET_BARS = ("Loading weights", "Writing model shards")
+"""transformers' bars drawn once per model loaded or saved (4-11 per run, unnamed as to which model)."""
+
+
+def quiet_weight_loading_bar(factory, args, kwargs):
+    """transformers' tqdm hook: the bars of :data:`QUIET_BARS` are not drawn."""
+    if kwargs.get("desc") in QUIET_BARS:
+        kwargs = {**kwargs, "disable": True}
+    return factory(*args, **kwargs)
+
+
+transformers_logging.set_tqdm_hook(quiet_weight_loading_bar)
+transformers_logging.get_logger("transformers.modeling_utils").addFilter(LoadReportToDebug())
 
 ASSET_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
