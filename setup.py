@@ -8,4 +8,5 @@ setup(
     package_data={"dschat": ["assets/**/*"]},
     include_package_data=True,
     python_requires=">=3.10",
+    extras_require={"wandb": ["wandb>=0.17"]},  # --report_to wandb
 )

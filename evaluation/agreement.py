@@ -25,7 +25,7 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from evaluation.judge import PREFER_A, PREFER_B, TIE, UNPARSEABLE
+from evaluation.judge import PREFER_A, PREFER_B, TIE, UNPARSEABLE, judge_label
 
 PairKey = Tuple[str, int]
 HUMAN_LABELS = {"a": PREFER_A, "b": PREFER_B, "tie": TIE, "e": TIE, "equal": TIE, "draw": TIE}
@@ -134,7 +134,7 @@ def read_judge_preferences(path: str) -> Tuple[Dict[PairKey, str], str]:
         labelled.append((_field(path, number, row, "prompt"), verdict))
         if row.get("judge_model"):
             models.update(str(row["judge_model"]).split("+"))
-    return key_by_occurrence(labelled), "+".join(sorted(models)) or "judge"
+    return key_by_occurrence(labelled), judge_label("+".join(sorted(models))) or "judge"
 
 
 def read_human_preferences(path: str) -> Dict[PairKey, str]:

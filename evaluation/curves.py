@@ -20,6 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from dschat.utils.run_record import run_finished
 from evaluation.training_summary import read_metrics
 
 EVAL_SCORE = "eval/score"
@@ -117,7 +118,8 @@ def parity_speedup(baseline: Series, method: Series) -> Parity:
 @dataclass(frozen=True)
 class MethodCurves:
     """What Fig. 2 / 11 draw for one method: the test score (mean over runs, across-run std), the smoothed
-    training reward, and the advantage / Q-value L2 norms."""
+    training reward, and the advantage / Q-value L2 norms; ``unfinished`` lists the runs still running or stopped
+    (their last point is not a final score)."""
 
     name: str
     runs: int
@@ -126,6 +128,12 @@ class MethodCurves:
     train_score: Series
     advantage_l2: Series
     return_l2: Series
+    unfinished: Tuple[str, ...] = ()
+
+    @property
+    def last_label(self) -> str:
+        """What the last evaluation is: the final test score, or only the latest of an unfinished run."""
+        return "latest test score (unfinished run)" if self.unfinished else "final test score"
 
 
 def method_curves(name: str, run_dirs: Sequence[str], smoothing: float = 0.6) -> MethodCurves:
@@ -139,7 +147,7 @@ def method_curves(name: str, run_dirs: Sequence[str], smoothing: float = 0.6) ->
         return Series(mean.steps, ema(mean.values, smoothing))
 
     return MethodCurves(name, len(run_dirs), eval_score, eval_std, smoothed(TRAIN_SCORE), smoothed(ADVANTAGE_L2),
-                        smoothed(RETURN_L2))
+                        smoothed(RETURN_L2), tuple(d for d in run_dirs if not run_finished(d)))
 
 
 def group_runs(specs: Sequence[str]) -> "OrderedDict[str, List[str]]":
@@ -186,10 +194,15 @@ def main(argv=None) -> None:
     parities = {c.name: parity_speedup(by_name[baseline].eval_score, c.eval_score)
                 for c in curves if c.name != baseline}
     for c in curves:
+        for run_dir in c.unfinished:
+            print(f"warning: {run_dir}: unfinished run (no final model yet): its last point, step "
+                  f"{c.eval_score.steps[-1]:.0f}, is not a final score", file=sys.stderr)
         print(f"{c.name} ({c.runs} run{'s' * (c.runs > 1)}): test RM score {c.eval_score.values[0]:.3f} "
-              f"(step {c.eval_score.steps[0]:.0f}) -> {c.eval_score.values[-1]:.3f} (step {c.eval_score.steps[-1]:.0f})")
+              f"(step {c.eval_score.steps[0]:.0f}) -> {c.eval_score.values[-1]:.3f} (step {c.eval_score.steps[-1]:.0f}"
+              f"{', unfinished' if c.unfinished else ''})")
     for name, parity in parities.items():
-        print(parity_line(parity, name, baseline))
+        line = parity_line(parity, name, baseline)
+        print(line + (f" [{baseline} unfinished: against its latest score]" if by_name[baseline].unfinished else ""))
     if args.out or args.norms_out:
         from evaluation import plots
 

@@ -385,6 +385,36 @@ def answering_model(judgements: Sequence[PairJudgement], requested: str) -> str:
     return "+".join(models) if models else f"{requested} (unconfirmed: no response named its model)"
 
 
+def judge_label(model: str) -> str:
+    """A short name for a judge model: the last folder of a path (``transformers serve`` names a local model by its
+    directory, e.g. ``~/.cache/ma-rlhf/smollm2-135m-instruct``), each of several '+'-joined names alike."""
+    return "+".join(os.path.basename(os.path.normpath(name)) if os.sep in name and os.path.isabs(name)
+                    else name for name in model.split("+"))
+
+
+def shown_position(outcome: str, swapped: bool) -> Optional[str]:
+    """The letter the judge gave (``A`` = the response shown first, ``B`` second, ``E`` a tie), from a pair's
+    outcome and presentation order (the inverse of :func:`undo_order`); None when unparseable."""
+    if outcome == UNPARSEABLE:
+        return None
+    if outcome == TIE:
+        return "E"
+    return "A" if (outcome == PREFER_A) != swapped else "B"
+
+
+def position_bias_line(judgements: Sequence["PairJudgement"], criterion: str) -> Optional[str]:
+    """A warning when the judge gave the same letter for every parseable pair (e.g. always ``A``, the response
+    shown first): it then answers by position, not by content, and the win rates only echo the presentation
+    order; None otherwise."""
+    letters = [shown_position(j.outcomes[criterion], j.swapped) for j in judgements]
+    parsed = [letter for letter in letters if letter is not None]
+    if len(parsed) < 2 or len(set(parsed)) > 1:
+        return None
+    where = {"A": "the response shown first", "B": "the response shown second", "E": "a tie"}[parsed[0]]
+    return (f"warning: position bias: the judge answered {parsed[0]} ({where}) for all {len(parsed)} parsed pairs, "
+            f"whatever the responses; these rates reflect the presentation order, not quality")
+
+
 def judge_pairs(pairs: Sequence[ResponsePair], task: JudgeTask, settings: JudgeSettings,
                 client: CachedJudgeClient, seed: int = 1234, concurrency: int = 8,
                 progress: bool = False) -> List[PairJudgement]:
@@ -567,10 +597,14 @@ def main(argv=None) -> None:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     answered = answering_model(judgements, args.model)
-    asked = "" if answered == args.model else f" (asked for {args.model})"
-    print(f"judge {answered}{asked} on {args.task}: {len(judgements)} pairs, order seed {args.seed}, "
+    label = judge_label(answered)
+    asked = "" if answered == args.model else f" (asked for {judge_label(args.model)})"
+    print(f"judge {label}{asked} on {args.task}: {len(judgements)} pairs, order seed {args.seed}, "
           f"{client.api_calls} API calls (the rest from the cache)")
     print(summary_table(tallies, name_a, name_b))
+    bias = position_bias_line(judgements, get_task(args.task).headline)
+    if bias:
+        print(bias)
     if args.output:
         with open(args.output, "w") as handle:
             for j in judgements:
@@ -580,7 +614,8 @@ def main(argv=None) -> None:
                                          "judge_model": "+".join(j.judge_models) or None}) + "\n")
     if args.summary:
         with open(args.summary, "w") as handle:
-            json.dump({"task": args.task, "model": answered, "requested_model": args.model, "a": name_a,
+            json.dump({"task": args.task, "model": label, "model_id": answered, "requested_model": args.model,
+                       "position_bias": bias is not None, "a": name_a,
                        "b": name_b, "pairs": len(judgements),
                        "headline": get_task(args.task).headline,
                        "criteria": {c: t.as_dict() for c, t in tallies.items()}}, handle, indent=2)

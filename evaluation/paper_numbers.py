@@ -118,37 +118,44 @@ def relative_gain(value: float, reference: float) -> float:
     return (value - reference) / abs(reference)
 
 
-def final_test_score(path: str) -> float:
+def final_test_score(path: str, allow_unfinished: bool = False) -> float:
     """A run's test RM score: the last ``eval/score`` of a training directory's latest run, or the mean "score"
-    of a score JSONL file."""
+    of a score JSONL file. A run that has not finished (no final model yet: still running, or stopped) is refused
+    unless ``allow_unfinished``, and then announced on stderr: its last score is not the run's result."""
     if os.path.isdir(path):
+        from dschat.utils.run_record import run_finished
         from evaluation.curves import EVAL_SCORE, latest_run, metric_series
         from evaluation.training_summary import read_metrics
 
         series = metric_series(latest_run(read_metrics(path)), EVAL_SCORE)
         if not len(series):
             raise ValueError(f"{path}: no '{EVAL_SCORE}' in metrics.jsonl")
+        if not run_finished(path):
+            state = f"{path}: unfinished run (no final model yet; its last '{EVAL_SCORE}' is at step {series.steps[-1]:.0f})"
+            if not allow_unfinished:
+                raise ValueError(f"{state}; wait for it to finish, or pass --allow_unfinished to report that score")
+            print(f"warning: {state}: reported as its latest score", file=sys.stderr)
         return series.values[-1]
     from evaluation.plots import read_scores
 
     return statistics.fmean(read_scores(path))
 
 
-def mean_test_score(paths: Sequence[str]) -> float:
+def mean_test_score(paths: Sequence[str], allow_unfinished: bool = False) -> float:
     """The mean of :func:`final_test_score` over several runs of one method (seeds)."""
-    return statistics.fmean(final_test_score(path) for path in paths)
+    return statistics.fmean(final_test_score(path, allow_unfinished) for path in paths)
 
 
 def parse_results(specs: Sequence[str]) -> "OrderedDict[str, Dict[str, List[str]]]":
     """``TASK:METHOD=PATH`` arguments → task → method → paths (first-seen order; a repeated TASK:METHOD adds a
-    run whose score is averaged in)."""
+    run whose score is averaged in); task and method names are case-insensitive."""
     results: "OrderedDict[str, Dict[str, List[str]]]" = OrderedDict()
     for spec in specs:
         key, sep, path = spec.partition("=")
         task, colon, method = key.partition(":")
         if not sep or not colon or not task or not method or not path:
             raise ValueError(f"--result {spec!r}: expected TASK:METHOD=PATH (e.g. tldr:mappo=outputs/mappo)")
-        results.setdefault(task, {}).setdefault(method, []).append(path)
+        results.setdefault(task.lower(), {}).setdefault(method.lower(), []).append(path)  # PPO = ppo
     return results
 
 
@@ -174,26 +181,28 @@ def score_table(title: str, this_run: Mapping[str, float], paper: Mapping[str, O
     return "\n".join(lines)
 
 
-def table2(results: Mapping[str, Mapping[str, Sequence[str]]], size: str, paper_task: Optional[str] = None) -> str:
+def table2(results: Mapping[str, Mapping[str, Sequence[str]]], size: str, paper_task: Optional[str] = None,
+           allow_unfinished: bool = False) -> str:
     """Table 2 blocks, one per task: this run's test RM score of PPO and MA-PPO beside the paper's."""
     blocks = []
     for task, paths in results.items():
         reference_task = paper_task or task
         paper = TABLE2_RM_SCORE.get((reference_task, size), {})
-        scores = {method: mean_test_score(runs) for method, runs in paths.items()}
+        scores = {method: mean_test_score(runs, allow_unfinished) for method, runs in paths.items()}
         methods = ["ppo", "mappo"] + [m for m in scores if m not in ("ppo", "mappo")]
         source = f"paper: {TASK_LABELS.get(reference_task, reference_task)}, Gemma-{size.upper()}"
         blocks.append(score_table(f"Table 2 - test RM score on {task} ({source})", scores, paper, methods))
     return "\n\n".join(blocks)
 
 
-def table7(results: Mapping[str, Mapping[str, Sequence[str]]], paper_task: Optional[str] = None) -> str:
+def table7(results: Mapping[str, Mapping[str, Sequence[str]]], paper_task: Optional[str] = None,
+           allow_unfinished: bool = False) -> str:
     """Table 7 blocks: SFT, DPO, RLOO, PPO and MA-PPO test RM scores beside the paper's (Gemma-2B)."""
     blocks = []
     for task, paths in results.items():
         reference_task = paper_task or task
         paper = TABLE7_RM_SCORE.get(reference_task, {})
-        scores = {method: mean_test_score(runs) for method, runs in paths.items()}
+        scores = {method: mean_test_score(runs, allow_unfinished) for method, runs in paths.items()}
         methods = [m for m in ("sft", "dpo", "rloo", "ppo", "mappo") if m in scores or paper.get(m) is not None]
         methods += [m for m in scores if m not in methods]
         label = TASK_LABELS.get(reference_task, reference_task)
@@ -227,14 +236,17 @@ def main(argv=None) -> None:
     t7 = commands.add_parser("table7", help="SFT/DPO/RLOO/PPO/MA-PPO test RM scores beside Table 7")
     t7.add_argument("--result", action="append", required=True, metavar="TASK:METHOD=PATH")
     t7.add_argument("--paper_task", choices=["tldr", "hh-rlhf"], default=None)
+    for command in (t2, t7):
+        command.add_argument("--allow_unfinished", action="store_true",
+                             help="report a run that has not finished at its latest score (default: refuse it)")
     t3 = commands.add_parser("table3", help="print the paper's Table 3 for one size")
     t3.add_argument("--size", choices=["2b", "7b"], default="2b")
     args = parser.parse_args(argv)
     try:
         if args.command == "table2":
-            print(table2(parse_results(args.result), args.size, args.paper_task))
+            print(table2(parse_results(args.result), args.size, args.paper_task, args.allow_unfinished))
         elif args.command == "table7":
-            print(table7(parse_results(args.result), args.paper_task))
+            print(table7(parse_results(args.result), args.paper_task, args.allow_unfinished))
         else:
             print(table3_paper(args.size))
     except (FileNotFoundError, ValueError) as err:

@@ -48,7 +48,7 @@ def plot_training_curves(curves, baseline: str, parities: Mapping, path: str, ti
             ax.plot(c.train_score.steps, c.train_score.values, "--", color=color, alpha=0.6,
                     label=f"{c.name} training reward (EMA)")
     base = next(c for c in curves if c.name == baseline)
-    ax.axhline(base.eval_score.values[-1], color="gray", linestyle=":", label=f"{baseline} final test score")
+    ax.axhline(base.eval_score.values[-1], color="gray", linestyle=":", label=f"{baseline} {base.last_label}")
     notes = []
     for color, c in zip(COLORS, curves):
         parity = parities.get(c.name)

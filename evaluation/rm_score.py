@@ -24,7 +24,9 @@ from tqdm.auto import tqdm
 from dschat.rlhf.experience import decode_responses, rollout_masks
 from dschat.utils.cli import run_cli
 from dschat.utils.data import PromptCollator, PromptDataset
+from dschat.utils.config import ConfigError
 from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer, policy_model_dir, sequence_scores
+from dschat.utils.model.names import check_model_name
 from dschat.utils.seeding import seeded_rng
 from dschat.utils.stage_data import eval_prompts
 
@@ -154,8 +156,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """Every policy and the reward model name an existing checkpoint (or a hub id / offline name), before any
+    model loads: a missing directory is one line naming it."""
+    for name, path in args.policy:
+        try:
+            check_model_name(policy_model_dir(path))
+        except ConfigError as err:
+            raise ConfigError(f"--policy {name}={path}: {err}") from None
+    try:
+        check_model_name(args.reward_model)
+    except ConfigError as err:
+        raise ConfigError(f"--reward_model {err}") from None
+
+
 def main(argv=None) -> Dict[str, Dict[str, float]]:
     args = build_parser().parse_args(argv)
+    check_paths(args)
     prompts = validation_prompts(args.data_name, args.data_path, args.eval_data_path, args.max_eval_samples)
     summaries = {}
     for name, path in args.policy:

@@ -15,6 +15,7 @@
 #   HOSTFILE     DeepSpeed hostfile for multi-node runs
 #   MASTER_PORT  rendezvous port (default 29500)
 # Extra flags are passed to the stage and override the config (e.g. --termination parsing).
+# The run's output is also appended to OUTPUT_DIR/training.log.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if [ $# -lt 3 ]; then awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}"; exit 2; fi
@@ -68,5 +69,9 @@ LAUNCH=("$DEEPSPEED" --num_gpus "$NUM_GPUS" --master_port "${MASTER_PORT:-29500}
 [ -n "${HOSTFILE:-}" ] && LAUNCH=("$DEEPSPEED" --hostfile "$HOSTFILE" --master_port "${MASTER_PORT:-29500}")
 cd "$ROOT"
 mkdir -p "$OUTPUT_DIR"
-set -x
-exec "${LAUNCH[@]}" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" "${METHOD_FLAGS[@]}" "$@"
+# everything the run prints (the command first) also goes to OUTPUT_DIR/training.log, appended across resumes
+COMMAND=("${LAUNCH[@]}" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" "${METHOD_FLAGS[@]}" "$@")
+export PYTHONUNBUFFERED=1  # lines reach the log (and the terminal) as they are printed, not in blocks
+echo "+ ${COMMAND[*]}" | tee -a "$OUTPUT_DIR/training.log" >&2
+"${COMMAND[@]}" 2>&1 | tee -a "$OUTPUT_DIR/training.log"
+exit "${PIPESTATUS[0]}"

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-import dschat.cli.ppo as step3
+import dschat.stages.ppo as step3
 import dschat.utils.loop as loop
 from conftest import read_metrics
 from dschat.cli.ppo import main as ppo_main

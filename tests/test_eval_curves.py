@@ -9,8 +9,9 @@ from evaluation import curves, plots
 from evaluation.curves import Series
 
 
-def write_run(directory, eval_scores, train_scores=None, restarted_from=None):
-    """A metrics.jsonl as step 3 writes it: eval/* records, and training records every 10 steps."""
+def write_run(directory, eval_scores, train_scores=None, restarted_from=None, finished=True):
+    """A metrics.jsonl as step 3 writes it: eval/* records, and training records every 10 steps; a finished run
+    also has its final model (``actor/config.json``)."""
     directory.mkdir(parents=True, exist_ok=True)
     records = list(restarted_from or [])
     for step, score in eval_scores:
@@ -19,6 +20,9 @@ def write_run(directory, eval_scores, train_scores=None, restarted_from=None):
             records.append({"step": step, "objective/score": train_scores(step), "macro/advantage_l2": 1.0 / step,
                             "macro/return_l2": 2.0 / step})
     (directory / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    if finished:
+        (directory / "actor").mkdir(exist_ok=True)
+        (directory / "actor" / "config.json").write_text("{}")
     return str(directory)
 
 

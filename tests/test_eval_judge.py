@@ -291,12 +291,33 @@ def test_report_names_the_model_that_answered_not_the_alias(tmp_path, monkeypatc
             "--summary", str(tmp_path / "s.json"), "--no_progress_bar"]
     judge.main(argv)
     out = capsys.readouterr().out
-    assert out.startswith("judge /models/smollm2@main (asked for gpt-4o) on tldr")
-    assert json.loads((tmp_path / "s.json").read_text())["model"] == "/models/smollm2@main"
+    assert out.startswith("judge smollm2@main (asked for gpt-4o) on tldr")  # a path is named by its last folder
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert (summary["model"], summary["model_id"]) == ("smollm2@main", "/models/smollm2@main")
     verdicts = [json.loads(line) for line in (tmp_path / "v.jsonl").read_text().splitlines()]
     assert {v["judge_model"] for v in verdicts} == {"/models/smollm2@main"}
     judge.main(argv)  # from the cache: the answering model was cached with the completion
-    assert capsys.readouterr().out.startswith("judge /models/smollm2@main (asked for gpt-4o)")
+    assert capsys.readouterr().out.startswith("judge smollm2@main (asked for gpt-4o)")
+
+
+def test_a_judge_that_always_picks_one_position_is_reported_as_position_biased(tmp_path, monkeypatch, capsys):
+    """Every verdict "A" (SmolLM2 gave 64/64 here): the report says the judge answers by position; a judge that
+    follows the content (whatever the order) is not flagged."""
+    rows_a = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(6)]
+    rows_b = [{"prompt": p.prompt, "response": p.response_b} for p in pairs(6)]
+    a, b = write_jsonl(tmp_path / "a.jsonl", rows_a), write_jsonl(tmp_path / "b.jsonl", rows_b)
+    argv = ["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--summary", str(tmp_path / "s.json"), "--no_progress_bar"]
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: FakeClient(lambda request: fake_response("A")))
+    judge.main(argv)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == ("warning: position bias: the judge answered A (the response shown first) for all 6 parsed "
+                         "pairs, whatever the responses; these rates reflect the presentation order, not quality")
+    assert json.loads((tmp_path / "s.json").read_text())["position_bias"] is True
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: FakeClient(prefers_good))
+    judge.main(argv)
+    assert "position bias" not in capsys.readouterr().out
+    assert json.loads((tmp_path / "s.json").read_text())["position_bias"] is False
 
 
 def test_all_unparseable_run_shows_counts_not_nan(tmp_path, monkeypatch, capsys):

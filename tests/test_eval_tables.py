@@ -169,6 +169,7 @@ def test_table2_cli_from_a_run_directory_and_a_score_file(tmp_path, capsys):
     run = tmp_path / "ppo"
     run.mkdir()
     (run / "metrics.jsonl").write_text('{"step": 0, "eval/score": 0.1}\n{"step": 60, "eval/score": 0.5}\n')
+    (run / "run_config.yaml").write_text("finished: '2026-11-24T00:00:00+00:00'\n")
     scores = write_jsonl(tmp_path / "mappo.jsonl", [{"score": 0.6}, {"score": 0.8}])
     paper_numbers.main(["table2", "--paper_task", "tldr", "--result", f"synthetic:ppo={run}",
                         "--result", f"synthetic:mappo={scores}"])

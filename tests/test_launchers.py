@@ -43,12 +43,16 @@ def parse_launch(argv: list, fake_bin: str, num_gpus: int):
     assert argv[0] == os.path.join(fake_bin, "deepspeed")  # the deepspeed on PATH
     assert argv[1:5] == ["--num_gpus", str(num_gpus), "--master_port", "29555"]
     stage = MAINS[argv[5]]
+    for flag, value in zip(argv, argv[1:]):  # the earlier stages' checkpoints, which the parser checks exist
+        if flag.endswith("model_name_or_path") and not value.startswith("google/"):
+            os.makedirs(value, exist_ok=True)
+            open(os.path.join(value, "config.json"), "w").close()
     args = stage_parser(stage).parse_config(argv[6:])
     if stage == "ppo":
-        from dschat.cli import ppo
+        from dschat.stages import ppo
 
         return stage, ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(args)), num_gpus)
-    from dschat.cli.supervised import resolve_batches
+    from dschat.stages.supervised import resolve_batches
 
     return stage, resolve_batches(args, num_gpus)
 
@@ -107,3 +111,21 @@ def test_evaluation_is_packaged_so_python_m_evaluation_works_from_any_directory(
     monkeypatch.chdir(ROOT)
     runpy.run_path(os.path.join(ROOT, "setup.py"))
     assert {"dschat", "dschat.cli", "evaluation"} <= set(captured["packages"])
+
+
+def test_launcher_tees_the_run_to_training_log_and_keeps_its_exit_status(tmp_path):
+    """What the run prints reaches the terminal and ``OUTPUT_DIR/training.log`` (after the command line), and
+    the launcher exits with the run's status, not tee's."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "deepspeed").write_text('#!/usr/bin/env bash\necho "step 1 | loss=2.5"\necho "warning" >&2\nexit 3\n')
+    (bin_dir / "deepspeed").chmod(0o755)
+    out = tmp_path / "run"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NUM_GPUS": "1", "OUTPUT_DIR": str(out)}
+    result = subprocess.run(["bash", os.path.join(ROOT, "scripts", "launch.sh"), "sft", "gemma-2b", "tldr"],
+                            env=env, capture_output=True, text=True)
+    assert result.returncode == 3
+    assert "step 1 | loss=2.5" in result.stdout and "warning" in result.stdout
+    log = (out / "training.log").read_text().splitlines()
+    assert log[0].startswith("+ ") and "training/step1_supervised_finetuning/main.py" in log[0]
+    assert log[1:] == ["step 1 | loss=2.5", "warning"]

@@ -12,7 +12,7 @@ stand-in at ``.venv/bin/python`` (and ``.venv/bin/transformers``) which records 
   ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets:
   ``bash scripts/...`` (they install into ``.venv``; the demo runs the flags of "Stages"), the judge against
   ``transformers serve`` (the ``-m integration`` target), the benchmarks (minutes each; they print figures).
-  ``solution.py`` for the viewer is written by the test.
+  The example files the commands name ship with the repository (``docs/examples/``).
 """
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_readme_has_the_commands_this_test_checks():
     commands = [line for block in BLOCKS for line in logical_lines(block)]
     for entry in ("training/step1_supervised_finetuning/main.py", "training/step2_reward_model_finetuning/main.py",
                   "training/step3_rlhf_finetuning/main.py", "training/step2_dpo_finetuning/main.py",
-                  "dschat.rlhf.macro_action.viewer", "evaluation.judge"):
+                  "dschat.rlhf.macro_action.viewer", "evaluation.judge", "evaluation.rm_score"):
         assert any(entry in line for line in commands), f"no README command runs {entry}"
 
 
@@ -149,6 +149,12 @@ def test_every_readme_command_parses(sandbox, capsys):
     commands = recorded(sandbox)
     assert len(commands) == expected  # every command line was seen
     for command in commands:
+        placeholders = [arg for arg in command["argv"] if arg in ("...", "…") or re.fullmatch(r"<[^>]+>", arg)]
+        assert not placeholders, f"README command {command['argv']} has placeholders {placeholders}"
+        for flag in ("--file", "--config"):  # files the README names ship with the repository
+            if flag in command["argv"]:
+                path = command["argv"][command["argv"].index(flag) + 1]
+                assert (ROOT / path).is_file(), f"README command names {path}, which is not in the repository"
         if command["prog"] == "transformers":
             assert command["argv"][0] == "serve"
             continue
@@ -157,7 +163,6 @@ def test_every_readme_command_parses(sandbox, capsys):
 
 @pytest.mark.slow
 def test_readme_commands_run(sandbox):
-    (sandbox / "solution.py").write_text("def add(a, b):\n    total = a + b\n    return total\n")
     for block in BLOCKS:
         skipped = [reason for marker, reason in NOT_RUN.items() if marker in block]
         if skipped:

@@ -6,8 +6,9 @@ from types import SimpleNamespace
 import torch
 
 from conftest import one_line_error
-from dschat.cli.ppo import build_parser, main as ppo_main, resolve_algorithm, resolve_batches, resolve_models
-from dschat.cli.ppo import sampling_configs
+from dschat.cli.ppo import build_parser, main as ppo_main
+from dschat.stages.ppo import resolve_algorithm, resolve_batches, resolve_models
+from dschat.stages.ppo import sampling_configs
 from dschat.rlhf.experience import generate
 from dschat.rlhf.rlhf_engine import RLHFEngine
 from dschat.utils.distributed import init_distributed

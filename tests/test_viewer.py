@@ -91,7 +91,7 @@ def test_randomized_lengths_are_spelled_as_in_step3(capsys, tokenizer_dir):
 
 def test_options_mean_what_step3_makes_of_them():
     """The same flags give the viewer and step 3 (first process) the same rule options, defaults included."""
-    from dschat.cli import ppo
+    from dschat.stages import ppo
     from dschat.cli.configs import RLHFConfig
     from dschat.utils.config import ConfigParser
 

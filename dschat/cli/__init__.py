@@ -1,6 +1,8 @@
 """Stage entry points: ``python -m dschat.cli.{sft,rm,dpo,ppo}`` (``training/step*/main.py`` call these).
 
-Each stage module defines its config dataclass, ``build_parser()`` generated from it, and ``main(argv)``."""
+Each stage module builds its parser from its config dataclass (``build_parser()``) and defines ``main(argv)``,
+which checks the flags and then calls the stage's training in :mod:`dschat.stages`. Nothing here imports torch,
+DeepSpeed or transformers: ``--help`` and flag errors answer at once."""
 from __future__ import annotations
 
 from dschat.cli.configs import STAGE_CONFIGS

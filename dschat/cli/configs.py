@@ -4,13 +4,16 @@ config inherits the groups it uses. Light to import (no DeepSpeed, no transforme
 parse any stage's flags and configs cheaply."""
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
-from dataclasses import dataclass
-from typing import Annotated, Literal, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Annotated, FrozenSet, Literal, Optional, Tuple
 
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.utils.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
+from dschat.utils.data.registry import known_datasets
+from dschat.utils.model.names import OFFLINE_NAMES, check_model_name
 from dschat.utils.config import (
     REQUIRED,
     Alias,
@@ -18,14 +21,20 @@ from dschat.utils.config import (
     Fraction,
     NonNegativeFloat,
     NonNegativeInt,
+    OneOf,
+    Parse,
     PositiveFloat,
     PositiveInt,
     Range,
 )
 
 Dtype = Literal["fp32", "bf16", "fp16"]
+ModelName = Annotated[str, Parse(check_model_name, "a HF checkpoint directory, a hub id org/name, or an offline "
+                                 "name: " + ", ".join(OFFLINE_NAMES))]
+OptionalModelName = Optional[ModelName]
 ZeroStage = Literal[0, 1, 2, 3]
 Scheduler = Literal["cosine", "linear", "constant_with_warmup"]
+ReportTo = Literal["tensorboard", "wandb", "none"]
 
 
 @dataclass
@@ -44,7 +53,7 @@ class PrecisionArgs:
 class ModelArgs(PrecisionArgs):
     """model"""
 
-    model_name_or_path: str = "tiny-gemma"
+    model_name_or_path: ModelName = "tiny-gemma"
     """HF checkpoint dir, hub id, or an offline name: tiny-gemma, smollm2-135m-instruct."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (less memory, more time)."""
@@ -56,7 +65,7 @@ class ModelArgs(PrecisionArgs):
 class DataArgs:
     """data"""
 
-    data_name: str = "synthetic"
+    data_name: Annotated[str, OneOf(known_datasets)] = "synthetic"
     """Dataset adapter: synthetic, synthetic-long, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
     data_path: Optional[str] = None
     """Local file in the dataset's schema (required for jsonl; otherwise the hub is read)."""
@@ -178,14 +187,23 @@ class LoopArgs:
     """Log training metrics every N optimizer steps (and at the last)."""
     tensorboard_dir: Optional[str] = None
     """Default: <output_dir>/tensorboard."""
+    report_to: Tuple[ReportTo, ...] = ("tensorboard",)
+    """Metric sinks besides metrics.jsonl: tensorboard, wandb (Weights & Biases; pip install wandb; WANDB_MODE=offline
+    works without a network; project: $WANDB_PROJECT, default ma-rlhf), none."""
     no_progress_bar: bool = False
     """Hide the tqdm progress bar."""
     local_rank: int = -1
     """Passed by the deepspeed launcher."""
+    explicit_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})
+    """The flags given on the command line (filled by the parser; not a flag)."""
 
     def __post_init__(self):
         if self.output_dir is not None and os.path.isfile(self.output_dir):
             raise ConfigError(f"--output_dir {self.output_dir}: is a file; expected a directory")
+        if "wandb" in self.report_to and importlib.util.find_spec("wandb") is None:
+            raise ConfigError("--report_to wandb: the wandb package is not installed (pip install wandb)")
+        if "none" in self.report_to and len(self.report_to) > 1:
+            raise ConfigError(f"--report_to {' '.join(self.report_to)}: none excludes the others")
 
 
 @dataclass
@@ -225,11 +243,11 @@ class DPOConfig(SupervisedArgs):
 class ModelsArgs(PrecisionArgs, OffloadArgs):
     """models (§B.2)"""
 
-    actor_model_name_or_path: str = "tiny-gemma"
+    actor_model_name_or_path: ModelName = "tiny-gemma"
     """SFT checkpoint: the actor and the frozen reference."""
-    critic_model_name_or_path: Optional[str] = None
+    critic_model_name_or_path: OptionalModelName = None
     """Critic init (the RM for text; the SFT model for code); default: the reward model."""
-    reward_model_name_or_path: Optional[str] = None
+    reward_model_name_or_path: OptionalModelName = None
     """Reward model (with --reward model); default: --critic_model_name_or_path."""
     reward: Literal["model", "code"] = "model"
     """Score source: a reward model, or program execution (code tasks, paper §B.5)."""

@@ -11,202 +11,21 @@ whole response as one macro action (§3.2.3) and build no critic.
 """
 from __future__ import annotations
 
-import dataclasses
-import os
-from typing import Tuple
-
-from tqdm.auto import tqdm
-
 from dschat.cli.configs import RLHFConfig
-from dschat.rlhf.baselines import get_algorithm
-from dschat.rlhf.experience import SamplingConfig
-from dschat.rlhf.macro_action.termination import TerminationOptions, build_termination
-from dschat.rlhf.ppo_config import PPOConfig
-from dschat.rlhf.ppo_trainer import PPOTrainer
-from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
-from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage, rollout_rows
-from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.cli import run_cli
-from dschat.utils.config import ConfigError, ConfigParser, select, split_global_batch
-from dschat.utils.data import PromptCollator, PromptDataset
-from dschat.utils.data.registry import gold_score_of
-from dschat.utils.distributed import init_distributed, is_main_process
-from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
-from dschat.utils.metrics import MetricLogger
-from dschat.utils.output_dir import require_writable
-from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
-from dschat.utils.seeding import seeded_rng, set_random_seed
-from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
+from dschat.utils.config import ConfigParser
 
 
 def build_parser() -> ConfigParser:
     return ConfigParser(RLHFConfig, description=__doc__)
 
 
-def resolve_algorithm(args: RLHFConfig) -> RLHFConfig:
-    """A copy of ``args`` with ``--algo``'s K filled in and its flags checked; critic-free algorithms use one
-    macro per response (n → ∞, §3.2.3)."""
-    algorithm = get_algorithm(args.algo)
-    samples = args.num_samples_per_prompt or algorithm.default_samples_per_prompt
-    if samples < algorithm.min_samples_per_prompt:
-        raise ConfigError(f"--num_samples_per_prompt {samples}: --algo {args.algo} needs at least "
-                          f"{algorithm.min_samples_per_prompt}")
-    if args.reinforce_baseline != "none" and args.algo != "reinforce":
-        raise ConfigError(f"--reinforce_baseline {args.reinforce_baseline} applies to --algo reinforce only")
-    termination, ngram = args.termination, args.ngram
-    if not algorithm.needs_critic:
-        if termination not in ("fixed", "ngram") or ngram not in (1, None):
-            raise ConfigError(f"--termination/--ngram: --algo {args.algo} treats each response as one macro "
-                              "action (n → ∞, §3.2.3); leave them unset")
-        termination, ngram = "fixed", None
-    return dataclasses.replace(args, num_samples_per_prompt=samples, termination=termination, ngram=ngram)
-
-
-def resolve_models(args: RLHFConfig) -> RLHFConfig:
-    """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor)."""
-    if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
-        raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
-    reward_stage = reward_zero_stage(args)
-    if args.reward_offload_params and reward_stage != 3:
-        raise ConfigError(f"--reward_offload_params needs the reward model under ZeRO-3 (its stage is {reward_stage}; "
-                          "add --reward_zero_stage 3)")
-    reward = args.reward_model_name_or_path or args.critic_model_name_or_path
-    critic = args.critic_model_name_or_path or (reward if args.reward == "model" else args.actor_model_name_or_path)
-    return dataclasses.replace(args, reward_model_name_or_path=reward, critic_model_name_or_path=critic)
-
-
-def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
-    """A copy of ``args`` whose per-process prompt batch makes ``--global_batch_size`` on ``world_size``
-    processes, and whose training micro batch divides the per-process mini-batch (``--ppo_mini_batch_size``, by
-    default the whole rollout): the largest such micro batch <= ``--per_device_train_batch_size`` when the prompt
-    batch is derived; otherwise it must divide it. The mini-batch must divide the per-process rollout."""
-    prompts, micro = args.per_device_generation_batch_size, args.per_device_train_batch_size
-    if args.global_batch_size is not None:  # a process's whole share in one generation batch
-        prompts = split_global_batch(args.global_batch_size, world_size, args.global_batch_size)[0]
-    rollouts = prompts * args.num_samples_per_prompt  # rollout_rows of the resolved flags
-    rollout = (f"--per_device_generation_batch_size {prompts} x --num_samples_per_prompt "
-               f"{args.num_samples_per_prompt}")
-    mini = args.mini_batch_rows(rollouts)
-    if rollouts % mini:
-        raise ConfigError(f"--ppo_mini_batch_size {mini} must divide the {rollouts} rollout rows per process "
-                          f"({rollout})")
-    if args.global_batch_size is not None:  # the training micro batch a divisor of the mini-batch
-        micro = split_global_batch(mini, 1, micro)[0]
-    if mini % micro:
-        batch = rollout if args.ppo_mini_batch_size is None else f"--ppo_mini_batch_size {mini}"
-        raise ConfigError(f"{batch} must be a multiple of --per_device_train_batch_size {micro}")
-    return dataclasses.replace(args, per_device_generation_batch_size=prompts, per_device_train_batch_size=micro)
-
-
-def termination_options(args: RLHFConfig, rank: int) -> TerminationOptions:
-    """Rule options; the randomized rule gets a different seed per process so ranks draw different cuts, and
-    ``--parser auto`` parses Python (statement-level macros) when the responses are programs."""
-    parser = "code" if args.parser == "auto" and args.reward == "code" else args.parser
-    return TerminationOptions(ngram=args.ngram, lengths=tuple(args.random_lengths), repeat=args.random_repeat,
-                              seed=args.seed + rank, parser=parser, parser_cutoff=args.parser_cutoff,
-                              entropy_quantile=args.entropy_quantile, entropy_threshold=args.entropy_threshold)
-
-
-def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
-    """``(rollout sampling, evaluation sampling)``; ``--eval_temperature 0`` evaluates greedy decodes, unset it
-    samples at ``--temperature``."""
-    sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                              top_p=args.top_p)
-    if args.eval_temperature is None:
-        return sampling, sampling
-    if args.eval_temperature == 0:
-        return sampling, dataclasses.replace(sampling, do_sample=False)
-    return sampling, dataclasses.replace(sampling, temperature=args.eval_temperature)
-
-
-def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size: int, rank: int) -> PPOTrainer:
-    """The PPO trainer of resolved flags ``args`` on built ``engines``."""
-    return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination,
-                                                                           termination_options(args, rank)),
-                      select(args, PPOConfig), sampling_configs(args)[0], args.per_device_train_batch_size,
-                      rollout_rows(args), world_size,
-                      gather_for_generation=not args.no_gather_for_generation, seed=args.seed + rank)
-
-
-def load_prompts(args: RLHFConfig) -> tuple:
-    """``(train prompts, eval prompts, train tasks, eval tasks)``; the tasks (for ``--reward code``) are None
-    when a reward model scores the responses."""
-    if args.reward == "code":
-        train_tasks, eval_tasks = train_code_tasks(args), eval_code_tasks(args)
-        return [t.prompt for t in train_tasks], [t.prompt for t in eval_tasks], train_tasks, eval_tasks
-    return train_prompts(args), eval_prompts(args), None, None
-
-
-def make_reward_sources(args: RLHFConfig, engines, train_tasks, eval_tasks) -> tuple:
-    """``(training reward source, evaluation reward source)``: the reward model for both, or program execution
-    against the tasks each prompt set was built from (paper §B.5)."""
-    if args.reward == "model":
-        source = ModelReward(engines.reward, args.per_device_train_batch_size)
-        return source, source
-    return (CodeExecutionReward(train_tasks, args.code_workers, args.code_test_timeout),
-            CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))
-
-
-def evaluate(trainer: PPOTrainer, loader, sampling: SamplingConfig, reward_source, args: RLHFConfig,
-             rank: int) -> dict:
-    """One held-out evaluation: under ``--eval_seed`` the same sampling noise every time; with the dataset's
-    gold score (embedded tasks, reward model scoring) also ``gold``."""
-    gold = gold_score_of(args.data_name) if args.reward == "model" and not args.data_path else None
-    with seeded_rng(None if args.eval_seed is None else args.eval_seed + rank):
-        return trainer.evaluate(loader, sampling, reward_source, progress=not args.no_progress_bar and
-                                is_main_process(), gold_score=gold)
-
-
 def main(argv=None) -> dict:
-    args = resolve_models(resolve_algorithm(build_parser().parse_config(argv)))
-    require_writable(args.output_dir)
-    rank, world_size, device = init_distributed()
-    args = resolve_batches(args, world_size)
-    set_random_seed(args.seed)
-    tokenizer = load_tokenizer(args.actor_model_name_or_path, padding_side="left")
-    train_texts, eval_texts, train_tasks, eval_tasks = load_prompts(args)
-    prompt_set = PromptDataset(train_texts, tokenizer, args.max_prompt_seq_len)
-    eval_set = PromptDataset(eval_texts, tokenizer, args.max_prompt_seq_len)
-    if len(eval_set) == 0:
-        raise ValueError(f"no evaluation prompt fits --max_prompt_seq_len {args.max_prompt_seq_len} "
-                         f"({len(eval_texts)} prompts, {eval_set.num_skipped} too long)")
-    per_epoch = batches_per_epoch(len(prompt_set), world_size, args.per_device_generation_batch_size)
-    if per_epoch == 0:
-        raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
-    iterations = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
-    engines = RLHFEngine(args, tokenizer, world_size, iterations)
-    reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
-    trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank)
-    collate = PromptCollator.for_tokenizer(tokenizer)
-    eval_loader = shard_loader(eval_set, args.per_device_eval_batch_size, collate, rank, world_size)
-    metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
-    eval_sampling = sampling_configs(args)[1]
-    last = {}
+    """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.ppo.run`)."""
+    args = build_parser().parse_config(argv)
+    from dschat.stages.ppo import run  # torch, DeepSpeed and transformers load once the flags are good
 
-    def update(batch: dict) -> dict:
-        """One PPO iteration (Algorithm 1); its metrics are already averaged over processes."""
-        metrics, last["experience"] = trainer.step(batch)
-        return metrics
-
-    def show_samples(step: int) -> None:
-        if args.log_samples and is_main_process():
-            samples = trainer.sample_table(last["experience"], args.log_samples)
-            metric_logger.log_text(step, "samples", samples)
-            tqdm.write(samples)
-
-    rule = trainer.termination_rule
-    stateful = {"termination": rule} if hasattr(rule, "state_dict") else {}  # a rule with its own generator
-    if trainer.shuffles:
-        stateful["mini_batch_order"] = trainer
-    checkpointed = {ACTOR_SUBDIR: engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
-    final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
-                       lambda: evaluate(trainer, eval_loader, eval_sampling, eval_reward_source, args, rank), args, rank,
-                       world_size, metric_logger, engines=checkpointed, prefix=None, stateful=stateful,
-                       summarize=lambda history: history[-1], on_log=show_samples)
-    for name, engine in checkpointed.items():
-        save_hf_model(engine, tokenizer, os.path.join(args.output_dir, name))
-    metric_logger.close()
-    return final
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -28,12 +28,12 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
+from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES, get_algorithm
 from dschat.rlhf.macro_action import compute_macro_advantages, macro_statistics, masked_mean
 from dschat.rlhf.macro_action.segments import as_action_mask, check_same_shape
 from dschat.rlhf.ppo_config import PPOConfig
 
 SequenceAdvantageFn = Callable[[torch.Tensor, int], torch.Tensor]
-REINFORCE_BASELINES = ("none", "batch_mean")
 EstimatorOutput = Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]
 
 
@@ -158,18 +158,6 @@ class SequenceBaselineEstimator:
         return advantages, token_returns, stats
 
 
-@dataclass(frozen=True)
-class Algorithm:
-    """What ``--algo`` selects: whether step 3 builds a critic, the default and least samples per prompt K, and
-    the estimator built from the PPO config."""
-
-    name: str
-    needs_critic: bool
-    default_samples_per_prompt: int
-    min_samples_per_prompt: int
-    build: Callable[[PPOConfig], object]
-
-
 def _macro_gae(config: PPOConfig) -> MacroGAEEstimator:
     return MacroGAEEstimator(config.sigma, config.reward_agg, config.gamma, config.lam)
 
@@ -189,24 +177,14 @@ def _reinforce(config: PPOConfig) -> SequenceBaselineEstimator:
     return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt, batch_wide=with_baseline)
 
 
-ALGORITHMS: Dict[str, Algorithm] = {algorithm.name: algorithm for algorithm in (
-    Algorithm("ppo", needs_critic=True, default_samples_per_prompt=1, min_samples_per_prompt=1, build=_macro_gae),
-    Algorithm("rloo", needs_critic=False, default_samples_per_prompt=4, min_samples_per_prompt=2,
-              build=_sequence_baseline(rloo_advantages)),
-    Algorithm("grpo", needs_critic=False, default_samples_per_prompt=4, min_samples_per_prompt=2,
-              build=_sequence_baseline(grpo_advantages)),
-    Algorithm("reinforce", needs_critic=False, default_samples_per_prompt=1, min_samples_per_prompt=1,
-              build=_reinforce),
-)}
-
-
-def get_algorithm(name: str) -> Algorithm:
-    """The registered algorithm ``name``; a ValueError naming ``--algo`` otherwise."""
-    if name not in ALGORITHMS:
-        raise ValueError(f"--algo {name!r} is unknown; expected one of {sorted(ALGORITHMS)}")
-    return ALGORITHMS[name]
+ESTIMATORS: Dict[str, Callable[[PPOConfig], object]] = {
+    "ppo": _macro_gae, "rloo": _sequence_baseline(rloo_advantages), "grpo": _sequence_baseline(grpo_advantages),
+    "reinforce": _reinforce}
+"""The estimator builder of each ``--algo`` (:data:`dschat.rlhf.algorithms.ALGORITHMS`)."""
+if set(ESTIMATORS) != set(ALGORITHMS):
+    raise ImportError(f"estimators {sorted(ESTIMATORS)} do not match the algorithms {sorted(ALGORITHMS)}")
 
 
 def build_advantage_estimator(config: PPOConfig):
     """The estimator of ``config.algo``, configured by ``config``."""
-    return get_algorithm(config.algo).build(config)
+    return ESTIMATORS[get_algorithm(config.algo).name](config)

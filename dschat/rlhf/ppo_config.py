@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal, Optional
 
-from dschat.rlhf.macro_action.segments import REWARD_AGGS, SIGMAS
+from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES
+from dschat.rlhf.macro_action.choices import REWARD_AGGS, SIGMAS
 from dschat.utils.config import Alias, Fraction, NonNegativeFloat, OneOf, Parse, PositiveFloat, PositiveInt, Range
 
 
@@ -16,14 +17,10 @@ def _terminations():
 
 
 def _algorithms():
-    from dschat.rlhf.baselines import ALGORITHMS
-
     return sorted(ALGORITHMS)
 
 
 def _reinforce_baselines():
-    from dschat.rlhf.baselines import REINFORCE_BASELINES
-
     return REINFORCE_BASELINES
 
 

@@ -1,12 +1,11 @@
 """Entry-point wrapper: bad input ends with one clear line, not a traceback from deep inside."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
-from typing import Callable
-
-from tqdm.auto import tqdm
+from typing import Callable, Iterator
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -16,6 +15,8 @@ class TqdmLoggingHandler(logging.Handler):
     never lands on the end of a bar's line (``...11.58it/s]step 150 | ...``)."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        from tqdm.auto import tqdm  # not at import: flag errors and --help answer without it
+
         try:
             tqdm.write(self.format(record), file=sys.stderr)
         except Exception:  # noqa: BLE001 -- logging's own convention
@@ -33,6 +34,24 @@ def setup_logging() -> None:
         root.addHandler(handler)
     for noisy in ("DeepSpeed", "deepspeed", "torch.distributed", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("huggingface_hub").setLevel(logging.ERROR)  # each hub retry otherwise logs two lines
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send everything written to stdout — by Python code, libraries' loggers that hold ``sys.stdout`` (DeepSpeed's
+    accelerator warning) and C code alike — to stderr, so a tool whose stdout is one value for ``$(...)`` prints
+    only that value."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def run_cli(main: Callable[[], object]) -> None:
@@ -40,16 +59,16 @@ def run_cli(main: Callable[[], object]) -> None:
     non-finite loss, a full disk) prints ``error: <message>`` and exits 2; a run stopped by SIGTERM / SIGINT
     after saving its checkpoint prints ``stopped: <message>`` and exits 128 + the signal number (143, 130).
     ``MARLHF_DEBUG=1`` shows the full traceback instead."""
-    from .faults import RunInterrupted, RunStopped
-
     setup_logging()
     try:
         main()
-    except RunInterrupted as err:  # a checkpoint was written: not an error, but the run did not finish
-        print(f"stopped: {err}", file=sys.stderr)
-        sys.exit(err.exit_status)
-    except (ValueError, FileNotFoundError, RunStopped) as err:
-        if os.environ.get("MARLHF_DEBUG"):
+    except Exception as err:  # noqa: BLE001 -- re-raised below unless it is one of ours
+        faults = sys.modules.get("dschat.utils.faults")  # these exist only once a run has imported them
+        if faults and isinstance(err, faults.RunInterrupted):  # a checkpoint was written: the run did not finish
+            print(f"stopped: {err}", file=sys.stderr)
+            sys.exit(err.exit_status)
+        ours = (ValueError, FileNotFoundError) + ((faults.RunStopped,) if faults else ())
+        if not isinstance(err, ours) or os.environ.get("MARLHF_DEBUG"):
             raise
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

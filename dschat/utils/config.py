@@ -17,6 +17,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import logging
 import os
 import re
 import sys
@@ -26,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
+logger = logging.getLogger(__name__)
 
 class ConfigError(ValueError):
     """A config file or flag is invalid; the message names the file or flag and what was expected."""
@@ -77,6 +79,10 @@ class Alias:
     def __init__(self, *names: str):
         object.__setattr__(self, "names", names)
 
+
+EXPLICIT_FLAGS = "explicit_flags"
+"""A config field declared with ``metadata={"flag": False}`` under this name receives the names of the flags
+given on the command line, so a stage can say when a config or derived value replaces one of them."""
 
 REQUIRED = object()
 """Marker in ``Annotated[..., REQUIRED]``: the flag must be given on the command line."""
@@ -133,6 +139,8 @@ class FlagSpec:
             if self.base is int and re.fullmatch(r"[+-]?\d+", str(text).strip()) is None:
                 raise ValueError
             value = self.base(text)
+        except ConfigError as err:  # a parse function that says what is wrong
+            raise ConfigError(f"{name} {err}") from None
         except (TypeError, ValueError):
             raise ConfigError(f"{name} {text}: expected {self.expected()}") from None
         if self.choices is not None and value not in self.choices:
@@ -226,6 +234,8 @@ def flag_specs(cls: type) -> Tuple[FlagSpec, ...]:
             docs.update(field_docstrings(klass))
     specs = []
     for field in dataclasses.fields(cls):
+        if field.metadata.get("flag", True) is False:  # set by the parser, not a flag (see EXPLICIT_FLAGS)
+            continue
         base, optional, sequence, choices, metadata = _unwrap(hints[field.name])
         default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
         group_doc = (owner[field.name].__doc__ or owner[field.name].__name__).strip().splitlines()[0]
@@ -308,7 +318,18 @@ class ConfigParser(argparse.ArgumentParser):
         self.set_defaults(**values)
         namespace = vars(self.parse_args(argv))
         namespace.pop("config")
+        if EXPLICIT_FLAGS in {field.name for field in dataclasses.fields(self.config_class)}:
+            namespace[EXPLICIT_FLAGS] = self.explicit_flags(argv)
         return self.config_class(**namespace)
+
+    def explicit_flags(self, argv: Sequence[str]) -> frozenset:
+        """The flags given on the command line itself (not by a ``--config`` file or a default): argparse fills
+        a default only into a namespace that lacks the attribute, so a pre-filled marker survives exactly where
+        no flag was given."""
+        marker = object()
+        namespace = argparse.Namespace(**{name: marker for name in self.specs})
+        given = vars(self.parse_args(argv, namespace=namespace))
+        return frozenset(name for name in self.specs if given[name] is not marker)
 
 
 def _show(value: Any) -> str:
@@ -372,6 +393,18 @@ def select(config: Any, target: type, **overrides):
     """An instance of dataclass ``target`` from the same-named fields of ``config`` (plus ``overrides``)."""
     names = {field.name for field in dataclasses.fields(target)}
     return target(**{name: getattr(config, name) for name in names if name not in overrides}, **overrides)
+
+
+def announce_replaced(given: Any, resolved: Any, reason: str) -> None:
+    """One warning line for each flag given on the command line (``given.explicit_flags``) whose value in
+    ``resolved`` differs: a config or derived value never replaces an explicit flag silently. Main process only
+    (``RANK`` 0 or unset)."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    for name in sorted(getattr(given, EXPLICIT_FLAGS, ())):
+        before, after = getattr(given, name), getattr(resolved, name)
+        if before != after:
+            logger.warning("--%s %s replaced by %s: %s", name, _show(before), _show(after), reason)
 
 
 def split_global_batch(global_batch: int, world_size: int, max_micro_batch: int, flag: str = "--global_batch_size"

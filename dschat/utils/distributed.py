@@ -6,6 +6,10 @@ import socket
 
 import torch
 
+from .compile_lock import check_compile_locks
+
+SHM_COMM_OP = "deepspeed_shm_comm"
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -17,10 +21,15 @@ def init_distributed() -> tuple:
     """Initialise torch.distributed (nccl on GPU, gloo on CPU) and return ``(rank, world_size, device)``.
 
     Under plain ``python`` the rank variables are absent; we set a one-process world so DeepSpeed does not
-    try MPI discovery.
+    try MPI discovery. On CPU, DeepSpeed's shared-memory all-reduce op is switched off: its communication backend
+    would compile it (C++, 40 s to minutes) at every fresh start only for ``inference_all_reduce``, which training
+    never calls; gloo does every collective. Extension build locks are checked first (:mod:`.compile_lock`).
     """
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")
     import deepspeed
+    import deepspeed.ops
+
+    check_compile_locks()
 
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
@@ -33,6 +42,7 @@ def init_distributed() -> tuple:
     else:
         device = torch.device("cpu")
         backend = "gloo"
+        deepspeed.ops.__compatible_ops__[SHM_COMM_OP] = False  # the probe's result is cached: edits persist
     if not torch.distributed.is_initialized():
         deepspeed.init_distributed(dist_backend=backend)
     return torch.distributed.get_rank(), torch.distributed.get_world_size(), device

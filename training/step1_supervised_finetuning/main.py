@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Thin entry point of the design card's stage folder; the stage lives in ``dschat/cli/sft.py``
-(``python -m dschat.cli.sft --help``)."""
+"""Thin entry point of the design card's stage folder; the command line lives in ``dschat/cli/sft.py``, the
+training in ``dschat/stages/sft.py`` (``python -m dschat.cli.sft --help``)."""
 from dschat.cli.sft import main
 from dschat.utils.cli import run_cli
 

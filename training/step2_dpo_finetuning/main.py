@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Thin entry point of the design card's stage folder; the stage lives in ``dschat/cli/dpo.py``
-(``python -m dschat.cli.dpo --help``)."""
+"""Thin entry point of the design card's stage folder; the command line lives in ``dschat/cli/dpo.py``, the
+training in ``dschat/stages/dpo.py`` (``python -m dschat.cli.dpo --help``)."""
 from dschat.cli.dpo import main
 from dschat.utils.cli import run_cli
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Thin entry point of the design card's stage folder; the stage lives in ``dschat/cli/rm.py``
-(``python -m dschat.cli.rm --help``)."""
+"""Thin entry point of the design card's stage folder; the command line lives in ``dschat/cli/rm.py``, the
+training in ``dschat/stages/rm.py`` (``python -m dschat.cli.rm --help``)."""
 from dschat.cli.rm import main
 from dschat.utils.cli import run_cli
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""Thin entry point of the design card's stage folder; the stage lives in ``dschat/cli/ppo.py``
-(``python -m dschat.cli.ppo --help``)."""
+"""Thin entry point of the design card's stage folder; the command line lives in ``dschat/cli/ppo.py``, the
+training in ``dschat/stages/ppo.py`` (``python -m dschat.cli.ppo --help``)."""
 from dschat.cli.ppo import main
 from dschat.utils.cli import run_cli
 

@@ -16,8 +16,7 @@ from typing import NamedTuple, Sequence, Tuple, Union
 
 import torch
 
-SIGMAS = ("equal", "unit", "position")
-REWARD_AGGS = ("sum", "mean")
+from .choices import REWARD_AGGS, SIGMAS
 
 Lengths = Union[torch.Tensor, Sequence[Sequence[int]]]
 

@@ -11,6 +11,7 @@ An adapter module builds one :class:`DatasetAdapter` and calls :func:`register` 
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
@@ -43,17 +44,23 @@ def register(adapter: DatasetAdapter) -> DatasetAdapter:
     return adapter
 
 
+def _adapters() -> Dict[str, DatasetAdapter]:
+    """Every adapter (importing the ``adapters`` package registers them; it needs no torch)."""
+    importlib.import_module(".adapters", __package__)
+    return _ADAPTERS
+
+
 def known_datasets() -> List[str]:
-    return sorted(_ADAPTERS)
+    return sorted(_adapters())
 
 
 def gold_score_of(name: str) -> Optional[Callable[[str], float]]:
     """Dataset ``name``'s gold score function, or None (unknown datasets and those without one)."""
-    adapter = _ADAPTERS.get(name)
+    adapter = _adapters().get(name)
     return adapter.gold_score if adapter else None
 
 
 def get_adapter(name: str) -> DatasetAdapter:
-    if name not in _ADAPTERS:
+    if name not in _adapters():
         raise DataError(f"unknown dataset {name!r}; known datasets: {', '.join(known_datasets())}")
     return _ADAPTERS[name]

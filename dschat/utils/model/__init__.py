@@ -1,19 +1,10 @@
-"""Model loading: HF causal LMs and tokenizers, the tiny embedded model, the reward model / critic."""
-from .loading import ACTOR_SUBDIR, ModelLoadError, load_causal_lm, load_tokenizer, policy_model_dir, resolve_model_path
-from .reward_model import (last_token_index, load_reward_model, position_ids, sequence_scores, text_reward_function,
-                           token_values)
+"""Model loading: HF causal LMs and tokenizers, the tiny embedded model, the reward model / critic.
+Exports are lazy (:mod:`dschat.utils.lazy`): the name checks of :mod:`.names` load without torch."""
+from dschat.utils.lazy import lazy_exports
 
-__all__ = [
-    "ACTOR_SUBDIR",
-    "ModelLoadError",
-    "load_causal_lm",
-    "load_reward_model",
-    "load_tokenizer",
-    "last_token_index",
-    "policy_model_dir",
-    "position_ids",
-    "resolve_model_path",
-    "sequence_scores",
-    "text_reward_function",
-    "token_values",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "loading": ("ACTOR_SUBDIR", "ModelLoadError", "load_causal_lm", "load_tokenizer", "policy_model_dir",
+                "resolve_model_path"),
+    "reward_model": ("last_token_index", "load_reward_model", "position_ids", "sequence_scores",
+                     "text_reward_function", "token_values"),
+})

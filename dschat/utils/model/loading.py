@@ -7,15 +7,47 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import urllib.parse
 from pathlib import Path
+from typing import Optional
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
+from dschat.utils.config import ConfigError
+
+from .names import TINY_GEMMA, check_model_name, looks_like_hub_id
 from .smollm2 import SMOLLM2, convert_smollm2
-from .tiny import TINY_GEMMA, build_tiny_gemma
+from .tiny import build_tiny_gemma
 
 logger = logging.getLogger(__name__)
+
+class LoadReportToDebug(logging.Filter):
+    """transformers' multi-line LOAD REPORT table (checkpoint keys missing or unexpected, as when a reward head is
+    new) goes to DEBUG (``MARLHF_LOG_LEVEL=DEBUG`` shows it) instead of a table on every load."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" not in str(record.msg):
+            return True
+        logger.debug("%s", record.getMessage())
+        return False
+
+
+QUIET_BARS = ("Loading weights", "Writing model shards")
+"""transformers' bars drawn once per model loaded or saved (4-11 per run, unnamed as to which model)."""
+
+
+def quiet_weight_loading_bar(factory, args, kwargs):
+    """transformers' tqdm hook: the bars of :data:`QUIET_BARS` are not drawn."""
+    if kwargs.get("desc") in QUIET_BARS:
+        kwargs = {**kwargs, "disable": True}
+    return factory(*args, **kwargs)
+
+
+transformers_logging.set_tqdm_hook(quiet_weight_loading_bar)
+transformers_logging.get_logger("transformers.modeling_utils").addFilter(LoadReportToDebug())
 
 ASSET_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -25,27 +57,35 @@ class ModelLoadError(ValueError):
     """A model or tokenizer could not be loaded; the message names the path and what was expected."""
 
 
-def _looks_like_hub_id(name: str) -> bool:
-    parts = name.split("/")
-    return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
+def unreachable_hub(repo_id: str) -> Optional[str]:
+    """The hub's host name when ``repo_id`` would have to be downloaded and that host does not even resolve
+    (offline); None when the model is in the local hub cache, offline mode is on, or the host resolves."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE or isinstance(try_to_load_from_cache(repo_id, "config.json"), str):
+        return None
+    host = urllib.parse.urlparse(constants.ENDPOINT).hostname or constants.ENDPOINT
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return host
+    return None
 
 
 def resolve_model_path(name: str) -> str:
-    """A loadable path or hub id for ``name``; raises ModelLoadError for a local path that does not exist."""
-    if name == TINY_GEMMA:
-        return name
-    if name == SMOLLM2:
-        return str(convert_smollm2())
-    if os.path.isdir(name):
-        if not (Path(name) / "config.json").exists():
-            raise ModelLoadError(f"model path {name}: no config.json there (expected a HF-format checkpoint)")
-        return name
-    if _looks_like_hub_id(name):
-        return name
-    raise ModelLoadError(
-        f"model path {name!r} does not exist (expected a HF checkpoint directory, a hub id 'org/name', "
-        f"or one of: {TINY_GEMMA}, {SMOLLM2})"
-    )
+    """A loadable path or hub id for ``name`` (checked by :func:`~.names.check_model_name`); the offline
+    ``smollm2-135m-instruct`` is converted once. A hub id that is not cached while the hub cannot be reached is
+    one line at once, not minutes of retries."""
+    try:
+        name = check_model_name(name)
+    except ConfigError as err:
+        raise ModelLoadError(f"model path {err}") from None
+    if looks_like_hub_id(name):
+        host = unreachable_hub(name)
+        if host is not None:
+            raise ModelLoadError(f"model {name}: not a local directory, not in the local hub cache, and the hub "
+                                 f"({host}) cannot be reached (offline?); pass a local checkpoint directory")
+    return str(convert_smollm2()) if name == SMOLLM2 else name
 
 
 ACTOR_SUBDIR = "actor"

@@ -13,7 +13,8 @@ import torch
 from transformers import AutoModelForSequenceClassification, GemmaForSequenceClassification
 
 from .loading import DTYPES, ModelLoadError, resolve_model_path
-from .tiny import TINY_GEMMA, tiny_gemma_config
+from .names import TINY_GEMMA
+from .tiny import tiny_gemma_config
 
 
 SCORE_HEAD = "score"

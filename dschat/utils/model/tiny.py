@@ -8,7 +8,6 @@ from __future__ import annotations
 import torch
 from transformers import GemmaConfig, GemmaForCausalLM
 
-TINY_GEMMA = "tiny-gemma"
 
 
 def tiny_gemma_config(tokenizer, hidden_size: int = 128, num_layers: int = 4) -> GemmaConfig:

@@ -1,19 +1,16 @@
 """Termination rules ζ of macro actions (paper §3.2.1, Appendix B.4), one module each, found by name through
 the registry: ``build_termination(name, TerminationOptions(...))`` returns ``SegmentationBatch -> Segmentation``.
 
-Importing this package imports every rule module so that their ``@register_termination`` lines run.
+Exports are lazy (:mod:`dschat.utils.lazy`): the rule names (``available_terminations``) load without torch;
+a rule's module is imported when the rule is built.
 """
-from .base import Segmentation, SegmentationBatch, TerminationOptions, TerminationRule
-from .registry import available_terminations, build_termination, register_termination
-from .ngram import ngram_segments
-from .randomized import randomized_ngram_segments, shuffled_length_table
-from .ppl import ppl_segments
-from .entropy import entropy_segments
-from . import parsing  # noqa: F401
+from dschat.utils.lazy import lazy_exports
 
-__all__ = [
-    "Segmentation", "SegmentationBatch", "TerminationOptions", "TerminationRule",
-    "available_terminations", "build_termination", "register_termination",
-    "ngram_segments", "randomized_ngram_segments", "shuffled_length_table", "ppl_segments",
-    "entropy_segments",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "base": ("Segmentation", "SegmentationBatch", "TerminationOptions", "TerminationRule"),
+    "registry": ("available_terminations", "build_termination", "register_termination"),
+    "ngram": ("ngram_segments",),
+    "randomized": ("randomized_ngram_segments", "shuffled_length_table"),
+    "ppl": ("ppl_segments",),
+    "entropy": ("entropy_segments",),
+})

@@ -8,13 +8,14 @@ from typing import Any, Callable, Dict, Tuple
 
 from dschat.cli.configs import SupervisedArgs
 from dschat.utils.checkpoint import save_hf_model
-from dschat.utils.config import ConfigError, split_global_batch
+from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
 from dschat.utils.distributed import init_distributed
 from dschat.utils.engine import EngineConfig, init_train_engine, prepare_model
 from dschat.utils.loop import EngineStep, batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.output_dir import require_writable
 from dschat.utils.model import load_tokenizer
+from dschat.utils.run_record import mark_finished, write_run_config
 from dschat.utils.seeding import set_random_seed
 from dschat.utils.stage_data import eval_pairs, train_pairs
 
@@ -31,8 +32,10 @@ def resolve_batches(args: SupervisedArgs, world_size: int) -> SupervisedArgs:
                               f"{micro} x --gradient_accumulation_steps {accumulation} x {world_size} processes; "
                               "drop --gradient_accumulation_steps to derive it")
         micro, accumulation = derived if accumulation is None else (micro, accumulation)
-    return dataclasses.replace(args, per_device_train_batch_size=micro,
-                               gradient_accumulation_steps=accumulation or 1)
+    resolved = dataclasses.replace(args, per_device_train_batch_size=micro, gradient_accumulation_steps=accumulation or 1)
+    announce_replaced(args, resolved, f"--global_batch_size {args.global_batch_size} on {world_size} processes "
+                                      "(set --global_batch_size none to use the flags)")
+    return resolved
 
 
 def engine_config(args: SupervisedArgs, num_update_steps: int) -> EngineConfig:
@@ -70,6 +73,7 @@ def run_supervised(args: SupervisedArgs, *, phase: int, dataset_cls, collator_cl
     require_writable(args.output_dir)
     rank, world_size, device = init_distributed()
     args = resolve_batches(args, world_size)
+    record = write_run_config(args, prefix, world_size) if rank == 0 else None
     set_random_seed(args.seed)
     tokenizer = load_tokenizer(args.model_name_or_path)
     train_set = dataset_cls(train_pairs(args, phase=phase), tokenizer, args.max_seq_len)
@@ -84,10 +88,13 @@ def run_supervised(args: SupervisedArgs, *, phase: int, dataset_cls, collator_cl
                   shard_loader(eval_set, args.per_device_eval_batch_size, collate, rank, world_size))
     loss, evaluate = objective(stage)
     step = EngineStep(engine, loss)
-    metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir)
+    metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir, report_to=args.report_to,
+                                 run_config=record and record["config"])
     final = train_loop(step, train_set, collate, args.per_device_train_batch_size, evaluate, args, rank,
                        world_size, metric_logger, engines={"model": engine}, prefix=prefix,
                        accumulation=args.gradient_accumulation_steps, summarize=step.summarize)
     save_hf_model(engine, tokenizer, args.output_dir)
+    if rank == 0:
+        mark_finished(args.output_dir)
     metric_logger.close()
     return final

@@ -1,0 +1,37 @@
+"""What a model flag may name, checked when the flags are parsed (no torch, no transformers, no network): a local
+HF checkpoint directory, a hub id ``org/name``, or an offline name. A local path that does not exist is one line
+naming it — never a hub lookup with retries."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from dschat.utils.config import ConfigError
+
+from .smollm2 import SMOLLM2
+
+TINY_GEMMA = "tiny-gemma"
+OFFLINE_NAMES = (TINY_GEMMA, SMOLLM2)
+
+
+def looks_like_hub_id(name: str) -> bool:
+    """``org/name`` (one slash, no leading ``.``, ``/`` or ``~``) whose ``org`` is not a local directory: only then
+    is a name that is not a local directory tried on the hub (``outputs/sfft`` is a missing local directory)."""
+    parts = name.split("/")
+    return (len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
+            and not os.path.isdir(parts[0]))
+
+
+def check_model_name(name: str) -> str:
+    """``name`` if it is an offline name, a local HF checkpoint directory or shaped like a hub id; otherwise a
+    :class:`ConfigError` saying what is missing."""
+    if name in OFFLINE_NAMES or looks_like_hub_id(name):
+        return name
+    if os.path.isdir(name):
+        if not (Path(name) / "config.json").exists():
+            raise ConfigError(f"{name}: no config.json there (expected a HF-format checkpoint directory)")
+        return name
+    if os.path.exists(name):
+        raise ConfigError(f"{name} is a file (expected a HF checkpoint directory)")
+    raise ConfigError(f"no such directory {name} (expected a HF checkpoint directory, a hub id org/name, or one "
+                      f"of: {', '.join(OFFLINE_NAMES)})")
