@@ -216,6 +216,14 @@ def trl_timer(times: list, lengths: list, length_key: str, observed: dict, train
     return Timer()
 
 
+def prompt_text(tokenizer, ids: list) -> str:
+    """A text that the tokenizer, called as GRPOTrainer calls it (special tokens added), encodes back into the
+    project's ``ids`` (``[bos] + prompt``): the decoded ids with or without the bos, whichever round-trips (else
+    the decoded ids; the "prompt tokens fed" check then reports the difference)."""
+    texts = [tokenizer.decode(ids[start:]) for start in (0, 1)]
+    return next((text for text in texts if tokenizer(text=text)["input_ids"] == ids), texts[0])
+
+
 def worker_trl_grpo(spec: dict, settings_only: bool) -> dict:
     import torch
     from datasets import Dataset
@@ -224,8 +232,7 @@ def worker_trl_grpo(spec: dict, settings_only: bool) -> dict:
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(spec["actor"], padding_side="left")
-    # text prompts that TRL tokenises back into exactly the project's ids (checked: "prompt tokens fed")
-    texts = [tokenizer.decode(ids) for ids in fed_prompts(spec)]
+    texts = [prompt_text(tokenizer, ids) for ids in fed_prompts(spec)]
     times, lengths, observed = [], [], {}
     trainer = GRPOTrainer(model=spec["actor"], reward_funcs=spec["reward"], args=GRPOConfig(**trl_grpo_kwargs(spec)),
                           train_dataset=Dataset.from_dict({"prompt": texts}), processing_class=tokenizer)
