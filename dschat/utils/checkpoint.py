@@ -18,7 +18,7 @@ import re
 import shutil
 import sys
 from dataclasses import asdict, dataclass
-from typing import Mapping, Optional, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 import torch
 from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
@@ -348,6 +348,15 @@ def _full_state_dict(engine) -> Optional[dict]:
     return engine.module.state_dict() if is_main_process() else None
 
 
+def cpu_copy(state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+    """A CPU copy of ``state_dict`` in which entries that share one tensor (tied weights: SmolLM2's lm_head is its
+    input embedding) still share one copy, so ``save_pretrained`` stores it once and the saved checkpoint loads
+    with nothing unexpected (copying each entry apart would write the lm_head a second time)."""
+    copies: Dict[Tuple[int, torch.Size], torch.Tensor] = {}
+    return {key: copies.setdefault((value.data_ptr(), value.shape), value.detach().cpu().clone())
+            for key, value in state_dict.items()}
+
+
 def save_hf_model(engine, tokenizer, out_dir: str) -> None:
     """Save ``engine``'s model as a plain HF checkpoint (LoRA adapters merged in; ``config.pad_token_id`` set, so
     ``*ForSequenceClassification`` pools the last non-pad token for either padding side) plus its tokenizer,
@@ -366,7 +375,7 @@ def save_hf_model(engine, tokenizer, out_dir: str) -> None:
 
             model = copy.deepcopy(model).merge_and_unload()
             state_dict = model.state_dict()
-        state_dict = {key: value.detach().cpu().clone() for key, value in state_dict.items()}
+        state_dict = cpu_copy(state_dict)
         model.config.pad_token_id = tokenizer.pad_token_id
         scores_sequences = type(model).__name__.endswith("ForSequenceClassification")
         try:

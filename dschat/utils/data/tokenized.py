@@ -64,16 +64,19 @@ after a generation prompt)."""
 
 def with_sequence_layout(tokenizer, eos: bool):
     """A copy of fast ``tokenizer`` whose plain call adds this module's special tokens: ``[bos] + text`` and,
-    with ``eos``, ``+ [eos]`` (a ``TemplateProcessing`` post-processor, saved in ``tokenizer.json``), and which
-    has :data:`LAYOUT_CHAT_TEMPLATE` unless it brings a chat template of its own."""
+    with ``eos``, ``+ [eos]`` (a ``TemplateProcessing`` post-processor, saved in ``tokenizer.json``), and whose
+    chat template is :data:`LAYOUT_CHAT_TEMPLATE`, replacing the base model's own: a checkpoint trained on this
+    layout must be rendered as this layout by chat tools. (SmolLM2-Instruct's ChatML template adds a system
+    turn, role headers and a ``\n`` after the final ``<|im_end|>``; TRL's ``GRPOTrainer`` renders a reward model's
+    conversational input with that template, so a reward model saved with it was read at a token it was never
+    scored at and agreed with our ranking on 59% of pairs.)"""
     special_token_ids(tokenizer)  # the same checks as the datasets
     if not getattr(tokenizer, "is_fast", False):
         raise DataError(f"tokenizer {type(tokenizer).__name__} is not a fast tokenizer; cannot set its special tokens")
     layout = copy.deepcopy(tokenizer)
     layout.add_bos_token = tokenizer.bos_token_id is not None
     layout.add_eos_token = eos
-    if not layout.chat_template:
-        layout.chat_template = LAYOUT_CHAT_TEMPLATE
+    layout.chat_template = LAYOUT_CHAT_TEMPLATE
     return layout
 
 
