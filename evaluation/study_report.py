@@ -538,8 +538,9 @@ def write_report(out: Path, report_dir: Path) -> None:
         for s in summaries:
             handle.write(json.dumps(s) + "\n")
     meta = Path(out) / "study_meta.json"
-    if meta.is_file():
-        (report_dir / "study_meta.json").write_text(meta.read_text())
+    if meta.is_file():  # the runs' folder is named OUT, as in study.sh, not by where it was on this machine
+        (report_dir / "study_meta.json").write_text(meta.read_text().replace(str(Path(out).resolve()), "OUT")
+                                                    .replace(str(out), "OUT"))
     render(summaries, report_dir)
 
 
