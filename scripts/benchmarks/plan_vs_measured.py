@@ -3,9 +3,10 @@
 
 What is compared, per run: the run's peak resident set size (``ru_maxrss`` of its process, from ``wait4``) minus
 the peak RSS of an idle process that imported every module the run had loaded when it ended (torch, DeepSpeed,
-transformers, peft, TensorBoard, the project), against the plan's peak per process at one GPU for the same flags (model states + the largest
-phase's activations; on a CPU the "GPU" memory is host memory). Single process (``WORLD_SIZE=1``), the stages'
-own entry points, a few optimizer steps, under whatever ``nice`` the caller gives.
+transformers, peft, TensorBoard, the project), against the plan's peak per process at one GPU for the same
+flags (model states + the largest phase's activations; on a CPU the "GPU" memory is host memory). Single process
+(``WORLD_SIZE=1``), the stages' own entry points, a few optimizer steps, under whatever ``nice`` the caller
+gives.
 
     nice -n 10 python scripts/benchmarks/plan_vs_measured.py --cases tiny smollm2 --out /tmp/plan_runs
 
