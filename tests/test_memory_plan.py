@@ -130,8 +130,38 @@ def test_bad_input_is_one_line(capsys):
         plan_cli.main, [os.path.join(ROOT, "configs/rm/gemma-2b/tldr.yaml"), "--num_gpus", "3"], capsys)
 
 
-def test_docs_table_is_the_tools_output():
+@pytest.fixture(scope="module")
+def configs_table():
+    return plan_cli.table(os.path.join(ROOT, "configs"), 80.0)
+
+
+def test_docs_table_is_the_tools_output(configs_table):
     """docs/memory_plan.md's table is exactly ``python -m dschat.cli.plan configs --table`` today."""
     with open(os.path.join(ROOT, "docs", "memory_plan.md")) as handle:
-        doc = handle.read()
-    assert plan_cli.table(os.path.join(ROOT, "configs"), 80.0) in doc
+        assert configs_table in handle.read()
+
+
+def test_readme_summary_is_the_smallest_fit_of_every_task(configs_table):
+    """The README's per-model summary states, for each model and stage, the smallest fit the tool gives every
+    task config of that model."""
+    smallest = {}
+    for row in configs_table.splitlines()[2:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        _, stage, model, _ = cells[0].split("/")
+        smallest.setdefault((model, stage), set()).add(cells[-1])
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = handle.read()
+    section = readme[readme.index("### Memory plan"):]
+    models = {"Gemma 2B": "gemma-2b", "Gemma 7B": "gemma-7b", "Gemma-2 27B": "gemma2-27b",
+              "CodeGemma 2B": "codegemma-2b", "CodeGemma 7B": "codegemma-7b"}
+    stages = ("sft", "rm", "dpo", "ppo")
+    checked = 0
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if cells[0] not in models:
+            continue
+        for stage, cell in zip(stages, cells[1:]):
+            expected = smallest.get((models[cells[0]], stage), {"–"})
+            assert len(expected) == 1 and cell.split()[0] == expected.pop(), (cells[0], stage, cell)
+            checked += 1
+    assert checked == len(models) * len(stages)

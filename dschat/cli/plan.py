@@ -288,8 +288,11 @@ def report(plan: Plan, gpu_memory_gib: float) -> str:
     for role in plan.roles:
         states = role.states
         lines.append(f"{role.role:<13} {role.model[-22:]:<22} {role.shape.params / 1e9:>7.3f}B "
-                     f"{role.trainable / 1e9:>7.3f}B {role.zero_stage:>4} {gib(states.params + states.gathered):>8} "
+                     f"{role.trainable / 1e9:>7.3f}B {role.zero_stage:>4} {gib(states.params):>8} "
                      f"{gib(states.gradients):>8} {gib(states.optimizer):>8} {gib(states.host):>8}")
+    gathered = max(role.states.gathered for role in plan.roles)
+    if gathered:
+        lines.append(f"{'ZeRO-3 gathered layer (the largest; one model runs at a time)':<60} {gib(gathered):>8}")
     lines.append(f"{'model states':<60} {gib(plan.states):>8}")
     for name, bytes_ in plan.phases:
         lines.append(f"activations, {name:<47} {gib(bytes_):>8}")
