@@ -1,0 +1,167 @@
+"""The memory plan: its formulas against hand arithmetic, DeepSpeed's own estimators, the Gemma report's
+parameter counts and what autograd really saves; the CLI on a real config; bad input; the docs table."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from conftest import ROOT, one_line_error
+from dschat.cli import plan as plan_cli
+from dschat.utils.memory_plan import ModelShape, layer_bytes_per_token, model_states
+
+SMALL = ModelShape(params=1000, largest_layer=100, lora_features=50, head_params=0, hidden=8, intermediate=32,
+                   layers=2, q_dim=8, kv_dim=4, head_dim=4, vocab=16)
+
+
+def test_states_by_hand():
+    """Ψ = 1000 on 4 processes, by hand: bf16 ZeRO-2 = 2Ψ params, (2 + 4)Ψ/4 gradients (16-bit and fp32
+    partitions), (4 + 8)Ψ/4 optimizer (fp32 master, Adam m and v); fp32 without ZeRO = torch AdamW: 4Ψ + 4Ψ + 8Ψ;
+    ZeRO-3 frozen = 2Ψ/4 + the gathered 100-parameter layer at 4 bytes; LoRA rank 2 trains 2 x 50 parameters."""
+    zero2 = model_states(SMALL, dtype="bf16", zero_stage=2, world_size=4, trained=True)
+    assert (zero2.params, zero2.gradients, zero2.optimizer) == (2000, 1500, 3000)
+    plain = model_states(SMALL, dtype="fp32", zero_stage=0, world_size=4, trained=True)
+    assert (plain.params, plain.gradients, plain.optimizer) == (4000, 4000, 8000)
+    frozen = model_states(SMALL, dtype="bf16", zero_stage=3, world_size=4, trained=False)
+    assert (frozen.params, frozen.gathered, frozen.gradients, frozen.optimizer) == (500, 400, 0, 0)
+    lora = model_states(SMALL, dtype="bf16", zero_stage=0, world_size=4, trained=True, lora_dim=2)
+    assert (lora.params, lora.gradients, lora.optimizer) == (2000, 100 * 6, 100 * 12)
+    offload = model_states(SMALL, dtype="bf16", zero_stage=2, world_size=4, trained=True, offload=True)
+    assert (offload.device, offload.host) == (2000, 16 * 1000 / 4)
+
+
+@pytest.mark.parametrize("world_size", [1, 8, 16])
+def test_states_match_deepspeed_estimators(world_size):
+    """DeepSpeed's own formulas (which take parameter counts): ZeRO-2 equal; ZeRO-3 equal with offload, and 2Ψ/N
+    above it without (we count the fp32 gradient of the step, see the module docstring)."""
+    from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+    from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+
+    shape = plan_cli.model_shape("gemma-7b")
+    psi, layer, n = shape.params, shape.largest_layer, world_size
+
+    def ours(stage, **flags):
+        return model_states(shape, dtype="bf16", zero_stage=stage, world_size=n, trained=True, **flags).device
+
+    for offload in (False, True):
+        _, gpu = estimate_zero2_model_states_mem_needs(psi, num_gpus_per_node=n, cpu_offload=offload)
+        assert ours(2, offload=offload) == pytest.approx(gpu, abs=1)
+    _, gpu, _ = estimate_zero3_model_states_mem_needs(psi, layer, num_gpus_per_node=n, cpu_offload=False)
+    assert ours(3) == pytest.approx(gpu + 2 * psi / n, abs=1)
+    _, gpu, _ = estimate_zero3_model_states_mem_needs(psi, layer, num_gpus_per_node=n, cpu_offload=True,
+                                                      cpu_offload_params=False)
+    assert ours(3, offload=True) == pytest.approx(gpu, abs=1)
+    _, gpu, _ = estimate_zero3_model_states_mem_needs(psi, layer, num_gpus_per_node=n, cpu_offload=True,
+                                                      cpu_offload_params=True)
+    assert ours(3, offload=True, offload_params=True) == pytest.approx(gpu, abs=1)
+
+
+def test_parameter_counts_match_the_gemma_report():
+    """Non-embedding parameters of Gemma 2B and 7B (Gemma report, Table 2), counted on the meta device from the
+    configs' dimensions; the embedding is 256000 x hidden (tied), the largest layer."""
+    for name, hidden, non_embedding in (("gemma-2b", 2048, 1_981_884_416), ("gemma-7b", 3072, 7_751_248_896)):
+        shape = plan_cli.model_shape(name)
+        assert shape.params - 256000 * hidden == non_embedding
+        assert shape.largest_layer == 256000 * hidden
+
+
+def test_tiny_gemma_counts_like_the_built_model(tokenizer):
+    from dschat.utils.model.tiny import build_tiny_gemma
+
+    assert plan_cli.model_shape("tiny-gemma").params == sum(p.numel() for p in build_tiny_gemma(tokenizer).parameters())
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_layer_bytes_match_what_autograd_saves(dtype):
+    """One decoder layer's saved activations, measured with saved_tensors_hooks as the difference between a 2- and
+    a 1-layer Gemma (parameters excluded), within 5% of the formula."""
+    from transformers import GemmaConfig, GemmaForCausalLM
+
+    def saved_bytes(layers):
+        config = GemmaConfig(vocab_size=64, hidden_size=64, intermediate_size=256, num_hidden_layers=layers,
+                             num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+        model = GemmaForCausalLM(config).to(torch.float32 if dtype == "fp32" else torch.bfloat16)
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        seen = {}
+
+        def pack(tensor):
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() not in params:
+                seen[storage.data_ptr()] = storage.nbytes()
+            return tensor
+
+        ids = torch.randint(0, 64, (2, 48))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+            model(input_ids=ids, use_cache=False)
+        return sum(seen.values())
+
+    shape = ModelShape(params=0, largest_layer=0, lora_features=0, head_params=0, hidden=64, intermediate=256,
+                       layers=1, q_dim=64, kv_dim=32, head_dim=16, vocab=64)
+    measured = (saved_bytes(2) - saved_bytes(1)) / (2 * 48)
+    assert layer_bytes_per_token(shape, dtype) == pytest.approx(measured, rel=0.05)
+
+
+def test_cli_on_a_real_config(capsys):
+    """configs/sft/gemma-2b/tldr.yaml on 8 GPUs: ZeRO-2 bf16 states 2Ψ + 18Ψ/8, Table 5's global batch 512 split
+    into micro batches of 8 (launch.sh's NUM_GPUS rule), 1024-token sequences; the report says whether it fits."""
+    plan_cli.main([os.path.join(ROOT, "configs/sft/gemma-2b/tldr.yaml"), "--num_gpus", "8"])
+    out = capsys.readouterr().out
+    psi = plan_cli.model_shape("gemma-2b").params
+    plan = plan_cli.make_plan(os.path.join(ROOT, "configs/sft/gemma-2b/tldr.yaml"), 8)
+    assert plan.states == pytest.approx(2 * psi + 18 * psi / 8)
+    assert "train: 8 x 1024 tokens" in out and "policy" in out and "gemma-2b" in out
+    verdict = "fits" if plan.peak <= 80 * 2 ** 30 else "does NOT fit"
+    assert f"peak per GPU {plan.peak / 2 ** 30:.2f} GiB of 80 GiB: {verdict}" in out
+
+
+def test_ppo_plan_has_the_four_models():
+    plan = plan_cli.make_plan(os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml"), 16)
+    assert [role.role for role in plan.roles] == ["actor", "reference", "critic", "reward model"]
+    assert [role.zero_stage for role in plan.roles] == [3, 3, 3, 3]
+    assert plan.phases[0][0] == "generate: 16 x (512 + 512) tokens"  # 256 prompts over 16 GPUs
+
+
+def test_bad_input_is_one_line(capsys):
+    assert "no such config file" in one_line_error(plan_cli.main, ["configs/nope.yaml", "--num_gpus", "1"], capsys)
+    assert "--num_gpus" in one_line_error(
+        plan_cli.main, [os.path.join(ROOT, "configs/sft/gemma-2b/tldr.yaml"), "--num_gpus", "0"], capsys)
+    assert "--global_batch_size 64 cannot be split over 3 processes" in one_line_error(
+        plan_cli.main, [os.path.join(ROOT, "configs/rm/gemma-2b/tldr.yaml"), "--num_gpus", "3"], capsys)
+
+
+@pytest.fixture(scope="module")
+def configs_table():
+    return plan_cli.table(os.path.join(ROOT, "configs"), 80.0)
+
+
+def test_docs_table_is_the_tools_output(configs_table):
+    """docs/memory_plan.md's table is exactly ``python -m dschat.cli.plan configs --table`` today."""
+    with open(os.path.join(ROOT, "docs", "memory_plan.md")) as handle:
+        assert configs_table in handle.read()
+
+
+def test_readme_summary_is_the_smallest_fit_of_every_task(configs_table):
+    """The README's per-model summary states, for each model and stage, the smallest fit the tool gives every
+    task config of that model."""
+    smallest = {}
+    for row in configs_table.splitlines()[2:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        _, stage, model, _ = cells[0].split("/")
+        smallest.setdefault((model, stage), set()).add(cells[-1])
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = handle.read()
+    section = readme[readme.index("### Memory plan"):]
+    models = {"Gemma 2B": "gemma-2b", "Gemma 7B": "gemma-7b", "Gemma-2 27B": "gemma2-27b",
+              "CodeGemma 2B": "codegemma-2b", "CodeGemma 7B": "codegemma-7b"}
+    stages = ("sft", "rm", "dpo", "ppo")
+    checked = 0
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if cells[0] not in models:
+            continue
+        for stage, cell in zip(stages, cells[1:]):
+            expected = smallest.get((models[cells[0]], stage), {"–"})
+            assert len(expected) == 1 and cell.split()[0] == expected.pop(), (cells[0], stage, cell)
+            checked += 1
+    assert checked == len(models) * len(stages)
