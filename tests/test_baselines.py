@@ -191,8 +191,8 @@ def test_interrupted_critic_free_run_resumes_from_its_actor_checkpoint(tmp_path,
     real_save = loop.save_checkpoint
     saved = []
 
-    def save_then_die(output_dir, engines, state, extra=None):
-        real_save(output_dir, engines, state, extra)
+    def save_then_die(output_dir, engines, *args, **kwargs):
+        real_save(output_dir, engines, *args, **kwargs)
         saved.append(sorted(engines))
         raise KeyboardInterrupt("simulated interruption")
 

@@ -150,3 +150,25 @@ def test_too_little_space_for_one_checkpoint_is_one_line_before_training(tmp_pat
     assert len(errors) == 1 and errors[0].startswith(f"error: --output_dir {out}: "), errors
     assert " free, but one checkpoint of the actor, critic needs about 23." in errors[0], errors
     assert not os.path.exists(out / "metrics.jsonl") or "step 1 |" not in result.stdout
+
+
+def test_a_failed_final_model_save_is_one_line(tmp_path, monkeypatch, tokenizer):
+    """safetensors reports a full disk as its own error type (not OSError): one line naming the directory."""
+    from safetensors import SafetensorError
+
+    from dschat.utils.checkpoint import save_hf_model
+    from dschat.utils.faults import RunStopped
+
+    harness = _harness()
+    harness.init_distributed()
+    actor = harness.build_engines(0)["actor"]
+    full = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+
+    def save_pretrained(*args, **kwargs):
+        raise SafetensorError(full)
+
+    monkeypatch.setattr(actor.module, "save_pretrained", save_pretrained)
+    with pytest.raises(RunStopped) as caught:
+        save_hf_model(actor, tokenizer, str(tmp_path / "actor"))
+    assert str(caught.value) == (f"could not save the model to {tmp_path}/actor: {full}; the resumable checkpoints "
+                                 "are unaffected (--resume continues from the newest)")

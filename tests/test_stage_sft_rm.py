@@ -96,8 +96,8 @@ def test_interrupted_sft_resumes_with_the_same_data_order(tmp_path, monkeypatch)
 
     real_save = loop.save_checkpoint
 
-    def save_then_die(output_dir, engines, state, extra=None):
-        real_save(output_dir, engines, state, extra)
+    def save_then_die(*args, **kwargs):
+        real_save(*args, **kwargs)
         raise KeyboardInterrupt("simulated interruption")
 
     monkeypatch.setattr(loop, "save_checkpoint", save_then_die)

@@ -47,13 +47,18 @@ def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_
             and not config.whiten_advantages and advantage_estimator.rows_independent(micro_batch_size))
 
 
+REWARD_HINT = "check the reward model or reward function"
+"""What the one-line stop on non-finite rewards suggests (a learning rate does not make a reward NaN)."""
+
+
 def drop_nonfinite_rewards(scores: torch.Tensor, action_mask: torch.Tensor, policy: str) -> tuple:
     """``(scores, action_mask, dropped [B] bool)`` with the samples whose score is NaN/±inf dropped: their score
     set to 0 and their response mask cleared, so no loss, reward or advantage reads them (batch shapes stay
     fixed, so every process still steps together). ``policy="stop"`` raises NonFiniteError instead."""
     dropped = nonfinite_rows(scores)
     if policy == "stop" and any_rank(bool(dropped.any()), scores.device):
-        raise NonFiniteError(f"{int(dropped.sum())} non-finite reward(s) in this batch (--nonfinite_rewards stop)")
+        raise NonFiniteError(f"{int(dropped.sum())} non-finite reward(s) in this batch (--nonfinite_rewards stop)",
+                             hint=REWARD_HINT)
     return (torch.where(dropped, torch.zeros_like(scores), scores),
             action_mask * (~dropped).to(action_mask.dtype).unsqueeze(1), dropped)
 
@@ -80,7 +85,7 @@ class NonfiniteWindow:
             else:
                 what = (f"{lost / seen:.0%} of the samples of the last {self.recent.maxlen} iterations had "
                         f"non-finite rewards (--nonfinite_stop_fraction {self.fraction:g})")
-            raise NonFiniteError(what, hint="check the reward model or reward function")
+            raise NonFiniteError(what, hint=REWARD_HINT)
         return counts[0].item() == counts[1].item()
 
 

@@ -294,16 +294,17 @@ def checkpoint_problem(step_dir: str) -> Optional[str]:
     return None
 
 
-def resumable_checkpoint(output_dir: str) -> Optional[Tuple[str, dict]]:
+def resumable_checkpoint(output_dir: str, device=None) -> Optional[Tuple[str, dict]]:
     """``(path, manifest)`` of the newest complete checkpoint whose files match its manifest, or None when there
     is no complete checkpoint. Each one that does not match is reported in one line naming the file, and the
-    previous one is tried; when none is left the run stops (``RunStopped``, one line)."""
+    previous one is tried; when none is left the run stops (``RunStopped``, one line). ``device``: where the
+    processes agree (the engines' device)."""
     for path in incomplete_checkpoints(output_dir):
         logger.warning("ignoring incomplete checkpoint %s (its save did not finish)", path)
     candidates = [path for _, path in reversed(complete_checkpoints(output_dir))]
     for position, path in enumerate(candidates):
         problem = checkpoint_problem(path)
-        if not any_rank(problem is not None):
+        if not any_rank(problem is not None, device):
             return path, read_manifest(path)
         problem = problem or "another process found a file that does not match its manifest"
         if position + 1 == len(candidates):
@@ -321,7 +322,7 @@ def load_checkpoint(output_dir: str, engines: Mapping[str, object],
     checkpoint whose files are intact): load every engine, restore the RNG; returns ``(TrainState, extra)`` or
     None when there is none. Incomplete steps are reported and never loaded; a checkpoint that lacks one of
     ``engines`` is refused (ValueError naming it)."""
-    chosen = chosen or resumable_checkpoint(output_dir)
+    chosen = chosen or resumable_checkpoint(output_dir, next(iter(engines.values())).device)
     if chosen is None:
         return None
     path, manifest = chosen

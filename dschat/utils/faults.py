@@ -59,9 +59,9 @@ class StopRequests:
     def __exit__(self, *exc) -> None:
         self._restore()
 
-    def requested(self) -> int:
+    def requested(self, device=None) -> int:
         """The signal number received on any process (0 for none): every process stops at the same step."""
-        return int(all_reduce_max(torch.tensor(float(self.received or 0))).item())
+        return int(all_reduce_max(torch.tensor(float(self.received or 0), device=device)).item())
 
 
 def any_rank(flag: bool, device=None) -> bool:

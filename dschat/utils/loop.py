@@ -138,6 +138,7 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
                          f"{accumulation} accumulated batches; lower --gradient_accumulation_steps")
     stateful = stateful or {}
     require_checkpoint_space(args.output_dir, engines)
+    device = next(iter(engines.values())).device  # where the processes agree on stopping
     state = TrainState()
 
     def log_eval() -> Dict[str, float]:
@@ -185,7 +186,7 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
                 saved = args.save_steps and state.global_step % args.save_steps == 0
                 if saved:
                     save()
-                signum = stop.requested()
+                signum = stop.requested(device)
                 if signum:
                     progress.close()
                     tag = save() if not saved else f"step{state.global_step}"
@@ -206,7 +207,7 @@ def resume(args, engines: Dict[str, Any], stateful: Dict[str, Any], metric_logge
     and written to the metrics), its engines, RNG and ``stateful`` objects restored; None when there is none.
     A ``stateful`` object the checkpoint has no state for (e.g. ``--termination randomized`` over a fixed-rule
     run, accepted with ``--allow_config_change``) starts fresh, and says so."""
-    chosen = resumable_checkpoint(args.output_dir)
+    chosen = resumable_checkpoint(args.output_dir, next(iter(engines.values())).device)
     if chosen is None:
         return None
     changes = check_resume_config(chosen[1].get("config"), args, args.allow_config_change, chosen[0])

@@ -55,7 +55,7 @@ def require_checkpoint_space(output_dir: str, engines: Mapping[str, object]) -> 
     (estimated by :func:`checkpoint_bytes`), on every process."""
     needed = sum(checkpoint_bytes(engine) for engine in engines.values())
     free = shutil.disk_usage(output_dir).free
-    if any_rank(free < needed):
+    if any_rank(free < needed, next(iter(engines.values())).device):
         raise RunStopped(f"--output_dir {output_dir}: {_megabytes(free)} free, but one checkpoint of the "
                          f"{', '.join(engines)} needs about {_megabytes(needed)}; free some space or choose "
                          "another --output_dir")
