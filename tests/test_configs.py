@@ -32,6 +32,12 @@ def test_every_config_parses_with_its_stage_parser(path, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     args = stage_parser(stage_of(path)).parse_config(["--config", path, "--output_dir", str(tmp_path)])
     assert isinstance(args, STAGE_CONFIGS[stage_of(path)])
+    written = {}  # the raw YAML values, later layers winning: each must reach the parsed config unchanged
+    for _, values in config_layers(os.path.join(ROOT, path)):
+        written.update(values)
+    assert written
+    for key, value in written.items():
+        assert getattr(args, key) == value, (key, getattr(args, key), value)
 
 
 @pytest.mark.parametrize("path", CONFIGS)

@@ -173,4 +173,10 @@ def test_json_array_and_parquet_files_read_like_jsonl(tmp_path):
 
 
 def test_code_task_records_are_code_tasks():
-    assert all(isinstance(task, CodeTask) for task in load_code_tasks("apps", "test", HUB / "codeparrot/apps"))
+    tasks = load_code_tasks("apps", "test", HUB / "codeparrot/apps")
+    assert tasks and all(isinstance(task, CodeTask) for task in tasks)
+    # the fixture's two rows: one with a test case, one whose input_output is empty (kept with no tests)
+    assert [(t.task_id, t.question, t.inputs, t.outputs, t.difficulty) for t in tasks] == [
+        ("0", "Print the square of n.", ["3\n"], ["9\n"], "introductory"),
+        ("1", "Explain your approach in words.", [], [], "competition")]
+    assert all(task.question in task.prompt for task in tasks)

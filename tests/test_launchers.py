@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -101,16 +102,22 @@ def test_the_ppo_batch_is_the_configs_global_batch_without_gpus(fake_deepspeed, 
     assert args.per_device_generation_batch_size == 256
 
 
-def test_evaluation_is_packaged_so_python_m_evaluation_works_from_any_directory(monkeypatch):
-    import runpy
-
-    import setuptools
-
-    captured = {}
-    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
-    monkeypatch.chdir(ROOT)
-    runpy.run_path(os.path.join(ROOT, "setup.py"))
-    assert {"dschat", "dschat.cli", "evaluation"} <= set(captured["packages"])
+def test_evaluation_is_packaged_so_python_m_evaluation_works_from_any_directory(tmp_path):
+    """The package as pip installs it (not this checkout): ``python -m evaluation.…`` runs from elsewhere and
+    imports the installed copy, and the shipped tokenizer travels with ``dschat``."""
+    target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-compile", "-q",
+                    "--target", str(target), ROOT], check=True, capture_output=True, cwd=elsewhere)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    run = subprocess.run([sys.executable, "-m", "evaluation.paper_numbers", "--help"], cwd=elsewhere, env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and "table2" in run.stdout, run.stderr
+    where = subprocess.run([sys.executable, "-c", "import evaluation, dschat; print(evaluation.__file__); "
+                            "print(dschat.__file__)"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert all(path.startswith(str(target)) for path in where), where
+    assert (target / "dschat" / "assets" / "tokenizer" / "tokenizer.json").is_file()
 
 
 def test_launcher_tees_the_run_to_training_log_and_keeps_its_exit_status(tmp_path):

@@ -8,6 +8,7 @@ import re
 import pytest
 import torch
 
+import macro_oracle as oracle
 from conftest import SFT_FLAGS, read_metrics, torchrun
 from dschat.cli.ppo import main as ppo_main
 from dschat.cli.rm import main as rm_main
@@ -33,22 +34,75 @@ def ppo_flags(sft_rm, out, steps=2) -> list:
             "--warmup_steps", "0", "--no_progress_bar", "--log_samples", "1"]
 
 
+def expected_segments(rule: list, experiences: list) -> list:
+    """The segment ids each rule must produce on the recorded rollouts, from the test oracle (fixed n-grams,
+    the randomized rule's per-sample tables drawn from a generator seeded with --seed on rank 0, the running
+    perplexity of the reference log-probs) or, for parsing, the parser run again on the same samples."""
+    from dschat.rlhf.macro_action.termination import shuffled_length_table
+    from dschat.rlhf.macro_action.termination.parsing import parsing_segments
+
+    generator = torch.Generator().manual_seed(1234)  # --seed 1234 + rank 0
+    expected = []
+    for experience in experiences:
+        mask = experience.action_mask
+        if rule[1] in ("fixed", "ngram"):
+            lengths = oracle.fixed_ngram_segmentation(mask, None if rule[3] == "inf" else int(rule[3]))
+        elif rule[1] == "randomized":
+            lengths = oracle.table_segmentation(mask, shuffled_length_table(mask.shape[0], generator=generator))
+        elif rule[1] == "ppl":
+            lengths = oracle.ppl_segmentation(experience.ref_logprobs, mask)
+        else:
+            segmentation = parsing_segments(experience.seq[:, 1:], mask, experience_tokenizer(), "spacy", 5)
+            expected.append((segmentation.segment_ids.tolist(), int(segmentation.fallback.sum())))
+            continue
+        expected.append((oracle.segment_ids(mask, lengths), 0))
+    return expected
+
+
+def experience_tokenizer():
+    from dschat.utils.model import load_tokenizer
+
+    return load_tokenizer("tiny-gemma", padding_side="left")
+
+
+def micro_batch_macros_per_response(experience, micro: int = 4) -> float:
+    """``macro/macros_per_response`` as the trainer logs it: per micro-batch of the update, averaged."""
+    ratios = []
+    for start in range(0, experience.seq.shape[0], micro):
+        ids, mask = experience.segment_ids[start:start + micro], experience.action_mask[start:start + micro]
+        ratios.append(float((ids.max(dim=1).values + 1).sum()) / max(int((mask.sum(dim=1) > 0).sum()), 1))
+    return sum(ratios) / len(ratios)
+
+
 @pytest.mark.parametrize("rule", [["--termination", "fixed", "--ngram", "5"],
                                   ["--termination", "ngram", "--ngram", "inf", "--sigma", "unit"],
                                   ["--termination", "randomized", "--sigma", "position"],
                                   ["--termination", "ppl", "--ratio", "macro"],
                                   ["--termination", "parsing", "--parser", "spacy", "--reward_agg", "mean"]],
                          ids=["fixed5", "infinite-unit", "randomized-position", "ppl-macro-ratio", "parsing-mean"])
-def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, rule):
+def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, monkeypatch, rule):
+    """Each rule's cut reaches the update: the rollouts' segment ids are the rule's own (the oracle's, or the
+    parser's on the same samples, with most samples parsed rather than fallen back to tokens), and the logged
+    macro statistics are those of these segments."""
+    from dschat.rlhf.ppo_trainer import PPOTrainer as trainer_class
+
+    real_step, experiences = trainer_class.step, []
+
+    def recording_step(self, batch):
+        metrics, experience = real_step(self, batch)
+        experiences.append(experience)
+        return metrics, experience
+
+    monkeypatch.setattr(trainer_class, "step", recording_step)
     ppo_main(ppo_flags(sft_rm, tmp_path) + rule)
     records = read_metrics(str(tmp_path))
     train = [r for r in records if "loss/policy" in r]
-    assert len(train) == 2
-    for record in train:
+    assert len(train) == 2 and len(experiences) == 2
+    for record, experience, (segment_ids, fallbacks) in zip(train, experiences, expected_segments(rule, experiences)):
         assert all(torch.isfinite(torch.tensor(v)) for v in record.values())
-        assert record["macro/macros_per_response"] >= 1
-    if rule[1] == "fixed":
-        assert train[0]["macro/macro_length_mean"] > 1.5
+        assert experience.segment_ids.tolist() == segment_ids
+        assert record["macro/fallback_samples"] == fallbacks < experience.seq.shape[0] / 2
+        assert record["macro/macros_per_response"] == pytest.approx(micro_batch_macros_per_response(experience))
     assert os.path.exists(tmp_path / "actor" / "config.json") and os.path.exists(tmp_path / "critic" / "config.json")
 
 
