@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import subprocess
 import sys
 
@@ -105,10 +106,15 @@ def test_the_ppo_batch_is_the_configs_global_batch_without_gpus(fake_deepspeed, 
 def test_evaluation_is_packaged_so_python_m_evaluation_works_from_any_directory(tmp_path):
     """The package as pip installs it (not this checkout): ``python -m evaluation.…`` runs from elsewhere and
     imports the installed copy, and the shipped tokenizer travels with ``dschat``."""
-    target, elsewhere = tmp_path / "site", tmp_path / "elsewhere"
+    source, target, elsewhere = tmp_path / "source", tmp_path / "site", tmp_path / "elsewhere"
     elsewhere.mkdir()
+    source.mkdir()
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for name in ("setup.py", "dschat", "evaluation"):  # a copy, so the build leaves nothing in the checkout
+        (shutil.copytree if os.path.isdir(os.path.join(ROOT, name)) else shutil.copy)(
+            os.path.join(ROOT, name), source / name, **({"ignore": skip} if name != "setup.py" else {}))
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-compile", "-q",
-                    "--target", str(target), ROOT], check=True, capture_output=True, cwd=elsewhere)
+                    "--target", str(target), str(source)], check=True, capture_output=True, cwd=elsewhere)
     env = {**os.environ, "PYTHONPATH": str(target)}
     run = subprocess.run([sys.executable, "-m", "evaluation.paper_numbers", "--help"], cwd=elsewhere, env=env,
                          capture_output=True, text=True)
