@@ -34,8 +34,12 @@ CHANGES_KEY = "resume/config_changes"
 
 
 def config_record(config: Any) -> Dict[str, Any]:
-    """The resolved configuration ``config`` (a config dataclass) as JSON values (tuples become lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+    """The resolved configuration ``config`` (a config dataclass) as JSON values (tuples become lists): its
+    flags, not the fields that record how they were given (``metadata={"flag": False}``, e.g. which flags were
+    explicit)."""
+    values = dataclasses.asdict(config)
+    return json.loads(json.dumps({f.name: values[f.name] for f in dataclasses.fields(config)
+                                  if f.metadata.get("flag", True)}))
 
 
 def experiment_changes(saved: Dict[str, Any], current: Dict[str, Any]) -> List[str]:
