@@ -20,3 +20,8 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
                        "synthetic_gold_score"),
     "tokenized": ("IGNORE_INDEX", "PairDataset", "PromptDataset", "SFTDataset", "with_sequence_layout"),
 })
+
+# ``phase_split`` names both a submodule and its function: importing the submodule (which any of its names, or
+# another submodule, may do first) binds the package attribute to the module, so bind the function now (the
+# submodule needs numpy only).
+from .phase_split import phase_split  # noqa: E402, F401
