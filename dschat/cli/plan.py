@@ -67,7 +67,8 @@ def _hf_config(name: str):
 
     from dschat.utils.model.loading import resolve_model_path
     from dschat.utils.model.smollm2 import SMOLLM2
-    from dschat.utils.model.tiny import TINY_GEMMA, tiny_gemma_config
+    from dschat.utils.model.names import TINY_GEMMA
+    from dschat.utils.model.tiny import tiny_gemma_config
 
     key = HUB_IDS.get(name, name)
     if key in KNOWN_MODELS:
@@ -162,7 +163,7 @@ def _role(role: str, model: str, head: str, args, *, zero_stage: int, trained: b
 def supervised_plan(stage: str, args, model: str, world_size: int) -> Plan:
     """SFT, RM or DPO: one trained model (DPO: and its frozen reference) on micro batches of
     ``--per_device_train_batch_size`` examples (pairs for RM and DPO: chosen and rejected rows)."""
-    from dschat.cli.supervised import resolve_batches
+    from dschat.stages.supervised import resolve_batches
 
     args = resolve_batches(args, world_size)
     head = "score" if stage == "rm" else "lm"
@@ -186,7 +187,7 @@ def ppo_plan(args, models: Dict[str, str], world_size: int) -> Plan:
     Phases: generation of the per-process prompts (KV cache; under ZeRO-3 the actor gathered whole unless
     ``--no_gather_for_generation``), scoring in micro-batch chunks, and the training micro batch, where the actor's
     and the critic's graphs are alive together (both forwards run before the backwards)."""
-    from dschat.cli.ppo import resolve_algorithm, resolve_batches
+    from dschat.stages.ppo import resolve_algorithm, resolve_batches
     from dschat.rlhf.baselines import get_algorithm
     from dschat.rlhf.rlhf_engine import reward_zero_stage
 
