@@ -16,8 +16,9 @@ import bench_vs_trl  # noqa: E402
 import peer_settings  # noqa: E402
 
 from dschat.cli import ppo  # noqa: E402
+from dschat.stages.ppo import resolve_algorithm, resolve_batches, resolve_models  # noqa: E402
 
-SPEC = {"actor": "/ckpt/sft", "reward": "/ckpt/rm", "steps": 2, "warmup": 1, "micro_batch": 16, "epochs": 1,
+SPEC = {"actor": "tiny-gemma", "reward": "tiny-gemma", "steps": 2, "warmup": 1, "micro_batch": 16, "epochs": 1,
         "mini_batches": 1, "max_prompt_len": 64, "max_new_tokens": 24, "temperature": 0.8, "top_p": 1.0,
         "beta": 0.05, "gamma": 1.0, "lam": 0.95, "cliprange": 0.2, "cliprange_value": 0.2, "lr": 2e-4,
         "adam_betas": [0.9, 0.95]}
@@ -28,7 +29,7 @@ PROMPT_TOKENS = 1234
 
 def project_side(spec: dict) -> dict:
     args = ppo.build_parser().parse_config(bench_vs_trl.project_flags(spec))
-    args = ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(args)), 1)
+    args = resolve_batches(resolve_models(resolve_algorithm(args)), 1)
     state = {"param_dtype": "fp32", "gradient_checkpointing": args.actor_gradient_checkpointing,
              "reference_model": True, "prompt_tokens": PROMPT_TOKENS}
     return peer_settings.project_settings(args, state)
