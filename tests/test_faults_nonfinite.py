@@ -110,7 +110,9 @@ def test_threshold_over_a_window_and_no_score_logged_for_a_step_without_one(tmp_
 
 def test_nonfinite_policy_loss_stops_and_latest_stays_good(tmp_path, monkeypatch):
     """A NaN policy loss at step 2: one line naming step 2, nothing updated or saved, step 1 stays latest."""
-    trainer_globals = ppo_main.__globals__["PPOTrainer"].train_on_experience.__globals__
+    from dschat.rlhf.ppo_trainer import PPOTrainer
+
+    trainer_globals = PPOTrainer.train_on_experience.__globals__
     real_loss = trainer_globals["policy_loss"]
     calls = []
 
