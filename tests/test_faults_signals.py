@@ -68,7 +68,8 @@ def interrupted_run(out, rng: random.Random, signals: int) -> list:
     return stops
 
 
-@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.slow  # timing-dependent: on idle cores the tiny run can end before the signal (see the README)
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_signals_at_random_moments_resume_exactly(tmp_path, seed):
     reference = tmp_path / "reference"
     subprocess.run(_command(reference, False), cwd=ROOT, env=child_env(), check=True, capture_output=True, timeout=900)
