@@ -15,6 +15,7 @@
 #   ppo/, mappo/        eval/score (RM) and eval/gold (the task's ground truth) every EVAL_STEPS iterations on the
 #                       same held-out prompts (--eval_seed); curves.txt / curves.png (python -m evaluation.curves)
 #   times.txt           wall and CPU seconds (user + sys of the stage and its children) per stage and in all
+#   record.json         all of the above in one file (python -m evaluation.pipeline_record), the README's tables
 # Shorten with the environment: SFT_STEPS, RM_STEPS, PPO_STEPS, EVAL_STEPS, EVAL_SAMPLES, INTEROP_PAIRS
 # (tests/test_smollm2_pipeline.py runs a shortened copy).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -31,25 +32,6 @@ COMMON=(--seed 1234 --no_progress_bar --data_name synthetic --max_eval_samples "
 mkdir -p "$OUT"
 : > "$OUT/times.txt"
 
-# timed NAME CMD...: run CMD, append "NAME wall_s cpu_s" (CPU = user + sys of the processes CMD ran, from bash's
-# `times`, called in this shell: a $(...) subshell would count its own children only) to times.txt
-timed() {
-  local name=$1 start
-  shift
-  start=$(date +%s.%N)
-  times > "$OUT/.cpu_before"
-  "$@"
-  times > "$OUT/.cpu_after"
-  "$PY" - "$name" "$start" "$(date +%s.%N)" "$OUT/.cpu_before" "$OUT/.cpu_after" >> "$OUT/times.txt" <<'EOF'
-import re, sys
-def children_cpu(path):  # bash `times`, second line: the children's "user sys", e.g. "1m2.345s 0m0.567s"
-    line = open(path).read().splitlines()[1]
-    return sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", line))
-name, start, end, before, after = sys.argv[1:]
-print(f"{name} wall_s={float(end) - float(start):.0f} cpu_s={children_cpu(after) - children_cpu(before):.0f}")
-EOF
-  tail -1 "$OUT/times.txt"
-}
 
 echo "== convert SmolLM2-135M-Instruct to plain HF format (once, cached) =="
 timed convert "$PY" -m dschat.utils.model.smollm2
@@ -87,3 +69,5 @@ echo "== curves: held-out RM score and gold score per evaluation =="
 awk '{for (i = 2; i <= NF; i++) {split($i, kv, "="); total[kv[1]] += kv[2]}}
      END {printf "total wall_s=%.0f cpu_s=%.0f\n", total["wall_s"], total["cpu_s"]}' "$OUT/times.txt" \
   | tee -a "$OUT/times.txt"
+echo "== the record the README's SmolLM2 tables are rendered from (docs/smollm2/record.json) =="
+"$PY" -m evaluation.pipeline_record collect "$OUT" sft rm ppo mappo

@@ -1,0 +1,159 @@
+"""The record of one pipeline run (``scripts/demo.sh``, ``scripts/reproduce/smollm2_cpu.sh``) and the README
+table it renders, so the figures the README quotes for a pipeline cannot drift from the run that produced them.
+
+A record (JSON) holds, per stage output directory: the first and last held-out evaluation (``eval/*`` of its
+``metrics.jsonl``), the commit it was trained at and whether it finished (``run_config.yaml``), and its wall and
+CPU seconds (the script's ``times.txt``); plus the reward model's held-out ranking under plain transformers / TRL
+conventions when the script ran ``evaluation.rm_interop`` (its last output line, in ``interop.txt``). The scripts
+write ``$OUT/record.json`` at their end; the README's table for a pipeline is :func:`readme_table` of the record
+committed under ``docs/`` (``docs/demo/record.json``, ``docs/smollm2/record.json``), which a test checks.
+
+    python -m evaluation.pipeline_record collect OUT sft rm ppo mappo [--out FILE]   # prints the record's table
+    python -m evaluation.pipeline_record table FILE                                  # the table of a saved record
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from typing import Dict, List, Optional
+
+import yaml
+
+from evaluation.training_summary import eval_endpoints, read_metrics
+
+FIGURES = {"perplexity": "response perplexity", "accuracy": "pair accuracy", "score": "RM score",
+           "gold": "gold score"}
+"""The held-out figures a stage's row quotes (``eval/<key>``), in this order, with their README names."""
+TIMES = "times.txt"
+INTEROP = "interop.txt"
+
+
+class RecordError(ValueError):
+    """A pipeline output that cannot be recorded (one line for the command line)."""
+
+
+def stage_evaluations(run_dir: str) -> Dict[str, dict]:
+    """``{"first": {...}, "last": {...}}``: the ``eval/*`` values (and ``step``) at the first and last evaluation."""
+    try:
+        first, last = eval_endpoints(read_metrics(run_dir))
+    except FileNotFoundError as err:
+        raise RecordError(str(err)) from None
+    if first is None:
+        raise RecordError(f"{run_dir}/metrics.jsonl: no evaluation logged")
+    return {"first": first, "last": last}
+
+
+def stage_provenance(run_dir: str) -> dict:
+    """``{"commit", "dirty", "finished"}`` from the stage's ``run_config.yaml``."""
+    path = os.path.join(run_dir, "run_config.yaml")
+    if not os.path.isfile(path):
+        raise RecordError(f"{path}: missing (the stage did not start from this project's entry point)")
+    with open(path) as handle:
+        config = yaml.safe_load(handle)
+    git = config.get("git") or {}
+    return {"commit": git.get("commit"), "dirty": git.get("dirty"), "finished": config.get("finished") is not None}
+
+
+def read_times(out_dir: str) -> Dict[str, dict]:
+    """``{stage: {"wall_s", "cpu_s"}}`` from the lines ``NAME wall_s=W cpu_s=C`` of ``times.txt`` (none: {})."""
+    path = os.path.join(out_dir, TIMES)
+    if not os.path.isfile(path):
+        return {}
+    times = {}
+    with open(path) as handle:
+        for line in handle:
+            match = re.fullmatch(r"(\S+) wall_s=(\d+) cpu_s=(\d+)", line.strip())
+            if match:
+                times[match[1]] = {"wall_s": int(match[2]), "cpu_s": int(match[3])}
+    return times
+
+
+def read_interop(out_dir: str) -> Optional[dict]:
+    """The report of ``evaluation.rm_interop`` (its JSON line in ``interop.txt``), or None."""
+    path = os.path.join(out_dir, INTEROP)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as handle:
+        lines = [line for line in handle.read().splitlines() if line.strip()]
+    pairs = re.match(r"(\d+) held-out pairs", lines[0]) if lines else None
+    reports = [line for line in lines if line.startswith("{")]
+    try:
+        report = json.loads(reports[-1])
+    except (IndexError, json.JSONDecodeError):
+        raise RecordError(f"{path}: no rm_interop JSON report line (did the run end early?)") from None
+    return {"pairs": int(pairs[1]) if pairs else None, "conventions": report}
+
+
+def collect(out_dir: str, stages: List[str]) -> dict:
+    """The record of the pipeline whose stages wrote ``out_dir/<stage>`` (see the module docstring)."""
+    times = read_times(out_dir)
+    record = {"stages": {}}
+    for stage in stages:
+        run_dir = os.path.join(out_dir, stage)
+        record["stages"][stage] = {**stage_provenance(run_dir), **stage_evaluations(run_dir), **times.get(stage, {})}
+    for name, spent in times.items():
+        if name not in record["stages"]:
+            record.setdefault("other_times", {})[name] = spent
+    interop = read_interop(out_dir)
+    if interop is not None:
+        record["interop"] = interop
+    return record
+
+
+def _figures(stage: dict) -> str:
+    first, last = stage["first"], stage["last"]
+    cells = [f"{name} {first[f'eval/{key}']:.3g} → {last[f'eval/{key}']:.3g}"
+             for key, name in FIGURES.items() if f"eval/{key}" in last and f"eval/{key}" in first]
+    return "; ".join(cells) + f" (step {first['step']} → {last['step']})"
+
+
+def readme_table(record: dict) -> List[str]:
+    """The README's table of a pipeline record: one row per stage (held-out figures first → last, seconds,
+    commit), then the reward model's ranking per scoring convention when the record has one."""
+    lines = ["| stage | held-out figures, first → last evaluation | wall s | CPU s | commit |", "|---|---|---|---|---|"]
+    for name, stage in record["stages"].items():
+        commit = (stage["commit"] or "unknown")[:12] + ("+dirty" if stage["dirty"] else "")
+        lines.append(f"| {name} | {_figures(stage)} | {stage.get('wall_s', '—')} | {stage.get('cpu_s', '—')} "
+                     f"| `{commit}` |")
+    interop = record.get("interop")
+    if interop:
+        lines += ["", f"| RM scoring convention ({interop['pairs']} held-out pairs) | accuracy | agreement with "
+                  "the project | max \\|Δscore\\| |", "|---|---|---|---|"]
+        for convention, row in interop["conventions"].items():
+            lines.append(f"| `{convention}` | {row['accuracy']:.3f} | {row['agreement']:.3f} "
+                         f"| {row['max_abs_diff']:.2g} |")
+    return lines
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    gather = commands.add_parser("collect", help="record a pipeline's output directory and print its table")
+    gather.add_argument("out_dir", help="the pipeline's output directory ($OUT)")
+    gather.add_argument("stages", nargs="+", help="its stages' subdirectories, in pipeline order")
+    gather.add_argument("--out", help="where to write the record (default: OUT/record.json)")
+    show = commands.add_parser("table", help="print the README table of a saved record")
+    show.add_argument("record", help="a record.json")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "collect":
+            record = collect(args.out_dir, args.stages)
+            with open(args.out or os.path.join(args.out_dir, "record.json"), "w") as handle:
+                json.dump(record, handle, indent=1)
+                handle.write("\n")
+        else:
+            if not os.path.isfile(args.record):
+                raise RecordError(f"{args.record}: no such file")
+            with open(args.record) as handle:
+                record = json.load(handle)
+    except RecordError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    print("\n".join(readme_table(record)))
+
+
+if __name__ == "__main__":
+    main()
