@@ -22,11 +22,14 @@ from typing import Dict, List, Optional
 
 import yaml
 
+from evaluation.study_report import mean_estimate, paired_difference
 from evaluation.training_summary import eval_endpoints, read_metrics
 
 FIGURES = {"perplexity": "response perplexity", "accuracy": "pair accuracy", "score": "RM score",
            "gold": "gold score"}
 """The held-out figures a stage's row quotes (``eval/<key>``), in this order, with their README names."""
+SEEDED = re.compile(r"(.+)-s(\d+)")
+"""A stage named ``<arm>-s<seed>``: one seed of an arm run with several (``smollm2_cpu.sh``'s ``ppo-s1``)."""
 TIMES = "times.txt"
 INTEROP = "interop.txt"
 
@@ -93,6 +96,8 @@ def collect(out_dir: str, stages: List[str]) -> dict:
     record = {"stages": {}}
     for stage in stages:
         run_dir = os.path.join(out_dir, stage)
+        if not os.path.isdir(run_dir):
+            raise RecordError(f"{run_dir}: no such stage output directory")
         record["stages"][stage] = {**stage_provenance(run_dir), **stage_evaluations(run_dir), **times.get(stage, {})}
     for name, spent in times.items():
         if name not in record["stages"]:
@@ -110,14 +115,53 @@ def _figures(stage: dict) -> str:
     return "; ".join(cells) + f" (step {first['step']} → {last['step']})"
 
 
+def seed_arms(record: dict) -> Dict[str, Dict[int, dict]]:
+    """``{arm: {seed: stage}}`` for the stages named ``<arm>-s<seed>`` (several seeds of one method), in order."""
+    arms: Dict[str, Dict[int, dict]] = {}
+    for name, stage in record["stages"].items():
+        match = SEEDED.fullmatch(name)
+        if match:
+            arms.setdefault(match[1], {})[int(match[2])] = stage
+    return arms
+
+
+def seed_lines(record: dict) -> List[str]:
+    """Per arm run with several seeds, the final held-out figures' seed mean with its Student's t 95% interval,
+    then each later arm minus the first, paired by seed (mean [t interval], seeds where the arm is ahead)."""
+    arms = {arm: runs for arm, runs in seed_arms(record).items() if len(runs) > 1}
+    if not arms:
+        return []
+    keys = [key for key in FIGURES if all(f"eval/{key}" in run["last"] for runs in arms.values()
+                                          for run in runs.values())]
+    lines = ["| arm (seeds) | " + " | ".join(f"final {FIGURES[key]} [t CI]" for key in keys) + " |",
+             "|---" * (1 + len(keys)) + "|"]
+    for arm, runs in arms.items():
+        cells = [mean_estimate([run["last"][f"eval/{key}"] for run in runs.values()]).text() for key in keys]
+        lines.append(f"| {arm} ({len(runs)}) | " + " | ".join(cells) + " |")
+    (base_name, base), *others = arms.items()
+    for arm, runs in others:
+        seeds = sorted(set(runs) & set(base))
+        cells = []
+        for key in keys:
+            paired = paired_difference([base[seed]["last"][f"eval/{key}"] for seed in seeds],
+                                       [runs[seed]["last"][f"eval/{key}"] for seed in seeds])
+            cells.append(f"{paired.diff.text()}, ahead {paired.ahead}/{len(seeds)}")
+        lines.append(f"| {arm} − {base_name}, paired by seed ({len(seeds)}) | " + " | ".join(cells) + " |")
+    return lines
+
+
 def readme_table(record: dict) -> List[str]:
     """The README's table of a pipeline record: one row per stage (held-out figures first → last, seconds,
-    commit), then the reward model's ranking per scoring convention when the record has one."""
+    commit), the arms run with several seeds (:func:`seed_lines`), and the reward model's ranking per scoring
+    convention when the record has one."""
     lines = ["| stage | held-out figures, first → last evaluation | wall s | CPU s | commit |", "|---|---|---|---|---|"]
     for name, stage in record["stages"].items():
         commit = (stage["commit"] or "unknown")[:12] + ("+dirty" if stage["dirty"] else "")
         lines.append(f"| {name} | {_figures(stage)} | {stage.get('wall_s', '—')} | {stage.get('cpu_s', '—')} "
                      f"| `{commit}` |")
+    seeds = seed_lines(record)
+    if seeds:
+        lines += ["", *seeds]
     interop = record.get("interop")
     if interop:
         lines += ["", f"| RM scoring convention ({interop['pairs']} held-out pairs) | accuracy | agreement with "

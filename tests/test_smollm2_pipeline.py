@@ -16,9 +16,11 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from conftest import ROOT, read_metrics
 from dschat.utils.data import load_pairs
 from dschat.utils.data.tokenized import LAYOUT_CHAT_TEMPLATE
+from evaluation.pipeline_record import readme_table
 
 SHORT = {"SFT_STEPS": "2", "RM_STEPS": "2", "PPO_STEPS": "2", "EVAL_STEPS": "1", "EVAL_SAMPLES": "16",
-         "INTEROP_PAIRS": "16"}
+         "INTEROP_PAIRS": "16", "SEEDS": "1 2"}
+RUNS = ("ppo-s1", "mappo-s1", "ppo-s2", "mappo-s2")
 SAME_AS_PROJECT = ("plain", "plain_right", "plain_left", "trl_get_reward", "trl_grpo_chat", "trl_grpo_text_function")
 """rm_interop conventions that must score like the project (the others are documented misuses)."""
 
@@ -39,13 +41,18 @@ def test_script_records_every_figure_of_the_readme(run):
     rm_accuracy = [r["eval/accuracy"] for r in read_metrics(os.path.join(run, "rm")) if "eval/accuracy" in r]
     assert len(sft_ppl) == 2 and sft_ppl[1] < sft_ppl[0]  # before / after (two steps already lower it)
     assert len(rm_accuracy) == 2
-    for name in ("ppo", "mappo"):
+    for name in RUNS:
         evals = [r for r in read_metrics(os.path.join(run, name)) if "eval/gold" in r]
         assert [r["step"] for r in evals] == [0, 1, 2] and all("eval/score" in r for r in evals)
     assert os.path.exists(os.path.join(run, "curves.png"))
     with open(os.path.join(run, "times.txt")) as handle:
         stages = [line.split()[0] for line in handle]
-    assert stages == ["convert", "sft", "rm", "interop", "ppo", "mappo", "total"]
+    assert stages == ["convert", "sft", "rm", "interop", *RUNS, "total"]
+    with open(os.path.join(run, "record.json")) as handle:
+        record = json.load(handle)
+    assert list(record["stages"]) == ["sft", "rm", *RUNS]
+    assert record["stages"]["rm"]["last"]["eval/accuracy"] == rm_accuracy[-1]
+    assert "| mappo − ppo, paired by seed (2) |" in "\n".join(readme_table(record))
 
 
 @pytest.mark.slow
@@ -64,7 +71,7 @@ def test_reward_model_scores_at_the_final_eos_like_plain_transformers_and_trl(ru
 
 @pytest.mark.slow
 def test_policies_keep_the_bos_layout_template_tied_lm_head_and_stop_at_eos(run):
-    for path in (os.path.join(run, "sft"), os.path.join(run, "ppo", "actor"), os.path.join(run, "mappo", "actor")):
+    for path in (os.path.join(run, "sft"), os.path.join(run, "ppo-s1", "actor"), os.path.join(run, "mappo-s2", "actor")):
         tokenizer = AutoTokenizer.from_pretrained(path)
         assert (tokenizer.bos_token, tokenizer.eos_token) == ("<|im_start|>", "<|im_end|>")
         assert tokenizer.pad_token_id not in (tokenizer.eos_token_id, tokenizer.bos_token_id)

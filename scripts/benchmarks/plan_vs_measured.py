@@ -10,6 +10,10 @@ gives.
 
     nice -n 10 python scripts/benchmarks/plan_vs_measured.py --cases tiny smollm2 --out /tmp/plan_runs
 
+With ``--tensor_peak`` each stage also runs a second time under ``torch.profiler`` (``profile_memory``) and the
+peak of its live tensor bytes is compared with the plan as well: what ``torch.cuda.max_memory_allocated`` reports
+on a GPU, free of what RSS adds (the C allocator's retained blocks, Python objects, loaders' buffers).
+
 The data is a fixture of identical rows (``write_fixture``), so every batch is padded to the length the plan is
 given. Each stage of a model is one case; step 2 and 3 cases start from the earlier cases' outputs (RM from the base
 model, DPO and PPO from the SFT output, the critic and reward model from the RM output)."""
@@ -25,6 +29,7 @@ import time
 from dschat.cli.plan import make_plan
 
 MIB = 2 ** 20
+HERE = os.path.dirname(os.path.abspath(__file__))
 WORDS = 63
 """Prompt and response words of every fixture row (one token each: bos + 63 + 63 + eos = 128 tokens)."""
 MODELS = {"tiny": ("tiny-gemma", 8, 3), "smollm2": ("smollm2-135m-instruct", 4, 2)}
@@ -86,6 +91,31 @@ sys.argv = [{module!r}, *{flags!r}]
 runpy.run_module({module!r}, run_name="__main__")
 """
 """A stage run that writes the modules it loaded when it exits (the baseline imports the same)."""
+PROFILED = """import atexit, json, runpy, sys
+import torch
+sys.path.insert(0, {here!r})
+from plan_vs_measured import live_tensor_peak
+profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
+def report():
+    profiler.stop()
+    json.dump(live_tensor_peak(profiler.events()), open({result!r}, "w"))
+atexit.register(report)
+profiler.start()
+sys.argv = [{module!r}, *{flags!r}]
+runpy.run_module({module!r}, run_name="__main__")
+"""
+"""A stage run under the profiler that writes the peak of its live tensor bytes when it exits."""
+
+
+def live_tensor_peak(events) -> int:
+    """The peak of live CPU tensor bytes over a profiled run: the running sum of every operator's own net
+    allocation (``self_cpu_memory_usage``: allocated minus freed inside the operator, children excluded), in the
+    order the operators started."""
+    live = peak = 0
+    for event in sorted(events, key=lambda e: e.time_range.start):
+        live += event.self_cpu_memory_usage
+        peak = max(peak, live)
+    return peak
 IDLE = """import importlib, json
 for name in json.load(open({modules!r})):
     try:
@@ -112,6 +142,8 @@ def main(argv=None) -> None:
     parser.add_argument("--cases", nargs="+", default=["tiny", "smollm2"], choices=["tiny", "smollm2"])
     parser.add_argument("--out", required=True, help="folder for the runs' outputs")
     parser.add_argument("--only", nargs="*", default=None, help="run only these stages (sft rm dpo ppo)")
+    parser.add_argument("--tensor_peak", action="store_true",
+                        help="also run each stage under torch.profiler and compare the plan with its live tensor peak")
     args = parser.parse_args(argv)
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                MASTER_PORT=os.environ.get("MASTER_PORT", "29611"))
@@ -131,16 +163,27 @@ def main(argv=None) -> None:
             baseline = peak_rss([sys.executable, "-c", IDLE.format(modules=modules)], env)[0]
             plan = make_plan(None, 1, stage=stage, overrides=tuple(flags))
             measured = peak - baseline
-            rows.append((name, baseline, peak, measured, plan.peak, seconds))
+            tensors = float("nan")
+            if args.tensor_peak:
+                result = os.path.join(args.out, f"{name.replace(' ', '-')}.tensor_peak.json")
+                elsewhere = [f"{flag}-profiled" if previous == "--output_dir" else flag
+                             for previous, flag in zip(["", *flags], flags)]
+                code = PROFILED.format(here=HERE, result=result, module=module, flags=elsewhere)
+                if peak_rss([sys.executable, "-c", code], env)[2] == 0:
+                    with open(result) as handle:
+                        tensors = json.load(handle)
+            rows.append((name, baseline, peak, measured, plan.peak, tensors))
             print(f"{name}: baseline {baseline / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB, measured "
                   f"{measured / MIB:.1f} MiB, plan {plan.peak / MIB:.1f} MiB (states {plan.states / MIB:.1f}, "
                   f"phases {', '.join(f'{n} {b / MIB:.1f}' for n, b in plan.phases)}), plan/measured "
-                  f"{plan.peak / measured:.2f}, {seconds:.0f} s", flush=True)
-    print("\n| run | baseline MiB | peak RSS MiB | measured (peak - baseline) MiB | plan MiB | plan / measured |")
-    print("|---|---|---|---|---|---|")
-    for name, base, peak, measured, planned, _ in rows:
+                  f"{plan.peak / measured:.2f}, live tensor peak {tensors / MIB:.1f} MiB "
+                  f"(plan/tensor peak {plan.peak / tensors:.2f}), {seconds:.0f} s", flush=True)
+    print("\n| run | baseline MiB | peak RSS MiB | measured (peak - baseline) MiB | plan MiB | plan / measured "
+          "| live tensor peak MiB | plan / tensor peak |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, base, peak, measured, planned, tensors in rows:
         print(f"| {name} | {base / MIB:.0f} | {peak / MIB:.0f} | {measured / MIB:.1f} | {planned / MIB:.1f} | "
-              f"{planned / measured:.2f} |")
+              f"{planned / measured:.2f} | {tensors / MIB:.1f} | {planned / tensors:.2f} |")
 
 
 if __name__ == "__main__":
