@@ -3,13 +3,16 @@ parameter counts and what autograd really saves; the CLI on a real config; bad i
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import torch
 
-from conftest import ROOT, one_line_error
+from conftest import ROOT, child_env, one_line_error
 from dschat.cli import plan as plan_cli
 from dschat.utils.memory_plan import ModelShape, layer_bytes_per_token, model_states
+
+sys.path.insert(0, os.path.join(ROOT, "scripts", "benchmarks"))
 
 SMALL = ModelShape(params=1000, largest_layer=100, lora_features=50, head_params=0, hidden=8, intermediate=32,
                    layers=2, q_dim=8, kv_dim=4, head_dim=4, vocab=16)
@@ -165,3 +168,21 @@ def test_readme_summary_is_the_smallest_fit_of_every_task(configs_table):
             assert len(expected) == 1 and cell.split()[0] == expected.pop(), (cells[0], stage, cell)
             checked += 1
     assert checked == len(models) * len(stages)
+
+
+def test_plan_is_within_a_quarter_of_real_stage_runs(tmp_path):
+    """The plan's peak per process against the peak of live tensor bytes (``torch.profiler``; what
+    ``max_memory_allocated`` reports on a GPU) of real one-process runs of the tiny Gemma through SFT, RM and PPO
+    on fixed-length rows (``scripts/benchmarks/plan_vs_measured.py``'s cases)."""
+    import plan_vs_measured as bench
+
+    paths = bench.write_fixture(str(tmp_path / "data"))
+    model, batch, _ = bench.MODELS["tiny"]
+    ratios = {}
+    for name, stage, flags in bench.cases(model, batch, 2, str(tmp_path), paths):
+        if stage == "dpo":
+            continue
+        measured = bench.tensor_peak(f"dschat.cli.{stage}", flags, str(tmp_path / f"{stage}.json"), child_env())
+        ratios[name] = plan_cli.make_plan(None, 1, stage=stage, overrides=tuple(flags)).peak / measured
+    assert list(ratios) == ["tiny sft", "tiny rm", "tiny ppo"]
+    assert all(0.75 <= ratio <= 1.25 for ratio in ratios.values()), ratios

@@ -137,6 +137,22 @@ def peak_rss(argv: list, env: dict) -> tuple:
     return usage.ru_maxrss * 1024, time.time() - start, status
 
 
+def tensor_peak(module: str, flags: list, result: str, env: dict) -> float:
+    """The peak of live tensor bytes of the stage ``module`` run with ``flags`` under the profiler (its JSON
+    goes to ``result``); NaN when the run failed."""
+    code = PROFILED.format(here=HERE, result=result, module=module, flags=flags)
+    if peak_rss([sys.executable, "-c", code], env)[2]:
+        return float("nan")
+    with open(result) as handle:
+        return json.load(handle)
+
+
+def single_process_env() -> dict:
+    """The environment of a one-process stage run (what ``deepspeed`` would set for rank 0 of 1)."""
+    return dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=os.environ.get("MASTER_PORT", "29611"))
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=["tiny", "smollm2"], choices=["tiny", "smollm2"])
@@ -145,8 +161,7 @@ def main(argv=None) -> None:
     parser.add_argument("--tensor_peak", action="store_true",
                         help="also run each stage under torch.profiler and compare the plan with its live tensor peak")
     args = parser.parse_args(argv)
-    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=os.environ.get("MASTER_PORT", "29611"))
+    env = single_process_env()
     paths = write_fixture(os.path.join(args.out, "data"))
     rows = []
     for key in args.cases:
@@ -168,10 +183,7 @@ def main(argv=None) -> None:
                 result = os.path.join(args.out, f"{name.replace(' ', '-')}.tensor_peak.json")
                 elsewhere = [f"{flag}-profiled" if previous == "--output_dir" else flag
                              for previous, flag in zip(["", *flags], flags)]
-                code = PROFILED.format(here=HERE, result=result, module=module, flags=elsewhere)
-                if peak_rss([sys.executable, "-c", code], env)[2] == 0:
-                    with open(result) as handle:
-                        tensors = json.load(handle)
+                tensors = tensor_peak(module, elsewhere, result, env)
             rows.append((name, baseline, peak, measured, plan.peak, tensors))
             print(f"{name}: baseline {baseline / MIB:.0f} MiB, peak {peak / MIB:.0f} MiB, measured "
                   f"{measured / MIB:.1f} MiB, plan {plan.peak / MIB:.1f} MiB (states {plan.states / MIB:.1f}, "
