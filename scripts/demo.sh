@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README's first command: create/refresh the environment, then run the whole pipeline on the embedded default
 # (synthetic review-sentiment preferences, a tiny Gemma, CPU): SFT -> reward model -> PPO and MA-PPO (n=5),
-# the reward model under plain transformers / TRL scoring, and the summary. About 15 minutes on 2 CPU cores.
+# the reward model under plain transformers / TRL scoring, and the summary. About 3 minutes on 2 idle CPU cores.
 # Outputs in $DEMO_DIR (default outputs/demo); record.json there is what the README's demo table is rendered from
 # (docs/demo/record.json, python -m evaluation.pipeline_record).
 set -euo pipefail

@@ -13,7 +13,8 @@ import yaml
 from evaluation.pipeline_record import RecordError, collect, readme_table
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = {"smollm2": ("sft", "rm", "ppo-s1", "mappo-s1", "ppo-s2", "mappo-s2", "ppo-s3", "mappo-s3", "ppo-s4",
+COMMITTED = {"demo": ("sft", "rm", "ppo", "mappo"),
+             "smollm2": ("sft", "rm", "ppo-s1", "mappo-s1", "ppo-s2", "mappo-s2", "ppo-s3", "mappo-s3", "ppo-s4",
                          "mappo-s4")}
 """docs/<name>/record.json -> the stages its script records, in order."""
 
