@@ -138,7 +138,7 @@ def test_a_new_termination_rule_is_one_module_selected_by_flag(tmp_path, monkeyp
     import dschat.rlhf.macro_action.termination as termination
     from dschat.cli.ppo import build_parser
     from dschat.rlhf.macro_action.termination import registry
-    from dschat.utils.config import ConfigError
+    from dschat.utils.config import ConfigError, flag_specs
 
     rules = tmp_path / "rules"
     rules.mkdir()
@@ -148,6 +148,7 @@ def test_a_new_termination_rule_is_one_module_selected_by_flag(tmp_path, monkeyp
     monkeypatch.setattr(registry, "_BUILDERS", dict(registry._BUILDERS))
     monkeypatch.setattr(registry, "_ALIASES", dict(registry._ALIASES))
     monkeypatch.delitem(sys.modules, module, raising=False)
+    flag_specs.cache_clear()  # the flags' choices are read once per process; this rule arrived mid-process
     try:
         assert {"halves", "two"} <= set(registry.available_terminations()) and module not in sys.modules
         parsed = build_parser().parse_config(["--output_dir", "x", "--termination", "two"])
@@ -164,6 +165,7 @@ def test_a_new_termination_rule_is_one_module_selected_by_flag(tmp_path, monkeyp
         experience, _ = trainer.experience_from_rollout(seq, attention_mask, action_mask)
     finally:
         sys.modules.pop(module, None)
+        flag_specs.cache_clear()
     assert experience.segment_ids.tolist() == halves(experience.action_mask)
 
 

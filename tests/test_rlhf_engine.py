@@ -75,7 +75,8 @@ def test_each_trained_model_gets_its_own_engine_flags():
     """``--actor_*`` reach the actor's engine settings and ``--critic_*`` the critic's, none crossing over."""
     from dschat.rlhf.rlhf_engine import actor_settings, critic_settings, role_config
 
-    args = build_parser().parse_config(["--output_dir", "unused", "--actor_zero_stage", "2", "--critic_zero_stage",
+    args = build_parser().parse_config(["--output_dir", "unused", "--critic_model_name_or_path", "tiny-gemma",
+                                        "--actor_zero_stage", "2", "--critic_zero_stage",
                                         "3", "--actor_learning_rate", "1e-4", "--critic_learning_rate", "2e-4",
                                         "--actor_gradient_checkpointing", "--critic_lora_dim", "8"])
     args = resolve_batches(resolve_models(resolve_algorithm(args)), 1)

@@ -57,7 +57,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
         description="Print a text cut into macro actions by a termination rule ('@@' after each macro).")
     rule = parser.add_argument_group("termination rule (as in step 3)")
     temperature = [spec for spec in flag_specs(SamplingArgs) if spec.name == "temperature"]
-    for spec in flag_specs(TerminationConfig) + flag_specs(SeedArgs) + temperature:
+    for spec in [*flag_specs(TerminationConfig), *flag_specs(SeedArgs), *temperature]:
         add_flag(rule, spec)
     parser.add_argument("--tokenizer", default=None,
                         help="policy tokenizer path (default: --model's, else dschat/assets/tokenizer)")
