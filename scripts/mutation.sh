@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
 # Mutation testing of step 3's wires (flags -> trainer -> maths) with mutmut (requirements-dev.txt):
-#   bash scripts/mutation.sh [--tests-from REV] [TEST ...]
+#   bash scripts/mutation.sh [TEST ...]
 # mutates the functions FUNCTIONS names (globs over mutmut's mutant names; default below) of the files in
 # scripts/mutation.cfg, runs each mutant against the selected tests (default: TESTS below; mutmut runs, per mutant,
 # only the selected tests that call the mutated function, stopping at the first failure) in a scratch copy of the
 # project (nothing in the checkout changes), and prints the mutation score and every surviving mutant.
-# --tests-from REV takes the tests/ folder from git revision REV (e.g. the tests before a change: the "before"
-# score of the same code). CPU-heavy: runs under nice, one mutant at a time; MUTATION_DIR keeps the copy.
+# CPU-heavy: runs under nice, one mutant at a time; MUTATION_DIR keeps the copy.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="$ROOT/.venv/bin/python"
-TESTS_REV=""
-if [ "${1:-}" = "--tests-from" ]; then TESTS_REV="$2"; shift 2; fi
 TESTS=("$@")
 [ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/test_wires.py tests/test_layering.py tests/test_macro_termination.py
   tests/test_parsing_termination.py tests/test_viewer.py::test_options_mean_what_step3_makes_of_them
@@ -24,10 +21,6 @@ for path in dschat tests training configs scripts pytest.ini setup.py; do
   rm -rf "${WORK:?}/$path"
   cp -r "$ROOT/$path" "$WORK/$path"
 done
-if [ -n "$TESTS_REV" ]; then
-  rm -rf "${WORK:?}/tests"
-  git -C "$ROOT" archive "$TESTS_REV" tests | tar -x -C "$WORK"
-fi
 find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
 { cat "$ROOT/scripts/mutation.cfg"; printf 'pytest_add_cli_args_test_selection =\n'; printf '    %s\n' "${TESTS[@]}"; } \
   > "$WORK/setup.cfg"
