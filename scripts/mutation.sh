@@ -26,6 +26,7 @@ find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
 { cat "$ROOT/scripts/mutation.cfg"; printf 'pytest_add_cli_args_test_selection =\n'; printf '    %s\n' "${TESTS[@]}"; } \
   > "$WORK/setup.cfg"
 cd "$WORK"
+mkdir -p mutants  # on sys.path from the start: a folder missing when Python starts is never searched later
 export PYTHONPATH="$WORK/mutants" DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
        TORCH_EXTENSIONS_DIR="$ROOT/.torch_ext"
 # shellcheck disable=SC2086  # FUNCTIONS is a list of globs
