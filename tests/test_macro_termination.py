@@ -173,3 +173,14 @@ def test_registry_names_and_unknown_rule():
 def test_bad_action_mask_shape():
     with pytest.raises(ValueError, match="action_mask"):
         ngram_segments(torch.ones(5), 2)
+
+
+@pytest.mark.parametrize("parser,code,expected", [("auto", True, "code"), ("auto", False, "auto"),
+                                                  ("spacy", True, "spacy"), ("benepar", False, "benepar")])
+def test_parser_auto_parses_programs_as_code(parser, code, expected):
+    """``--parser auto`` becomes the code parser when the responses are programs (step 3 passes
+    ``code=--reward code``); a named parser stays as named; the seed is the one given."""
+    from dschat.rlhf.macro_action.termination import TerminationConfig
+
+    options = TerminationConfig(parser=parser).termination_options(seed=11, code=code)
+    assert (options.parser, options.seed) == (expected, 11)
