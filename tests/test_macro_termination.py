@@ -184,3 +184,21 @@ def test_parser_auto_parses_programs_as_code(parser, code, expected):
 
     options = TerminationConfig(parser=parser).termination_options(seed=11, code=code)
     assert (options.parser, options.seed) == (expected, 11)
+
+
+@pytest.mark.parametrize("text,expected", [("0", None), ("inf", None), ("INF", None), ("none", None),
+                                           ("None", None), ("1", 1), ("2", 2), ("12", 12)])
+def test_ngram_flag_reads_a_length_or_the_whole_response(text, expected):
+    """``--ngram``: a positive integer n, or 0 / inf / none for one macro per response (n → ∞, None)."""
+    from dschat.cli.ppo import build_parser
+
+    assert build_parser().parse_config(["--output_dir", "x", f"--ngram={text}"]).ngram == expected
+
+
+@pytest.mark.parametrize("text", ["-1", "1.5", "five"])
+def test_ngram_flag_refuses_other_values(text):
+    from dschat.cli.ppo import build_parser
+    from dschat.utils.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"--ngram {text}: expected a positive integer, or 0 / inf"):
+        build_parser().parse_config(["--output_dir", "x", f"--ngram={text}"])
