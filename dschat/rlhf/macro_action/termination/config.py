@@ -36,12 +36,13 @@ class TerminationOptions:
 
 
 def ngram_length(text: str) -> Optional[int]:
-    """``--ngram``: a positive integer, or 0 / inf for one macro per response (None)."""
-    if str(text).lower() in ("0", "inf", "none"):
+    """``--ngram``: a positive integer, or 0 / inf for one macro per response (None; ``none`` is read before, as
+    for every optional flag). A ValueError becomes the flag's one-line error."""
+    if str(text).lower() in ("0", "inf"):
         return None
     value = int(text)
     if value < 1:
-        raise ValueError(text)
+        raise ValueError
     return value
 
 
