@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, one_line_error
 from dschat.cli import stage_parser
-from dschat.cli.configs import STAGE_CONFIGS
+from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.config import EXPLICIT_FLAGS, ConfigError, check_layer, config_layers, flag_specs
 
 CONFIGS = sorted(os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"),

@@ -73,12 +73,11 @@ def test_rule_through_registry_reads_options_and_needs_entropy():
 
 def test_cli_flags_reach_the_rule_options():
     from dschat.cli import ppo
-    from dschat.stages.ppo import termination_options
 
     args = ppo.build_parser().parse_config(["--actor_model_name_or_path", "tiny-gemma", "--output_dir", "x",
                                             "--termination", "entropy", "--entropy_quantile", "0.3",
                                             "--entropy_threshold", "1.5"])
-    options = termination_options(args, 0)
+    options = args.termination_options(seed=args.seed)
     assert (options.entropy_quantile, options.entropy_threshold) == (0.3, 1.5)
 
 

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from conftest import TINY_PPO, read_metrics
-from dschat.cli.configs import STAGE_CONFIGS, RLHFConfig
+from dschat.stages.configs import STAGE_CONFIGS, RLHFConfig
 from dschat.cli.ppo import main as ppo_main
 from dschat.utils.checkpoint import MANIFEST
 from dschat.utils.cli import run_cli

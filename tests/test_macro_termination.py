@@ -173,3 +173,32 @@ def test_registry_names_and_unknown_rule():
 def test_bad_action_mask_shape():
     with pytest.raises(ValueError, match="action_mask"):
         ngram_segments(torch.ones(5), 2)
+
+
+@pytest.mark.parametrize("parser,code,expected", [("auto", True, "code"), ("auto", False, "auto"),
+                                                  ("spacy", True, "spacy"), ("benepar", False, "benepar")])
+def test_parser_auto_parses_programs_as_code(parser, code, expected):
+    """``--parser auto`` becomes the code parser when the responses are programs (step 3 passes
+    ``code=--reward code``); a named parser stays as named; the seed is the one given."""
+    from dschat.rlhf.macro_action.termination import TerminationConfig
+
+    options = TerminationConfig(parser=parser).termination_options(seed=11, code=code)
+    assert (options.parser, options.seed) == (expected, 11)
+
+
+@pytest.mark.parametrize("text,expected", [("0", None), ("inf", None), ("INF", None), ("none", None),
+                                           ("None", None), ("1", 1), ("2", 2), ("12", 12)])
+def test_ngram_flag_reads_a_length_or_the_whole_response(text, expected):
+    """``--ngram``: a positive integer n, or 0 / inf / none for one macro per response (n → ∞, None)."""
+    from dschat.cli.ppo import build_parser
+
+    assert build_parser().parse_config(["--output_dir", "x", f"--ngram={text}"]).ngram == expected
+
+
+@pytest.mark.parametrize("text", ["-1", "1.5", "five"])
+def test_ngram_flag_refuses_other_values(text):
+    from dschat.cli.ppo import build_parser
+    from dschat.utils.config import ConfigError
+
+    with pytest.raises(ConfigError, match=f"--ngram {text}: expected a positive integer, or 0 / inf"):
+        build_parser().parse_config(["--output_dir", "x", f"--ngram={text}"])

@@ -69,3 +69,18 @@ def test_eval_temperature_zero_decodes_greedily(tokenizer):
     stop = (expected == tokenizer.eos_token_id).nonzero()
     length = int(stop[0]) + 1 if len(stop) else len(expected)
     assert torch.equal(generated[:length], expected[:length])
+
+
+def test_each_trained_model_gets_its_own_engine_flags():
+    """``--actor_*`` reach the actor's engine settings and ``--critic_*`` the critic's, none crossing over."""
+    from dschat.rlhf.rlhf_engine import actor_settings, critic_settings, role_config
+
+    args = build_parser().parse_config(["--output_dir", "unused", "--critic_model_name_or_path", "tiny-gemma",
+                                        "--actor_zero_stage", "2", "--critic_zero_stage",
+                                        "3", "--actor_learning_rate", "1e-4", "--critic_learning_rate", "2e-4",
+                                        "--actor_gradient_checkpointing", "--critic_lora_dim", "8"])
+    args = resolve_batches(resolve_models(resolve_algorithm(args)), 1)
+    actor, critic = (role_config(args, settings(args), 10) for settings in (actor_settings, critic_settings))
+    assert (actor.zero_stage, actor.gradient_checkpointing, actor.lora_dim, actor.learning_rate) == (2, True, 0, 1e-4)
+    assert (critic.zero_stage, critic.gradient_checkpointing, critic.lora_dim, critic.learning_rate) == \
+        (3, False, 8, 2e-4)

@@ -90,18 +90,25 @@ def test_randomized_lengths_are_spelled_as_in_step3(capsys, tokenizer_dir):
 
 
 def test_options_mean_what_step3_makes_of_them():
-    """The same flags give the viewer and step 3 (first process) the same rule options, defaults included."""
-    from dschat.stages import ppo
-    from dschat.cli.configs import RLHFConfig
-    from dschat.utils.config import ConfigParser
+    """The same flags give the viewer and step 3 (first process) the same rule options, defaults included, and
+    those are the options the flags name."""
+    from dschat.rlhf.macro_action.termination import TerminationConfig, TerminationOptions
+    from dschat.stages.configs import RLHFConfig
+    from dschat.utils.config import ConfigParser, select
 
-    for flags in ([], ["--ngram", "inf"], ["--termination", "randomized", "--ngram", "5", "--random_lengths", "2",
-                                           "3", "--random_repeat", "2", "--seed", "7", "--parser", "spacy",
-                                           "--parser_cutoff", "4"]):
+    cases = [([], TerminationOptions(seed=1234)), (["--ngram", "inf"], TerminationOptions(ngram=None, seed=1234)),
+             (["--termination", "randomized", "--ngram", "5", "--random_lengths", "2", "3", "--random_repeat", "2",
+               "--seed", "7", "--parser", "spacy", "--parser_cutoff", "4", "--entropy_quantile", "0.3",
+               "--temperature", "0.5"],
+              TerminationOptions(ngram=5, lengths=(2, 3), repeat=2, seed=7, parser="spacy", parser_cutoff=4,
+                                 entropy_quantile=0.3))]
+    for flags, expected in cases:
         trainer_config = ConfigParser(RLHFConfig).parse_config(flags + ["--output_dir", "unused"])
         viewer_args = viewer.build_arg_parser().parse_args(flags + ["--text", "x"])
         assert viewer_args.termination == trainer_config.termination
-        assert viewer.termination_options(viewer_args) == ppo.termination_options(trainer_config, 0)
+        assert viewer_args.temperature == trainer_config.temperature
+        step3 = trainer_config.termination_options(seed=trainer_config.seed + 0)
+        assert select(viewer_args, TerminationConfig).termination_options(seed=viewer_args.seed) == step3 == expected
 
 
 def test_offline_model_names_are_accepted(capsys):

@@ -5,7 +5,7 @@ which checks the flags and then calls the stage's training in :mod:`dschat.stage
 DeepSpeed or transformers: ``--help`` and flag errors answer at once."""
 from __future__ import annotations
 
-from dschat.cli.configs import STAGE_CONFIGS
+from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.config import ConfigError, ConfigParser
 
 

@@ -9,7 +9,7 @@ on the preference pairs of the RM phase with the sigmoid loss −log σ(β·[(lo
 """
 from __future__ import annotations
 
-from dschat.cli.configs import DPOConfig
+from dschat.stages.configs import DPOConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 

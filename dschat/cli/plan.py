@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from dschat.cli import stage_parser
-from dschat.cli.configs import STAGE_CONFIGS
+from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigError
 from dschat.utils.memory_plan import (

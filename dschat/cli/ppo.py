@@ -11,7 +11,7 @@ whole response as one macro action (§3.2.3) and build no critic.
 """
 from __future__ import annotations
 
-from dschat.cli.configs import RLHFConfig
+from dschat.stages.configs import RLHFConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 

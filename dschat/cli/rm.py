@@ -8,7 +8,7 @@ call (``tok(prompt + response)`` adds bos and eos) gives the same scores.
 """
 from __future__ import annotations
 
-from dschat.cli.configs import RMConfig
+from dschat.stages.configs import RMConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 

@@ -6,7 +6,7 @@ Runs with plain ``python``, ``torchrun`` or ``deepspeed``, on CPU (gloo) or GPU 
 """
 from __future__ import annotations
 
-from dschat.cli.configs import SFTConfig
+from dschat.stages.configs import SFTConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from dschat.cli import stage_parser
-from dschat.cli.configs import STAGE_CONFIGS
+from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigError, load_config
 

@@ -1,5 +1,6 @@
-"""Every PPO / MA-PPO constant, with the paper's Table 5 defaults (Gemma-2B column). Each field is also a flag of
-step 3 (``dschat/cli/ppo.py``): its type says how the value is checked and its docstring is the ``--help``."""
+"""Every PPO / MA-PPO constant and the rollouts' sampling, with the paper's Table 5 defaults (Gemma-2B column). Each
+field is also a flag of step 3 (``dschat/cli/ppo.py``; the segmentation viewer takes ``--temperature``): its type
+says how the value is checked and its docstring is the ``--help``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,13 +8,8 @@ from typing import Annotated, Literal, Optional
 
 from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES
 from dschat.rlhf.macro_action.choices import REWARD_AGGS, SIGMAS
-from dschat.utils.config import Alias, Fraction, NonNegativeFloat, OneOf, Parse, PositiveFloat, PositiveInt, Range
-
-
-def _terminations():
-    from dschat.rlhf.macro_action.termination import available_terminations
-
-    return available_terminations()
+from dschat.utils.config import (Alias, Fraction, NonNegativeFloat, NonNegativeInt, OneOf, PositiveFloat, PositiveInt,
+                                 Range)
 
 
 def _algorithms():
@@ -22,16 +18,6 @@ def _algorithms():
 
 def _reinforce_baselines():
     return REINFORCE_BASELINES
-
-
-def ngram_length(text: str) -> Optional[int]:
-    """``--ngram``: a positive integer, or 0 / inf for one macro per response (None)."""
-    if str(text).lower() in ("0", "inf", "none"):
-        return None
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
 
 
 @dataclass
@@ -79,10 +65,6 @@ class PPOConfig:
     """Macro reward R_τ: sum (the paper's, ρ = 1) | mean (the released code)."""
     ratio: Annotated[Literal["token", "macro"], Alias("--ma_ratio")] = "token"
     """Importance ratio: token (each token's ratio with its macro's advantage) | macro (π(ω|s)/π_old(ω|s))."""
-    termination: Annotated[str, OneOf(_terminations)] = "fixed"
-    """Termination rule ζ (§3.2.1); with --ngram 1 MA-PPO is token-level PPO."""
-    ngram: Annotated[Optional[int], Parse(ngram_length, "a positive integer, or 0 / inf (n → ∞)")] = 1
-    """n of the fixed n-gram rule: 1 = vanilla PPO; 0 / inf = the whole response is one macro (n → ∞)."""
     algo: Annotated[str, OneOf(_algorithms)] = "ppo"
     """Advantage estimator (``dschat.rlhf.baselines``): ppo (critic + macro GAE) | rloo | grpo | reinforce
     (critic-free, one macro per response: the n → ∞ limit of §3.2.3; Appendix C.3)."""
@@ -110,3 +92,25 @@ class PPOConfig:
         accumulated over a mini-batch's micro-batches). The LR schedules are sized in these steps
         (``dschat.rlhf.rlhf_engine``)."""
         return self.ppo_epochs * (rollout_rows // self.mini_batch_rows(rollout_rows))
+
+
+@dataclass
+class SamplingArgs:
+    """sampling (Table 5)"""
+
+    max_prompt_seq_len: PositiveInt = 512
+    """Prompt tokens (longer prompts are skipped)."""
+    max_new_tokens: Annotated[PositiveInt, Alias("--max_answer_seq_len")] = 512
+    """Response tokens generated at most (as in evaluation)."""
+    temperature: PositiveFloat = 0.8
+    """Sampling temperature of the rollouts."""
+    top_k: NonNegativeInt = 50
+    """Top-k sampling (0 = off)."""
+    top_p: Annotated[float, Range(0, 1, open_low=True)] = 1.0
+    """Nucleus sampling mass."""
+    eval_temperature: Optional[NonNegativeFloat] = None
+    """Temperature of the evaluation samples (0 = greedy decoding); default: --temperature."""
+    eval_seed: Optional[NonNegativeInt] = None
+    """Seed of the evaluation samples: every evaluation then draws the same sampling noise (its own generator,
+    leaving the training stream untouched), so eval curves compare policies, not noise; default: the run's
+    stream."""

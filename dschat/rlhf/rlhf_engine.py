@@ -4,6 +4,7 @@ without dropout. Critic-free algorithms (``--algo rloo | grpo | reinforce``, App
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import torch
 
@@ -12,19 +13,40 @@ from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engin
 from dschat.utils.model import load_causal_lm, load_reward_model
 
 
-def role_config(args, role: str, num_iterations: int) -> EngineConfig:
-    """The DeepSpeed settings of ``role`` (actor or critic) from step 3's ``--{role}_*`` and shared flags: each
+@dataclass(frozen=True)
+class RoleSettings:
+    """A trained model's own engine settings (step 3's ``--actor_*`` / ``--critic_*``); the others are shared."""
+
+    zero_stage: int
+    gradient_checkpointing: bool
+    lora_dim: int
+    learning_rate: float
+
+
+def actor_settings(args) -> RoleSettings:
+    """The actor's (and the reference's) own flags."""
+    return RoleSettings(args.actor_zero_stage, args.actor_gradient_checkpointing, args.actor_lora_dim,
+                        args.actor_learning_rate)
+
+
+def critic_settings(args) -> RoleSettings:
+    """The critic's own flags."""
+    return RoleSettings(args.critic_zero_stage, args.critic_gradient_checkpointing, args.critic_lora_dim,
+                        args.critic_learning_rate)
+
+
+def role_config(args, role: RoleSettings, num_iterations: int) -> EngineConfig:
+    """The DeepSpeed settings of a trained model from its ``role`` settings and step 3's shared flags: each
     optimizer step accumulates a mini-batch of the per-process rollouts (by default all of them) in micro batches.
     The warmup (``--warmup_steps`` counts PPO iterations) is in optimizer steps, like the schedule
     (:func:`schedule_steps`)."""
     rollouts = rollout_rows(args)
     return EngineConfig(
-        zero_stage=getattr(args, f"{role}_zero_stage"), dtype=args.dtype, offload=args.offload,
-        offload_params=args.offload_params, gradient_checkpointing=getattr(args, f"{role}_gradient_checkpointing"),
-        lora_dim=getattr(args, f"{role}_lora_dim"), lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-        micro_batch_size=args.per_device_train_batch_size,
+        zero_stage=role.zero_stage, dtype=args.dtype, offload=args.offload, offload_params=args.offload_params,
+        gradient_checkpointing=role.gradient_checkpointing, lora_dim=role.lora_dim, lora_alpha=args.lora_alpha,
+        lora_dropout=args.lora_dropout, micro_batch_size=args.per_device_train_batch_size,
         gradient_accumulation_steps=args.mini_batch_rows(rollouts) // args.per_device_train_batch_size,
-        learning_rate=getattr(args, f"{role}_learning_rate"), weight_decay=args.weight_decay,
+        learning_rate=role.learning_rate, weight_decay=args.weight_decay,
         adam_betas=(args.adam_beta1, args.adam_beta2), lr_scheduler_type=args.lr_scheduler_type,
         warmup_steps=args.warmup(num_iterations) * args.optimizer_steps_per_rollout(rollouts),
         gradient_clipping=args.gradient_clipping)
@@ -72,8 +94,8 @@ class RLHFEngine:
     is code execution) ``reward``."""
 
     def __init__(self, args, tokenizer, world_size: int, num_iterations: int):
-        actor_config = role_config(args, "actor", num_iterations)
-        critic_config = role_config(args, "critic", num_iterations)
+        actor_config = role_config(args, actor_settings(args), num_iterations)
+        critic_config = role_config(args, critic_settings(args), num_iterations)
         num_update_steps = schedule_steps(args, num_iterations)
         actor = load_causal_lm(args.actor_model_name_or_path, tokenizer, args.dtype, args.seed)
         self.actor = init_train_engine(disable_dropout(prepare_model(actor, actor_config)), actor_config,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from dschat.cli.configs import DPOConfig
+from dschat.stages.configs import DPOConfig
 from dschat.stages.supervised import Stage, run_supervised
 from dschat.rlhf.dpo import dpo_loss, logprob_positions, response_logprob_sums
 from dschat.rlhf.experience import sequence_logprobs

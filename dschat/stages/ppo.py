@@ -7,10 +7,10 @@ from typing import Tuple
 
 from tqdm.auto import tqdm
 
-from dschat.cli.configs import RLHFConfig
+from dschat.stages.configs import RLHFConfig
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.rlhf.experience import SamplingConfig
-from dschat.rlhf.macro_action.termination import TerminationOptions, build_termination
+from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
@@ -87,15 +87,6 @@ def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
     return resolved
 
 
-def termination_options(args: RLHFConfig, rank: int) -> TerminationOptions:
-    """Rule options; the randomized rule gets a different seed per process so ranks draw different cuts, and
-    ``--parser auto`` parses Python (statement-level macros) when the responses are programs."""
-    parser = "code" if args.parser == "auto" and args.reward == "code" else args.parser
-    return TerminationOptions(ngram=args.ngram, lengths=tuple(args.random_lengths), repeat=args.random_repeat,
-                              seed=args.seed + rank, parser=parser, parser_cutoff=args.parser_cutoff,
-                              entropy_quantile=args.entropy_quantile, entropy_threshold=args.entropy_threshold)
-
-
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
     """``(rollout sampling, evaluation sampling)``; ``--eval_temperature 0`` evaluates greedy decodes, unset it
     samples at ``--temperature``."""
@@ -109,9 +100,10 @@ def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
 
 
 def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size: int, rank: int) -> PPOTrainer:
-    """The PPO trainer of resolved flags ``args`` on built ``engines``."""
-    return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination,
-                                                                           termination_options(args, rank)),
+    """The PPO trainer of resolved flags ``args`` on built ``engines``; the randomized rule gets a different seed
+    per process, so ranks draw different cuts."""
+    options = args.termination_options(seed=args.seed + rank, code=args.reward == "code")
+    return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination, options),
                       select(args, PPOConfig), sampling_configs(args)[0], args.per_device_train_batch_size,
                       rollout_rows(args), world_size,
                       gather_for_generation=not args.no_gather_for_generation, seed=args.seed + rank)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dschat.cli.configs import RMConfig
+from dschat.stages.configs import RMConfig
 from dschat.stages.supervised import Stage, run_supervised
 from dschat.utils.data import PairCollator, PairDataset
 from dschat.utils.distributed import all_reduce_mean

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from dschat.cli.configs import SFTConfig
+from dschat.stages.configs import SFTConfig
 from dschat.stages.supervised import Stage, run_supervised
 from dschat.utils.data import SFTCollator, SFTDataset
 from dschat.utils.distributed import all_reduce_mean

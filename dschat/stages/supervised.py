@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Tuple
 
-from dschat.cli.configs import SupervisedArgs
+from dschat.stages.configs import SupervisedArgs
 from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
 from dschat.utils.distributed import init_distributed

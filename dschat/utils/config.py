@@ -269,6 +269,25 @@ class _SequenceAction(argparse.Action):
         setattr(namespace, self.dest, tuple(item for value in values for item in value))
 
 
+def add_flag(group, spec: FlagSpec) -> None:
+    """Add the flag of ``spec`` to an ``argparse`` parser or argument group (its help shows the default), as
+    :class:`ConfigParser` does for every field; lets another tool take a stage's flags unchanged."""
+    names = [spec.flag, *spec.aliases]
+    shown = "required" if spec.required else f"default: {_show(spec.default)}"
+    help_text = f"{spec.help} ({shown})" if spec.help else f"({shown})"
+    help_text = help_text.replace("%", "%%")
+    if spec.base is bool:
+        group.add_argument(*names, dest=spec.name, action="store_true", help=help_text)
+        return
+    kwargs = dict(dest=spec.name, default=spec.default, help=help_text, required=spec.required,
+                  type=spec.convert_text, metavar=spec.name.upper() if spec.choices is None else None)
+    if spec.choices is not None:
+        kwargs["metavar"] = "{" + ",".join(map(str, spec.choices)) + "}"
+    if spec.sequence:
+        kwargs.update(nargs="+", action=_SequenceAction)
+    group.add_argument(*names, **kwargs)
+
+
 class ConfigParser(argparse.ArgumentParser):
     """An ``argparse`` parser generated from a config dataclass; usage errors raise :class:`ConfigError`
     (one line, no usage dump) and ``--help`` shows every default."""
@@ -280,27 +299,10 @@ class ConfigParser(argparse.ArgumentParser):
         groups: Dict[str, argparse._ArgumentGroup] = {}
         for spec in sorted(self.specs.values(), key=lambda spec: spec.group_rank):
             group = groups.get(spec.group) or groups.setdefault(spec.group, self.add_argument_group(spec.group))
-            self._add(group, spec)
+            add_flag(group, spec)
         self.add_argument("--config", action="append", default=[], metavar="YAML",
                           help="YAML file(s) of flag values (may 'inherit:' others); later files and explicit "
                                "flags win (default: none)")
-
-    @staticmethod
-    def _add(group, spec: FlagSpec) -> None:
-        names = [spec.flag, *spec.aliases]
-        shown = "required" if spec.required else f"default: {_show(spec.default)}"
-        help_text = f"{spec.help} ({shown})" if spec.help else f"({shown})"
-        help_text = help_text.replace("%", "%%")
-        if spec.base is bool:
-            group.add_argument(*names, dest=spec.name, action="store_true", help=help_text)
-            return
-        kwargs = dict(dest=spec.name, default=spec.default, help=help_text, required=spec.required,
-                      type=spec.convert_text, metavar=spec.name.upper() if spec.choices is None else None)
-        if spec.choices is not None:
-            kwargs["metavar"] = "{" + ",".join(map(str, spec.choices)) + "}"
-        if spec.sequence:
-            kwargs.update(nargs="+", action=_SequenceAction)
-        group.add_argument(*names, **kwargs)
 
     def error(self, message: str):
         match = re.match(r"argument ([^:]+): (--\S+ .*)", message)

@@ -1,14 +1,24 @@
-"""Seeds and RNG snapshots (for exact resume)."""
+"""Seeds and RNG snapshots (for exact resume), and the ``--seed`` flag. NumPy and torch are imported where
+they are used, so that parsers can take :class:`SeedArgs` without them."""
 from __future__ import annotations
 
 import contextlib
 import random
+from dataclasses import dataclass
 
-import numpy as np
-import torch
+
+@dataclass
+class SeedArgs:
+    """runtime"""
+
+    seed: int = 1234
+    """Seed of data order, initialisation and sampling."""
 
 
 def set_random_seed(seed: int) -> None:
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -17,6 +27,9 @@ def set_random_seed(seed: int) -> None:
 
 
 def rng_state() -> dict:
+    import numpy as np
+    import torch
+
     state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -24,6 +37,9 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
+    import numpy as np
+    import torch
+
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])

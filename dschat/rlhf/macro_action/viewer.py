@@ -9,10 +9,11 @@ Appendix B.4), with ``@@`` after each macro as in the review discussion's exampl
     python -m dschat.rlhf.macro_action.viewer --termination ppl --model smollm2-135m-instruct --text "..."
     python -m dschat.rlhf.macro_action.viewer --termination entropy --model tiny-gemma --text "..."
 
-The rule's options are step 3's own flag definitions (``--termination``, ``--ngram``, ``--random_lengths``,
-``--random_repeat``, ``--seed``, ``--parser``, ``--parser_cutoff``, ``--entropy_quantile``, ``--entropy_threshold``,
-``--temperature``: same spelling, checks and defaults), so a cut seen here is the cut step 3 makes on its first
-process.
+The rule's options are step 3's own flag definitions (``TerminationConfig``: ``--termination``, ``--ngram``,
+``--random_lengths``, ``--random_repeat``, ``--parser``, ``--parser_cutoff``, ``--entropy_quantile``,
+``--entropy_threshold``; and ``--seed``, ``--temperature``: same spelling, checks and defaults), turned into rule
+options by the same ``TerminationConfig.termination_options``, so a cut seen here is the cut step 3 makes on its
+first process.
 The whole text is treated as one response of the policy tokenizer: ``--tokenizer``, else the tokenizer of
 ``--model``, else the shipped ``dschat/assets/tokenizer``. Rules are looked up in the registry only, so every
 registered rule works here. ``ppl`` and ``entropy`` need a language model: ``--model`` (a Hugging Face causal-LM
@@ -30,7 +31,11 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from dschat.rlhf.macro_action.parsers.alignment import text_decoder, token_pieces
-from dschat.rlhf.macro_action.termination import SegmentationBatch, TerminationOptions, build_termination
+from dschat.rlhf.macro_action.termination import (SegmentationBatch, TerminationConfig, TerminationOptions,
+                                                  build_termination)
+from dschat.rlhf.ppo_config import SamplingArgs
+from dschat.utils.config import add_flag, flag_specs, select
+from dschat.utils.seeding import SeedArgs
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
 SEPARATOR = "@@"
@@ -40,25 +45,20 @@ class ViewerError(Exception):
     """A user error reported as one line."""
 
 
-RULE_FLAGS = ("termination", "ngram", "random_lengths", "random_repeat", "seed", "parser", "parser_cutoff",
-              "entropy_quantile", "entropy_threshold", "temperature")
 MODEL_RULES = ("ppl", "entropy")
 """Rules that read a language model's view of the text."""
 
 
 def build_arg_parser() -> argparse.ArgumentParser:
-    """The rule's flags are step 3's own (``dschat.cli.configs.RLHFConfig``: same spelling, types, checks and
-    defaults); the rest are the viewer's."""
-    from dschat.cli.configs import RLHFConfig
-    from dschat.utils.config import ConfigParser, flag_specs
-
+    """The rule's flags are step 3's own (:class:`TerminationConfig`, ``--seed`` and ``--temperature``: same
+    spelling, types, checks and defaults); the rest are the viewer's."""
     parser = argparse.ArgumentParser(
         prog="python -m dschat.rlhf.macro_action.viewer", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Print a text cut into macro actions by a termination rule ('@@' after each macro).")
-    step3 = {spec.name: spec for spec in flag_specs(RLHFConfig)}
     rule = parser.add_argument_group("termination rule (as in step 3)")
-    for name in RULE_FLAGS:
-        ConfigParser._add(rule, step3[name])
+    temperature = [spec for spec in flag_specs(SamplingArgs) if spec.name == "temperature"]
+    for spec in [*flag_specs(TerminationConfig), *flag_specs(SeedArgs), *temperature]:
+        add_flag(rule, spec)
     parser.add_argument("--tokenizer", default=None,
                         help="policy tokenizer path (default: --model's, else dschat/assets/tokenizer)")
     parser.add_argument("--model", default=None,
@@ -69,13 +69,6 @@ def build_arg_parser() -> argparse.ArgumentParser:
     source.add_argument("--text", help="the text to segment")
     source.add_argument("--file", type=Path, help="a file holding the text to segment")
     return parser
-
-
-def termination_options(args: argparse.Namespace) -> TerminationOptions:
-    """The rule options step 3's first process builds from the same flags."""
-    return TerminationOptions(ngram=args.ngram, lengths=tuple(args.random_lengths), repeat=args.random_repeat,
-                              seed=args.seed, parser=args.parser, parser_cutoff=args.parser_cutoff,
-                              entropy_quantile=args.entropy_quantile, entropy_threshold=args.entropy_threshold)
 
 
 def load_tokenizer(path: Optional[str], model: Optional[str] = None):
@@ -157,8 +150,8 @@ def run(args: argparse.Namespace) -> str:
 
         model = load_causal_lm(args.model, tokenizer).eval()
     try:
-        macros, fell_back = segment_text(text, tokenizer, args.termination, termination_options(args), model,
-                                         args.temperature)
+        options = select(args, TerminationConfig).termination_options(seed=args.seed)  # step 3's first process
+        macros, fell_back = segment_text(text, tokenizer, args.termination, options, model, args.temperature)
     except (ValueError, RuntimeError) as error:
         raise ViewerError(str(error)) from None
     if fell_back:

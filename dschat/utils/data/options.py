@@ -1,7 +1,7 @@
 """Choices in turning rows into records, where the authors' processing and a cleaner alternative differ.
 
 The defaults reproduce the authors' code (DeepSpeed-Chat, as the paper's Table 4 counts fit); each
-alternative is one flag (``dschat.cli.configs.DataArgs``):
+alternative is one flag (``dschat.stages.configs.DataArgs``):
 
 * ``eval_holdout`` ("95,5"): train and evaluation weights of the held-out split of rows without an
   evaluation split (:mod:`dschat.utils.data.holdout`);

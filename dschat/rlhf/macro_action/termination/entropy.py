@@ -24,7 +24,8 @@ from typing import Optional
 import torch
 
 from ..segments import as_action_mask, check_same_shape, work_dtype
-from .base import Segmentation, SegmentationBatch, TerminationOptions, TerminationRule
+from .base import Segmentation, SegmentationBatch, TerminationRule
+from .config import TerminationOptions
 from .registry import register_termination
 
 

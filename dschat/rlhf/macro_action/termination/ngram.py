@@ -6,7 +6,8 @@ from typing import Optional
 import torch
 
 from ..segments import as_action_mask, response_ranks
-from .base import Segmentation, SegmentationBatch, TerminationOptions, TerminationRule
+from .base import Segmentation, SegmentationBatch, TerminationRule
+from .config import TerminationOptions
 from .registry import register_termination
 
 
@@ -30,7 +31,7 @@ def ngram_segments(action_mask: torch.Tensor, n: Optional[int]) -> torch.Tensor:
     return torch.where(on, segment_ids, torch.full_like(segment_ids, -1))
 
 
-@register_termination("fixed")
+@register_termination("fixed", aliases=("ngram",))
 def build_fixed_ngram(options: TerminationOptions) -> TerminationRule:
     """Fixed n-gram rule with ``n = options.ngram`` (None: the whole response is one macro)."""
     check_ngram(options.ngram)

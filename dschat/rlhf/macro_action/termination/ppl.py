@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from ..segments import as_action_mask, check_same_shape, work_dtype
-from .base import Segmentation, SegmentationBatch, TerminationOptions, TerminationRule
+from .base import Segmentation, SegmentationBatch, TerminationRule
+from .config import TerminationOptions
 from .registry import register_termination
 
 

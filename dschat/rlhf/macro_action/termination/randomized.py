@@ -11,7 +11,8 @@ from typing import Optional, Sequence
 import torch
 
 from ..segments import as_action_mask, segments_from_lengths
-from .base import Segmentation, SegmentationBatch, TerminationOptions, TerminationRule
+from .base import Segmentation, SegmentationBatch, TerminationRule
+from .config import TerminationOptions
 from .registry import register_termination
 
 

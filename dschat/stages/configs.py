@@ -10,10 +10,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Annotated, FrozenSet, Literal, Optional, Tuple
 
-from dschat.rlhf.ppo_config import PPOConfig
+from dschat.rlhf.macro_action.termination.config import TerminationConfig
+from dschat.rlhf.ppo_config import PPOConfig, SamplingArgs
 from dschat.utils.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
 from dschat.utils.data.registry import known_datasets
 from dschat.utils.model.names import OFFLINE_NAMES, check_model_name
+from dschat.utils.seeding import SeedArgs
 from dschat.utils.config import (
     REQUIRED,
     Alias,
@@ -167,13 +169,11 @@ class DeepSpeedArgs(OffloadArgs):
 
 
 @dataclass
-class LoopArgs:
+class LoopArgs(SeedArgs):
     """runtime"""
 
     output_dir: Annotated[Optional[str], REQUIRED] = None
     """Where the model, metrics.jsonl, TensorBoard logs and checkpoints go."""
-    seed: int = 1234
-    """Seed of data order, initialisation and sampling."""
     eval_steps: NonNegativeInt = 0
     """Evaluate every N optimizer steps, besides at the start and the end (0 = only start and end)."""
     save_steps: NonNegativeInt = 0
@@ -277,28 +277,6 @@ class ModelsArgs(PrecisionArgs, OffloadArgs):
 
 
 @dataclass
-class SamplingArgs:
-    """sampling (Table 5)"""
-
-    max_prompt_seq_len: PositiveInt = 512
-    """Prompt tokens (longer prompts are skipped)."""
-    max_new_tokens: Annotated[PositiveInt, Alias("--max_answer_seq_len")] = 512
-    """Response tokens generated at most (as in evaluation)."""
-    temperature: PositiveFloat = 0.8
-    """Sampling temperature of the rollouts."""
-    top_k: NonNegativeInt = 50
-    """Top-k sampling (0 = off)."""
-    top_p: Annotated[float, Range(0, 1, open_low=True)] = 1.0
-    """Nucleus sampling mass."""
-    eval_temperature: Optional[NonNegativeFloat] = None
-    """Temperature of the evaluation samples (0 = greedy decoding); default: --temperature."""
-    eval_seed: Optional[NonNegativeInt] = None
-    """Seed of the evaluation samples: every evaluation then draws the same sampling noise (its own generator,
-    leaving the training stream untouched), so eval curves compare policies, not noise; default: the run's
-    stream."""
-
-
-@dataclass
 class RolloutBatchArgs(MicroBatchArgs, GlobalBatchArgs):
     """batches (Table 5)"""
 
@@ -307,26 +285,7 @@ class RolloutBatchArgs(MicroBatchArgs, GlobalBatchArgs):
 
 
 @dataclass
-class MacroArgs:
-    """macro-action rule options (§3.2.1, §B.4)"""
-
-    random_lengths: Tuple[PositiveInt, ...] = (2, 3, 5, 10)
-    """Length list of the randomized n-gram rule (space- or comma-separated)."""
-    random_repeat: PositiveInt = 3
-    """Repeats of the length list in the randomized rule's table."""
-    parser: Literal["auto", "spacy", "benepar", "code"] = "auto"
-    """Parsing rule's parser (auto = code with --reward code, else spacy/benepar)."""
-    parser_cutoff: PositiveInt = 5
-    """C of the parsing rule."""
-    entropy_quantile: Fraction = 0.2
-    """Entropy rule: a macro ends after each of the top-q highest-entropy tokens of its response (forks)."""
-    entropy_threshold: Optional[NonNegativeFloat] = None
-    """Entropy rule: a macro ends after every token whose policy entropy is at least this (nats); replaces
-    --entropy_quantile when set."""
-
-
-@dataclass
-class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleArgs, PPOConfig, MacroArgs,
+class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleArgs, PPOConfig, TerminationConfig,
                  LoopArgs):
     """step 3"""
 

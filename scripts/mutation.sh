@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Mutation testing of step 3's wires (flags -> trainer -> maths) with mutmut (requirements-dev.txt):
+#   bash scripts/mutation.sh [TEST ...]
+# mutates the functions FUNCTIONS names (globs over mutmut's mutant names; default below) of the files in
+# scripts/mutation.cfg, runs each mutant against the selected tests (default: TESTS below; mutmut runs, per mutant,
+# only the selected tests that call the mutated function, stopping at the first failure) in a scratch copy of the
+# project (nothing in the checkout changes), and prints the mutation score and every surviving mutant.
+# CPU-heavy: runs under nice, one mutant at a time; MUTATION_DIR keeps the copy.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="$ROOT/.venv/bin/python"
+TESTS=("$@")
+[ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/test_wires.py tests/test_layering.py tests/test_macro_termination.py
+  tests/test_parsing_termination.py tests/test_viewer.py::test_options_mean_what_step3_makes_of_them
+  tests/test_entropy_termination.py::test_cli_flags_reach_the_rule_options)
+# The default functions: about 80 mutants, ~30-60 min on 2 busy cores (a mutant runs the selected tests that call
+# its function: 2 short step-3 runs for estimate_advantages).
+FUNCTIONS=${FUNCTIONS:-"*estimate_advantages* *termination_options* *ngram_length* *_row_lengths*"}
+WORK=${MUTATION_DIR:-$(mktemp -d)}
+mkdir -p "$WORK"
+for path in dschat tests training configs scripts pytest.ini setup.py; do
+  rm -rf "${WORK:?}/$path"
+  cp -r "$ROOT/$path" "$WORK/$path"
+done
+find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
+{ cat "$ROOT/scripts/mutation.cfg"; printf 'pytest_add_cli_args_test_selection =\n'; printf '    %s\n' "${TESTS[@]}"; } \
+  > "$WORK/setup.cfg"
+cd "$WORK"
+mkdir -p mutants  # on sys.path from the start: a folder missing when Python starts is never searched later
+export PYTHONPATH="$WORK/mutants" DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
+       TORCH_EXTENSIONS_DIR="$ROOT/.torch_ext"
+# shellcheck disable=SC2086  # FUNCTIONS is a list of globs
+nice -n 10 "$PY" -m mutmut run --max-children "${MUTATION_CHILDREN:-1}" $FUNCTIONS > "$WORK/run.log" 2>&1 \
+  || { tail -30 "$WORK/run.log"; exit 1; }
+"$PY" -m mutmut results --all true > "$WORK/results.txt" 2>&1 || true
+"$PY" - "$WORK/results.txt" <<'PYEOF'
+import re, sys
+rows = [line.split(": ") for line in open(sys.argv[1]) if re.match(r"\s*\S+__mutmut_\d+: ", line)]
+status = {name.strip(): state.strip() for name, state in rows if state.strip() != "not checked"}  # FUNCTIONS' only
+killed = sum(state in ("killed", "timeout", "caught by type check") for state in status.values())
+survived = sorted(name for name, state in status.items() if state in ("survived", "no tests"))
+other = {name: state for name, state in status.items() if state not in ("killed", "timeout", "survived", "no tests")}
+print(f"mutation score: {killed}/{len(status)} killed ({100 * killed / max(len(status), 1):.1f}%), "
+      f"{len(survived)} survived (no test failed, or none ran it), {len(other)} other {sorted(set(other.values()))}")
+for name in survived:
+    print(f"{status[name]}: {name}")
+PYEOF
+echo "mutants and logs: $WORK (mutmut show NAME there prints a mutant's diff)"
