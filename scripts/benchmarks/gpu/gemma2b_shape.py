@@ -16,7 +16,7 @@ Plain torch + transformers (no DeepSpeed, so no ZeRO and no fp32 master weights:
 ZeRO run are DeepSpeed's own estimators, checked by ``tests/test_memory_plan.py``). Each timing is the median
 [min, max] over ``--repeats`` after one warm-up.
 
-    python scripts/benchmarks/gpu_gemma2b_shape.py [--rows 2] [--prompt_len 512] [--new_tokens 512] [--gen_rows 8]
+    python scripts/benchmarks/gpu/gemma2b_shape.py [--rows 2] [--prompt_len 512] [--new_tokens 512] [--gen_rows 8]
 """
 from __future__ import annotations
 
