@@ -160,6 +160,21 @@ TINY_PPO = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_
 --max_steps. One checkpoint of its actor and critic is about 24 MB."""
 
 
+def record_ppo_steps(monkeypatch) -> list:
+    """The experience of every PPO iteration the test then runs, in order (``PPOTrainer.step`` wrapped)."""
+    from dschat.rlhf.ppo_trainer import PPOTrainer
+
+    real_step, experiences = PPOTrainer.step, []
+
+    def recording_step(self, batch):
+        metrics, experience = real_step(self, batch)
+        experiences.append(experience)
+        return metrics, experience
+
+    monkeypatch.setattr(PPOTrainer, "step", recording_step)
+    return experiences
+
+
 def child_env() -> dict:
     """The environment of a stage run in a child process: CPU, one thread, this checkout, and none of the
     rendezvous variables an in-process test's ``init_distributed`` left behind (its port is taken)."""

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import macro_oracle as oracle
-from conftest import SFT_FLAGS, read_metrics, torchrun
+from conftest import SFT_FLAGS, read_metrics, record_ppo_steps, torchrun
 from dschat.cli.ppo import main as ppo_main
 from dschat.cli.rm import main as rm_main
 from dschat.cli.sft import main as sft_main
@@ -84,16 +84,7 @@ def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, monkeypatch, r
     """Each rule's cut reaches the update: the rollouts' segment ids are the rule's own (the oracle's, or the
     parser's on the same samples, with most samples parsed rather than fallen back to tokens), and the logged
     macro statistics are those of these segments."""
-    from dschat.rlhf.ppo_trainer import PPOTrainer as trainer_class
-
-    real_step, experiences = trainer_class.step, []
-
-    def recording_step(self, batch):
-        metrics, experience = real_step(self, batch)
-        experiences.append(experience)
-        return metrics, experience
-
-    monkeypatch.setattr(trainer_class, "step", recording_step)
+    experiences = record_ppo_steps(monkeypatch)
     ppo_main(ppo_flags(sft_rm, tmp_path) + rule)
     records = read_metrics(str(tmp_path))
     train = [r for r in records if "loss/policy" in r]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import macro_oracle as oracle
-from conftest import read_metrics
+from conftest import read_metrics, record_ppo_steps
 from dschat.cli.ppo import main as ppo_main
 
 TINY_PPO = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",
@@ -20,16 +20,7 @@ second rollout's policy is measurably away from the reference."""
 
 def run_recorded(tmp_path, monkeypatch, flags: list) -> tuple:
     """``(training rows of metrics.jsonl, the experience of each PPO iteration)`` of ``ppo_main(flags)``."""
-    from dschat.rlhf.ppo_trainer import PPOTrainer
-
-    real_step, experiences = PPOTrainer.step, []
-
-    def recording_step(self, batch):
-        metrics, experience = real_step(self, batch)
-        experiences.append(experience)
-        return metrics, experience
-
-    monkeypatch.setattr(PPOTrainer, "step", recording_step)
+    experiences = record_ppo_steps(monkeypatch)
     ppo_main(TINY_PPO + ["--output_dir", str(tmp_path)] + flags)
     return [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r], experiences
 
