@@ -61,7 +61,7 @@ SEARCH_GPUS = (1, 2, 4, 8, 16, 32, 64)
 # ------------------------------------------------------------------------------------------------ model shapes
 
 
-def _hf_config(name: str):
+def hf_config(name: str):
     """The transformers config of model ``name`` (a known name or hub id, an offline name, a local checkpoint)."""
     from transformers import AutoConfig
 
@@ -92,7 +92,7 @@ def model_shape(name: str, head: str = "lm") -> ModelShape:
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    config = _hf_config(name)
+    config = hf_config(name)
     if head == "score":
         config.num_labels = 1
     with torch.device("meta"):

@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from dschat.cli.plan import _hf_config, model_shape
+from dschat.cli.plan import hf_config, model_shape
 from dschat.utils.memory_plan import generation_activations, training_activations
 
 GIB = 2 ** 30
@@ -60,7 +60,7 @@ def main(argv=None) -> None:
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(0)
-    config = _hf_config("gemma-2b")
+    config = hf_config("gemma-2b")
     shape = model_shape("gemma-2b")
     with torch.device("cuda"):
         model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)

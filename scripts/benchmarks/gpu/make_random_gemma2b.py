@@ -13,7 +13,7 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
-from dschat.cli.plan import _hf_config
+from dschat.cli.plan import hf_config
 from dschat.utils.model import load_tokenizer
 
 VOCAB = 256000
@@ -38,7 +38,7 @@ def padded_tokenizer(out: str):
 
 def main(out: str) -> None:
     tokenizer = padded_tokenizer(out)
-    config = _hf_config("gemma-2b")
+    config = hf_config("gemma-2b")
     config.vocab_size = len(tokenizer)
     config.pad_token_id, config.bos_token_id = tokenizer.pad_token_id, tokenizer.bos_token_id
     config.eos_token_id = tokenizer.eos_token_id
