@@ -97,7 +97,14 @@ def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, monkeypatch, r
     assert os.path.exists(tmp_path / "actor" / "config.json") and os.path.exists(tmp_path / "critic" / "config.json")
 
 
-def test_evaluation_shows_progress(sft_rm, tmp_path, capsys):
+def test_evaluation_shows_progress(sft_rm, tmp_path, capsys, monkeypatch):
+    import functools
+
+    from dschat.rlhf import ppo_trainer
+
+    # every update drawn: a 2-batch evaluation can end within tqdm's 0.1 s redraw interval, and its bar
+    # (leave=False) is then cleared without ever showing 100%
+    monkeypatch.setattr(ppo_trainer, "tqdm", functools.partial(ppo_trainer.tqdm, mininterval=0))
     flags = [f for f in ppo_flags(sft_rm, tmp_path, steps=1) if f != "--no_progress_bar"]
     ppo_main(flags + ["--per_device_eval_batch_size", "8"])
     err = capsys.readouterr().err
