@@ -56,7 +56,8 @@ def mean_profile(texts: Sequence[str]) -> Dict[str, float]:
 def sample_responses(model_dir: Path, prompts: Sequence[str], max_new_tokens: int = 136) -> List[str]:
     from transformers import AutoModelForCausalLM
 
-    from dschat.rlhf.experience import SamplingConfig, decode_responses, generate, rollout_masks
+    from dschat.rlhf.experience import SamplingConfig, decode_responses, rollout_masks
+    from dschat.rlhf.rollout.hf import generate
     from dschat.utils.data import PromptCollator, PromptDataset
     from dschat.utils.model import load_tokenizer
     from dschat.utils.seeding import seeded_rng

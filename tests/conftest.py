@@ -24,9 +24,22 @@ def tokenizer():
     return load_tokenizer("tiny-gemma")
 
 
-def read_metrics(run_dir: str) -> list:
+VLLM_TESTS = "test_rollout_vllm.py"
+"""The module whose tests build in-process vLLM engines: they run after every other test of the session, because an
+engine changes the process's torch.distributed state in ways a later DeepSpeed run in the same process cannot
+use (a training job runs one engine for its whole life and never meets this)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name == VLLM_TESTS)
+
+
+def read_metrics(run_dir: str, timings: bool = False) -> list:
+    """The records of a run's ``metrics.jsonl``; without ``timings`` the ``timing/*`` keys (wall-clock seconds,
+    different in every run of the same computation) are left out."""
     with open(os.path.join(run_dir, "metrics.jsonl")) as handle:
-        return [json.loads(line) for line in handle]
+        records = [json.loads(line) for line in handle]
+    return records if timings else [{k: v for k, v in r.items() if not k.startswith("timing/")} for r in records]
 
 
 def last_value(records: list, key: str) -> float:

@@ -9,7 +9,7 @@ from conftest import one_line_error
 from dschat.cli.ppo import build_parser, main as ppo_main
 from dschat.stages.ppo import resolve_algorithm, resolve_batches, resolve_models
 from dschat.stages.ppo import sampling_configs
-from dschat.rlhf.experience import generate
+from dschat.rlhf.rollout.hf import generate
 from dschat.rlhf.rlhf_engine import RLHFEngine
 from dschat.utils.distributed import init_distributed
 from dschat.utils.model import load_causal_lm

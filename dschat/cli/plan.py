@@ -135,6 +135,8 @@ class Plan:
     roles: List[Role]
     phases: List[Tuple[str, float]]
     """(what runs, activation bytes per process)."""
+    host_extra: float = 0.0
+    """Host bytes per process beyond the models' offloaded states (a sleeping vLLM engine's weights)."""
 
     @property
     def states(self) -> float:
@@ -148,7 +150,7 @@ class Plan:
 
     @property
     def host(self) -> float:
-        return sum(role.states.host for role in self.roles)
+        return sum(role.states.host for role in self.roles) + self.host_extra
 
 
 def _role(role: str, model: str, head: str, args, *, zero_stage: int, trained: bool, lora_dim: int = 0,
@@ -182,11 +184,17 @@ def supervised_plan(stage: str, args, model: str, world_size: int) -> Plan:
     return Plan(stage, world_size, args.dtype, roles, phases)
 
 
-def ppo_plan(args, models: Dict[str, str], world_size: int) -> Plan:
+def ppo_plan(args, models: Dict[str, str], world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     """Step 3: actor and critic trained, reference and reward model frozen (``dschat/rlhf/rlhf_engine.py``).
     Phases: generation of the per-process prompts (KV cache; under ZeRO-3 the actor gathered whole unless
     ``--no_gather_for_generation``), scoring in micro-batch chunks, and the training micro batch, where the actor's
-    and the critic's graphs are alive together (both forwards run before the backwards)."""
+    and the critic's graphs are alive together (both forwards run before the backwards).
+
+    With ``--rollout_engine vllm`` generation is the colocated engine's instead: vLLM takes
+    ``--vllm_gpu_memory_utilization`` of the GPU (its copy of the weights, 1/TP of them, and its KV cache) while it
+    generates, and its weights plus one gathered group of the actor (ZeRO-3) while they are synced; between
+    rollouts it sleeps (level 1: weights to host memory, KV cache freed), so the training phases do not count it
+    and the host does."""
     from dschat.stages.ppo import resolve_algorithm, resolve_batches
     from dschat.rlhf.baselines import get_algorithm
     from dschat.rlhf.rlhf_engine import reward_zero_stage
@@ -223,7 +231,16 @@ def ppo_plan(args, models: Dict[str, str], world_size: int) -> Plan:
         (f"eval generate: {args.per_device_eval_batch_size} x ({prompt} + {new})",
          gathered + generation_activations(actor.shape, args.dtype, args.per_device_eval_batch_size, prompt, new)),
     ]
-    return Plan("ppo", n, args.dtype, roles, phases)
+    if args.rollout_engine != "vllm":
+        return Plan("ppo", n, args.dtype, roles, phases)
+    from dschat.rlhf.rollout.weights import SYNC_GROUP_BYTES
+
+    engine_weights = DTYPE_BYTES[args.dtype] * actor.shape.params / args.vllm_tensor_parallel_size
+    engine = max(args.vllm_gpu_memory_utilization * gpu_memory_gib * GIB, engine_weights)  # its weights at least
+    group = min(SYNC_GROUP_BYTES, DTYPE_BYTES[args.dtype] * actor.shape.params) if args.actor_zero_stage == 3 else 0
+    phases = [(f"vLLM generate ({args.vllm_gpu_memory_utilization:g} of the GPU: weights + KV cache)", engine),
+              ("vLLM weight sync (its weights + one gathered group)", engine_weights + group), *phases[1:3]]
+    return Plan("ppo", n, args.dtype, roles, phases, host_extra=engine_weights)
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -259,7 +276,7 @@ def resolve_config(path: Optional[str], stage: Optional[str], overrides: List[st
 
 
 def make_plan(path: Optional[str], world_size: int, stage: Optional[str] = None, model: Optional[str] = None,
-              overrides: Tuple[str, ...] = ()) -> Plan:
+              overrides: Tuple[str, ...] = (), gpu_memory_gib: float = 80.0) -> Plan:
     """The :class:`Plan` of config ``path`` (None: the stage's defaults) and command-line ``overrides`` on
     ``world_size`` GPUs."""
     if world_size < 1:
@@ -271,7 +288,7 @@ def make_plan(path: Optional[str], world_size: int, stage: Optional[str] = None,
     actor = model or args.actor_model_name_or_path
     critic = model or args.critic_model_name_or_path or args.reward_model_name_or_path or actor
     return ppo_plan(args, {"actor": actor, "critic": critic, "reward": model or args.reward_model_name_or_path
-                           or critic}, world_size)
+                           or critic}, world_size, gpu_memory_gib)
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -309,7 +326,7 @@ def smallest_fit(path: str, gpu_memory_gib: float) -> Optional[int]:
     batch cannot be split over are skipped."""
     for n in SEARCH_GPUS:
         try:
-            if make_plan(path, n).peak <= gpu_memory_gib * GIB:
+            if make_plan(path, n, gpu_memory_gib=gpu_memory_gib).peak <= gpu_memory_gib * GIB:
                 return n
         except ConfigError:
             continue
@@ -328,7 +345,7 @@ def table(folder: str, gpu_memory_gib: float) -> str:
         cells = []
         for n in TABLE_GPUS:
             try:
-                cells.append(gib(make_plan(path, n).peak))
+                cells.append(gib(make_plan(path, n, gpu_memory_gib=gpu_memory_gib).peak))
             except ConfigError:
                 cells.append("n/a")
         smallest = smallest_fit(path, gpu_memory_gib)
@@ -369,7 +386,7 @@ def main(argv=None) -> None:
         return
     if args.num_gpus is None:
         raise ConfigError("--num_gpus: required (the GPUs of the run)")
-    plan = make_plan(args.config, args.num_gpus, args.stage, args.model, tuple(overrides))
+    plan = make_plan(args.config, args.num_gpus, args.stage, args.model, tuple(overrides), args.gpu_memory_gb)
     print(report(plan, args.gpu_memory_gb))
 
 

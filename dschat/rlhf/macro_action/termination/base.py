@@ -43,4 +43,5 @@ class Segmentation:
 
 TerminationRule = Callable[[SegmentationBatch], Segmentation]
 """A rule that draws random numbers (the randomized rule) also has ``state_dict()`` / ``load_state_dict()``:
-step 3 puts that state into its checkpoints so a resumed run cuts exactly as an uninterrupted one."""
+step 3 puts that state into its checkpoints so a resumed run cuts exactly as an uninterrupted one. A rule that
+reads ``entropy`` has ``needs_entropy = True``: step 3 then computes it when the rollout engine records none."""

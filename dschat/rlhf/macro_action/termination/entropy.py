@@ -71,4 +71,5 @@ def build_entropy(options: TerminationOptions) -> TerminationRule:
         return Segmentation(segment_ids, torch.zeros(segment_ids.shape[0], dtype=torch.bool,
                                                      device=segment_ids.device))
 
+    rule.needs_entropy = True  # a rollout engine that records no entropy gets it from an actor forward
     return rule

@@ -1,0 +1,67 @@
+"""Rollout correction: truncated importance weights for samples drawn by an inference engine (``--rollout_is``).
+
+An inference engine (vLLM) samples the rollout from π_engine, which differs from the trainer's π_old by kernels,
+precision and fused layers. The old log-probs are always the trainer's own; the gap is measured and, if asked,
+corrected by weighting the clipped surrogate of :func:`~dschat.rlhf.macro_action.losses.policy_loss` per unit
+with w = min(π_old(u)/π_engine(u), C) (truncated importance sampling; Ionides 2008, TRL's and veRL's
+"rollout correction"). The unit u is
+
+- ``token``: one response token, w_t = min(exp(log π_old(a_t) − log π_engine(a_t)), C);
+- ``macro``: one macro action ω_τ (§3.2.1), the product over its tokens, w_τ = min(exp(Σ_{t∈ω_τ} (log π_old −
+  log π_engine)), C) — the level at which MA-PPO's ratio and advantage live (§3.2.2); with ``--ngram 1`` it
+  equals ``token``;
+- ``sequence``: the whole response, the product over all its tokens.
+
+Each token carries its unit's weight (broadcast like the macro advantage, Appendix E), detached: the weight
+rescales the gradient, it is not differentiated.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+
+from .choices import ROLLOUT_IS_LEVELS
+from .losses import MAX_LOG_RATIO, masked_mean
+from .segments import as_action_mask, check_same_shape, segment_sum, to_tokens
+
+
+def importance_weights(old_logprobs: torch.Tensor, engine_logprobs: torch.Tensor, action_mask: torch.Tensor,
+                       level: str, cap: float, segment_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``[B, T]`` detached truncated importance weights min(π_old/π_engine, ``cap``) at ``level`` (module
+    docstring), each token carrying its unit's weight; 0 off the response. ``level="none"`` gives 1 on the
+    response."""
+    if level not in ROLLOUT_IS_LEVELS:
+        raise ValueError(f"level must be one of {ROLLOUT_IS_LEVELS}, got {level!r}")
+    if cap <= 0:
+        raise ValueError(f"cap must be > 0, got {cap!r}")
+    on = as_action_mask(action_mask)
+    check_same_shape("old_logprobs", old_logprobs, on, "action_mask")
+    check_same_shape("engine_logprobs", engine_logprobs, on, "action_mask")
+    zero = torch.zeros((), dtype=old_logprobs.dtype, device=old_logprobs.device)
+    with torch.no_grad():
+        if level == "none":
+            return on.to(old_logprobs.dtype)
+        log_ratio = torch.where(on, old_logprobs.detach() - engine_logprobs.detach(), zero)
+        if level == "macro":
+            if segment_ids is None:
+                raise ValueError('segment_ids is required with level="macro"')
+            log_ratio = to_tokens(segment_sum(log_ratio, segment_ids)[0], segment_ids)
+        elif level == "sequence":
+            log_ratio = log_ratio.sum(dim=1, keepdim=True).expand_as(log_ratio)
+        weights = torch.exp(log_ratio.clamp(max=MAX_LOG_RATIO)).clamp(max=cap)
+        return torch.where(on, weights, zero)
+
+
+def logprob_gap(old_logprobs: torch.Tensor, engine_logprobs: torch.Tensor, action_mask: torch.Tensor
+                ) -> Dict[str, torch.Tensor]:
+    """How far the engine's sampled-token log-probs are from the trainer's, over response tokens: the mean and
+    max of |log π_old − log π_engine| and KL(π_engine ‖ π_old) estimated on the engine's own samples with k3,
+    (r − 1) − log r for r = π_old/π_engine (unbiased, non-negative; Schulman 2020)."""
+    on = as_action_mask(action_mask)
+    with torch.no_grad():
+        diff = torch.where(on, old_logprobs.detach() - engine_logprobs.detach(), torch.zeros_like(old_logprobs))
+        absolute = diff.abs()
+        return {"logprob_abs_diff": masked_mean(absolute, on),
+                "logprob_abs_diff_max": absolute.max() if on.any() else absolute.new_zeros(()),
+                "kl_engine_trainer": masked_mean(torch.expm1(diff) - diff, on)}

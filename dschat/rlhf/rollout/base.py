@@ -1,0 +1,56 @@
+"""What every rollout engine returns and how it learns that the actor changed."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass
+class Rollout:
+    """Sampled responses in the trainer's layout (:mod:`dschat.rlhf.experience`): ``seq = [left-padded prompt |
+    response]`` ``[B, P + max_new_tokens]``, responses padded after their eos with the pad id; ``entropy`` and
+    ``engine_logprobs`` ``[B, T-1]`` aligned with log-prob positions (0 off the response), or None when the
+    engine does not provide them."""
+
+    seq: torch.Tensor
+    entropy: Optional[torch.Tensor] = None
+    engine_logprobs: Optional[torch.Tensor] = None
+
+
+class RolloutEngine:
+    """Samples rollouts from the current actor. Subclasses implement :meth:`sample` and, when they hold their own
+    copy of the weights, :meth:`load_weights`; :meth:`generate` loads them first whenever :meth:`mark_stale` was
+    called since the last load (after every update that changed the actor)."""
+
+    records_entropy = True
+    """Whether :meth:`sample` can record the policy's entropy per sampled token at no extra forward."""
+
+    def __init__(self, actor):
+        self.actor = actor
+        self.stale = True
+        self.last_sync_seconds = 0.0
+
+    def mark_stale(self) -> None:
+        """The actor changed: load its weights before the next rollout."""
+        self.stale = True
+
+    def generate(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling, record_entropy: bool = False
+                 ) -> Rollout:
+        """Responses to left-padded ``prompts`` under ``sampling`` (a :class:`~dschat.rlhf.experience.SamplingConfig`),
+        with the current actor's weights."""
+        self.last_sync_seconds = 0.0
+        if self.stale:
+            start = time.perf_counter()
+            self.load_weights()
+            self.last_sync_seconds = time.perf_counter() - start
+            self.stale = False
+        return self.sample(prompts, prompt_mask, sampling, record_entropy)
+
+    def load_weights(self) -> None:
+        """Copy the actor's weights into the engine (nothing to do for an engine that generates with the actor)."""
+
+    def sample(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling, record_entropy: bool) -> Rollout:
+        raise NotImplementedError

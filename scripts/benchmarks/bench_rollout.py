@@ -1,0 +1,109 @@
+#!/usr/bin/env python
+"""Rollout seconds of the HF and vLLM engines (``--rollout_engine``) on the same model, prompts and sampling.
+
+Method: both engines are built once in this process from the same weights (vLLM's loaded through the engine's
+own sync, as in training) and warmed up; for every shape (prompts x new tokens) repetition r runs both in an
+order ROTATED by r on the same prompts and seeds, every response exactly ``new`` tokens long (the eos is replaced
+by an id that never occurs, so both do the same work); each run is timed with the process's CPU time (user +
+system, every thread) and wall time. Printed: median [min, max] of both per engine and of the per-repetition
+ratio HF / vLLM (paired within a repetition). Pin one thread per process (``OMP_NUM_THREADS=1``; the vLLM engine
+keeps the process's threads) and quote the medians.
+
+    OMP_NUM_THREADS=1 python scripts/benchmarks/bench_rollout.py --model smollm2-135m-instruct --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from dschat.rlhf.experience import SamplingConfig  # noqa: E402
+from dschat.rlhf.rollout.hf import HFRolloutEngine  # noqa: E402
+from dschat.utils.data import PromptCollator, PromptDataset  # noqa: E402
+from dschat.utils.data.synthetic_task import generate_pairs  # noqa: E402
+from dschat.utils.model import load_causal_lm, load_tokenizer  # noqa: E402
+
+
+class Plain:
+    """What a rollout engine reads of a DeepSpeed engine, for a model outside DeepSpeed."""
+
+    def __init__(self, module):
+        self.module = module
+
+    @staticmethod
+    def zero_optimization_stage() -> int:
+        return 0
+
+
+def prompts_of(tokenizer, count: int, max_prompt: int):
+    texts = [pair.prompt for pair in generate_pairs(count, seed=7)]
+    dataset = PromptDataset(texts, tokenizer, max_prompt)
+    batch = PromptCollator.for_tokenizer(tokenizer)([dataset[i] for i in range(len(dataset))])
+    return batch["input_ids"], batch["attention_mask"]
+
+
+def timed(engine, prompts, mask, sampling, seed: int) -> tuple:
+    torch.manual_seed(seed)
+    cpu, wall = time.process_time(), time.perf_counter()
+    seq = engine.generate(prompts, mask, sampling).seq
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return cpu, wall, seq
+
+
+def spread(values) -> str:
+    return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--model", default="smollm2-135m-instruct", help="policy: a directory or an offline name")
+    parser.add_argument("--shapes", nargs="+", default=["8x64", "32x64", "64x128"], help="PROMPTSxNEW_TOKENS")
+    parser.add_argument("--repeats", type=int, default=3, help="rotated repetitions per shape")
+    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--top_k", type=int, default=50)
+    parser.add_argument("--max_prompt", type=int, default=32, help="prompt tokens at most")
+    args = parser.parse_args(argv)
+    shapes = [tuple(int(x) for x in shape.split("x")) for shape in args.shapes]
+    tokenizer = load_tokenizer(args.model, padding_side="left")
+    model = load_causal_lm(args.model, tokenizer, "fp32", 0).eval()
+    never = len(tokenizer) + 11  # an eos id no row samples: every response is exactly `new` tokens
+    from dschat.rlhf.rollout.vllm_engine import VLLMRolloutEngine
+
+    engines = {"hf": HFRolloutEngine(Plain(model), tokenizer.pad_token_id, never),
+               "vllm": VLLMRolloutEngine(Plain(model), tokenizer, "fp32",
+                                         max_model_len=args.max_prompt + max(new for _, new in shapes))}
+    engines["vllm"].eos_token_id = never
+    print(f"model {args.model}, fp32, {torch.get_num_threads()} thread(s), temperature {args.temperature}, "
+          f"top-k {args.top_k}, top-p 1.0, every response exactly NEW tokens; {args.repeats} rotated repetitions")
+    print("| prompts x new | HF CPU s | vLLM CPU s | HF / vLLM, CPU | HF wall s | vLLM wall s | HF / vLLM, wall |")
+    print("|---|---|---|---|---|---|---|")
+    for count, new in shapes:
+        prompts, mask = prompts_of(tokenizer, count, args.max_prompt)
+        sampling = SamplingConfig(max_new_tokens=new, temperature=args.temperature, top_k=args.top_k, top_p=1.0)
+        for engine in engines.values():  # warm-up (vLLM: first-call kernels and the weight load)
+            timed(engine, prompts[:2], mask[:2], sampling, 0)
+        cpu = {name: [] for name in engines}
+        wall = {name: [] for name in engines}
+        names = list(engines)
+        for r in range(args.repeats):
+            for name in names[r % 2:] + names[:r % 2]:
+                seconds, elapsed, seq = timed(engines[name], prompts, mask, sampling, 100 + r)
+                assert seq.shape[1] == prompts.shape[1] + new
+                cpu[name].append(seconds)
+                wall[name].append(elapsed)
+        ratio_cpu = [h / v for h, v in zip(cpu["hf"], cpu["vllm"])]
+        ratio_wall = [h / v for h, v in zip(wall["hf"], wall["vllm"])]
+        print(f"| {count} x {new} | {spread(cpu['hf'])} | {spread(cpu['vllm'])} | **{spread(ratio_cpu)}** | "
+              f"{spread(wall['hf'])} | {spread(wall['vllm'])} | {spread(ratio_wall)} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
