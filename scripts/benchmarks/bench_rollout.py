@@ -3,8 +3,9 @@
 
 Method: both engines are built once in this process from the same weights (vLLM's loaded through the engine's
 own sync, as in training) and warmed up; for every shape (prompts x new tokens) repetition r runs both in an
-order ROTATED by r on the same prompts and seeds, every response exactly ``new`` tokens long (the eos is replaced
-by an id that never occurs, so both do the same work); each run is timed with the process's CPU time (user +
+order ROTATED by r on the same prompts and seeds, every response exactly ``new`` tokens long (HF: an eos id that
+never occurs; vLLM: ``ignore_eos`` with ``min_tokens``), so both do the same work; vLLM also returns each sampled
+token's log-prob, as in training; each run is timed with the process's CPU time (user +
 system, every thread) and wall time. Printed: median [min, max] of both per engine and of the per-repetition
 ratio HF / vLLM (paired within a repetition). Pin one thread per process (``OMP_NUM_THREADS=1``; the vLLM engine
 keeps the process's threads) and quote the medians.
@@ -77,10 +78,19 @@ def main(argv=None) -> None:
     never = len(tokenizer) + 11  # an eos id no row samples: every response is exactly `new` tokens
     from dschat.rlhf.rollout.vllm_engine import VLLMRolloutEngine
 
+    class FixedLength(VLLMRolloutEngine):
+        """The vLLM engine with every response exactly ``max_new_tokens`` long."""
+
+        def sampling_params(self, sampling, seeds, want_logprobs):
+            from vllm import SamplingParams
+
+            return [SamplingParams(temperature=sampling.temperature, top_k=sampling.top_k or -1, top_p=sampling.top_p,
+                                   seed=seed, max_tokens=sampling.max_new_tokens, min_tokens=sampling.max_new_tokens,
+                                   ignore_eos=True, detokenize=False, logprobs=0) for seed in seeds]
+
     engines = {"hf": HFRolloutEngine(Plain(model), tokenizer.pad_token_id, never),
-               "vllm": VLLMRolloutEngine(Plain(model), tokenizer, "fp32",
-                                         max_model_len=args.max_prompt + max(new for _, new in shapes))}
-    engines["vllm"].eos_token_id = never
+               "vllm": FixedLength(Plain(model), tokenizer, "fp32",
+                                   max_model_len=args.max_prompt + max(new for _, new in shapes))}
     print(f"model {args.model}, fp32, {torch.get_num_threads()} thread(s), temperature {args.temperature}, "
           f"top-k {args.top_k}, top-p 1.0, every response exactly NEW tokens; {args.repeats} rotated repetitions")
     print("| prompts x new | HF CPU s | vLLM CPU s | HF / vLLM, CPU | HF wall s | vLLM wall s | HF / vLLM, wall |")
