@@ -122,7 +122,28 @@ def test_ppo_plan_has_the_four_models():
     plan = plan_cli.make_plan(os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml"), 16)
     assert [role.role for role in plan.roles] == ["actor", "reference", "critic", "reward model"]
     assert [role.zero_stage for role in plan.roles] == [3, 3, 3, 3]
-    assert plan.phases[0][0] == "generate: 16 x (512 + 512) tokens"  # 256 prompts over 16 GPUs
+    assert plan.phases[0][0].startswith("vLLM generate")  # the launchers' engine
+    hf = plan_cli.make_plan(os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml"), 16,
+                            overrides=("--rollout_engine", "hf"))
+    assert hf.phases[0][0] == "generate: 16 x (512 + 512) tokens"  # 256 prompts over 16 GPUs
+
+
+def test_ppo_plan_counts_the_vllm_engine():
+    """With --rollout_engine vllm: generation takes the engine's share of the GPU, the sync its weights (1/TP, in
+    the dtype) and one gathered group, the host its sleeping weights; the training phases are the HF plan's."""
+    config = os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml")
+    flags = ("--vllm_gpu_memory_utilization", "0.4", "--vllm_tensor_parallel_size", "2")
+    plan = plan_cli.make_plan(config, 8, overrides=flags, gpu_memory_gib=40.0)
+    hf = plan_cli.make_plan(config, 8, overrides=("--rollout_engine", "hf"), gpu_memory_gib=40.0)
+    weights = 2 * plan.roles[0].shape.params / 2  # bf16, half of it per GPU
+    phases = dict(plan.phases)
+    assert phases["vLLM generate (0.4 of the GPU: weights + KV cache)"] == 0.4 * 40 * 2 ** 30
+    assert phases["vLLM weight sync (its weights + one gathered group)"] == weights + 2 ** 29
+    assert plan.host == pytest.approx(hf.host + weights)
+    assert [p for p in plan.phases if p[0].startswith(("score", "train"))] == \
+        [p for p in hf.phases if p[0].startswith(("score", "train"))]
+    assert "must divide the 8 processes" in str(pytest.raises(
+        plan_cli.ConfigError, plan_cli.make_plan, config, 8, overrides=("--vllm_tensor_parallel_size", "3")).value)
 
 
 def test_bad_input_is_one_line(capsys):

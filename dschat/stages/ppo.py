@@ -67,6 +67,9 @@ def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
     processes, and whose training micro batch divides the per-process mini-batch (``--ppo_mini_batch_size``, by
     default the whole rollout): the largest such micro batch <= ``--per_device_train_batch_size`` when the prompt
     batch is derived; otherwise it must divide it. The mini-batch must divide the per-process rollout."""
+    if args.rollout_engine == "vllm" and world_size % args.vllm_tensor_parallel_size:
+        raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size} must divide the "
+                          f"{world_size} processes (each engine spans that many of them)")
     prompts, micro = args.per_device_generation_batch_size, args.per_device_train_batch_size
     if args.global_batch_size is not None:  # a process's whole share in one generation batch
         prompts = split_global_batch(args.global_batch_size, world_size, args.global_batch_size)[0]
