@@ -20,7 +20,9 @@
 #   record.json         all of the above in one file, with MA-PPO - PPO paired by seed (python -m
 #                       evaluation.pipeline_record): what the README's SmolLM2 tables are rendered from
 # Shorten with the environment: SFT_STEPS, RM_STEPS, PPO_STEPS, EVAL_STEPS, EVAL_SAMPLES, INTEROP_PAIRS, SEEDS
-# (tests/test_smollm2_pipeline.py runs a shortened copy).
+# (tests/test_smollm2_pipeline.py runs a shortened copy). ROLLOUT_ENGINE=vllm samples PPO's rollouts and
+# evaluations with the vLLM engine instead of the default hf (README "Rollout engines": at this script's 8 prompts
+# x 24 tokens the engine's start-up costs more than it saves, so the recorded figures use hf).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 OUT="${OUT:-outputs/smollm2_cpu}"
@@ -57,7 +59,7 @@ PPO_FLAGS=(--actor_model_name_or_path "$OUT/sft" --critic_model_name_or_path "$O
            --max_prompt_seq_len 32 --max_new_tokens 24 --per_device_generation_batch_size 8
            --per_device_train_batch_size 8 --actor_learning_rate 1e-5 --critic_learning_rate 3e-5 --warmup_steps 2
            --kl_coef 0.05 --max_steps "$PPO_STEPS" --eval_steps "$EVAL_STEPS" --eval_seed 7
-           --per_device_eval_batch_size 32 --log_steps 4 --log_samples 1)
+           --per_device_eval_batch_size 32 --log_steps 4 --log_samples 1 --rollout_engine "${ROLLOUT_ENGINE:-hf}")
 STAGES=(sft rm)
 CURVES=()
 for seed in $SEEDS; do
