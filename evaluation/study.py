@@ -102,7 +102,10 @@ ARMS: Dict[str, Tuple[str, ...]] = {
     "mappo-n3": ("--termination", "fixed", "--ngram", "3"),
     "mappo-n10": ("--termination", "fixed", "--ngram", "10"),
     "mappo-ninf": ("--termination", "fixed", "--ngram", "inf"),
+    "mappo-lam0.99": ("--termination", "fixed", "--ngram", "5", "--lam", "0.99"),
     "mappo-lam1": ("--termination", "fixed", "--ngram", "5", "--lam", "1.0"),
+    "mappo-entropy-lam0.99": ("--termination", "entropy", "--entropy_quantile", "0.2", "--lam", "0.99"),
+    "mappo-entropy-lam1": ("--termination", "entropy", "--entropy_quantile", "0.2", "--lam", "1.0"),
     "mappo-randomized": ("--termination", "randomized"),
     "mappo-parsing": ("--termination", "parsing", "--parser", "spacy"),
     "mappo-ppl": ("--termination", "ppl"),
@@ -114,9 +117,16 @@ CORE_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"), "long": ("ppo", "mappo"
 """Per task, the arms every README sentence rests on, trained seed-major with ``--seeds`` seeds."""
 SWEEP_ARMS = {"long": ("ppo-lam0.99", "ppo-lam0.98", "mappo-n10", "mappo-ninf", "mappo-n3")}
 """Token PPO's λ sweep beside MA-PPO's n sweep (the long task), ``--seeds`` seeds each, arm-major."""
+MAPPO_LAMBDA_ARMS = {"long": ("mappo-lam0.99", "mappo-lam1", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
+"""MA-PPO's own λ sweep (n = 5 and the entropy rule at λ ∈ {0.99, 1}), the arms that decide whether the macro adds
+anything beyond λ: trained after the sweeps, in pairs seed-major (n = 5's two λ for seed 1, 2, ..., then the entropy
+rule's), so a budget cut leaves paired λ and whole n = 5 arms first."""
 LAMBDA_SWEEP = ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1")
+MAPPO_LAMBDAS = {"mappo": ("mappo", "mappo-lam0.99", "mappo-lam1"),
+                 "mappo-entropy": ("mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
+"""Each MA-PPO rule's arms at λ = 0.95, 0.99, 1."""
 N_SWEEP = ("ppo", "mappo-n3", "mappo", "mappo-n10", "mappo-ninf")
-ABLATION_ARMS = ("mappo-lam1", "mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
+ABLATION_ARMS = ("mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
 """Further ablations, ``--ablation_seeds`` seeds each, arm-major, after everything above."""
 MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
 
@@ -140,6 +150,10 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS[task]]
     runs += [Run(task, arm, seed) for task in tasks for arm in SWEEP_ARMS.get(task, ())
              for seed in range(1, seeds + 1)]
+    for task in tasks:
+        pairs = MAPPO_LAMBDA_ARMS.get(task, ())
+        runs += [Run(task, arm, seed) for start in range(0, len(pairs), 2) for seed in range(1, seeds + 1)
+                 for arm in pairs[start:start + 2]]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
@@ -337,6 +351,8 @@ def main(argv=None) -> None:
     parser.add_argument("--budget_minutes", type=float, default=None,
                         help="start no new run after this many minutes (finished runs count; rerun to go on)")
     parser.add_argument("--main_only", action="store_true", help="the core arms only, no sweeps or ablations")
+    parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS), metavar="ARM",
+                        help="train only these arms (of the plan, in its order)")
     parser.add_argument("--run_timeout_minutes", type=float, default=30.0,
                         help="a run still going after this is killed, recorded and retried once")
     parser.add_argument("--verify_run", default="long/ppo/1", metavar="TASK/ARM/SEED",
@@ -365,6 +381,8 @@ def main(argv=None) -> None:
     runs = plan_runs(args.seeds, args.ablation_seeds, args.tasks, args.ablation_tasks)
     if args.main_only:
         runs = [run for run in runs if run.arm in CORE_ARMS[run.task]]
+    if args.arms:
+        runs = [run for run in runs if run.arm in args.arms]
     if args.command == "plan":
         for run in runs:
             print(f"{'done' if is_finished(run.directory(args.out)) else 'todo'}  {run.task}/{run.arm}/seed{run.seed}")
