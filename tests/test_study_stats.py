@@ -139,7 +139,11 @@ def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
     assert ("long", "ppo-lam1") in per_seed and ("short", "mappo-entropy") in per_seed
     sweeps = [(r.arm, r.seed) for r in runs[14:24]]  # arm-major, as many seeds as the core arms
     assert sweeps == [(arm, seed) for arm in study.SWEEP_ARMS["long"] for seed in (1, 2)]
-    ablations = [(r.task, r.arm) for r in runs[24:]]
+    lambdas = [(r.arm, r.seed) for r in runs[24:32]]  # MA-PPO's λ arms: pairs, seed-major, n = 5 first
+    pairs = study.MAPPO_LAMBDA_ARMS["long"]
+    assert lambdas == [(arm, seed) for start in (0, 2) for seed in (1, 2) for arm in pairs[start:start + 2]]
+    assert pairs[:2] == ("mappo-lam0.99", "mappo-lam1")
+    ablations = [(r.task, r.arm) for r in runs[32:]]
     assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
     assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
     assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned
