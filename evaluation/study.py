@@ -118,9 +118,15 @@ CORE_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"), "long": ("ppo", "mappo"
 SWEEP_ARMS = {"long": ("ppo-lam0.99", "ppo-lam0.98", "mappo-n10", "mappo-ninf", "mappo-n3")}
 """Token PPO's λ sweep beside MA-PPO's n sweep (the long task), ``--seeds`` seeds each, arm-major."""
 MAPPO_LAMBDA_ARMS = {"long": ("mappo-lam0.99", "mappo-lam1", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
-"""MA-PPO's own λ sweep (n = 5 and the entropy rule at λ ∈ {0.99, 1}), the arms that decide whether the macro adds
-anything beyond λ: trained after the sweeps, in pairs seed-major (n = 5's two λ for seed 1, 2, ..., then the entropy
-rule's), so a budget cut leaves paired λ and whole n = 5 arms first."""
+"""MA-PPO's own λ sweep (n = 5 and the entropy rule at λ ∈ {0.99, 1}): the arms that decide whether the macro adds
+anything beyond λ. They run in the confirmation (:data:`CONFIRMATION_TIERS`), not on the exploration seeds."""
+CONFIRMATION_TIERS = {"long": (("ppo-lam1", "mappo-lam1", "ppo-lam0.99", "mappo-lam0.99"),
+                               ("mappo", "mappo-entropy-lam1", "mappo-entropy-lam0.99"))}
+"""The confirmation: fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: 9-16) for token PPO and MA-PPO at the λ the
+exploration seeds (1-8) found best for token PPO, with the candidates and the equivalence margin
+(:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran. Tier by tier, seed-major within a
+tier (every arm of the tier at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier's
+comparison (MA-PPO n = 5 against token PPO, both at λ = 1 and at 0.99) whole first."""
 LAMBDA_SWEEP = ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1")
 MAPPO_LAMBDAS = {"mappo": ("mappo", "mappo-lam0.99", "mappo-lam1"),
                  "mappo-entropy": ("mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
@@ -145,18 +151,22 @@ class Run:
 def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", "long"),
               ablation_tasks: Sequence[str] = ("long",)) -> List[Run]:
     """Every run in the order it is trained: the core arms seed-major (seed 1 of every task and core arm, then
-    seed 2, ...); the sweeps arm-major with as many seeds; then the ablations arm-major with ``ablation_seeds``
-    (task by task in ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned ones."""
+    seed 2, ...); the sweeps arm-major with as many seeds; the confirmation on fresh seeds, tier by tier,
+    seed-major (:data:`CONFIRMATION_TIERS`); then the ablations arm-major with ``ablation_seeds`` (task by task in
+    ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned ones."""
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS[task]]
     runs += [Run(task, arm, seed) for task in tasks for arm in SWEEP_ARMS.get(task, ())
              for seed in range(1, seeds + 1)]
-    for task in tasks:
-        pairs = MAPPO_LAMBDA_ARMS.get(task, ())
-        runs += [Run(task, arm, seed) for start in range(0, len(pairs), 2) for seed in range(1, seeds + 1)
-                 for arm in pairs[start:start + 2]]
+    runs += [Run(task, arm, seed) for task in tasks for tier in CONFIRMATION_TIERS.get(task, ())
+             for seed in confirmation_seeds(seeds) for arm in tier]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
+
+
+def confirmation_seeds(seeds: int) -> range:
+    """The confirmation's seeds: the ``seeds`` after the exploration's 1 ... ``seeds``."""
+    return range(seeds + 1, 2 * seeds + 1)
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -351,6 +361,8 @@ def main(argv=None) -> None:
     parser.add_argument("--budget_minutes", type=float, default=None,
                         help="start no new run after this many minutes (finished runs count; rerun to go on)")
     parser.add_argument("--main_only", action="store_true", help="the core arms only, no sweeps or ablations")
+    parser.add_argument("--confirmation_only", action="store_true",
+                        help="the confirmation's runs only (fresh seeds, CONFIRMATION_TIERS)")
     parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS), metavar="ARM",
                         help="train only these arms (of the plan, in its order)")
     parser.add_argument("--run_timeout_minutes", type=float, default=30.0,
@@ -381,6 +393,9 @@ def main(argv=None) -> None:
     runs = plan_runs(args.seeds, args.ablation_seeds, args.tasks, args.ablation_tasks)
     if args.main_only:
         runs = [run for run in runs if run.arm in CORE_ARMS[run.task]]
+    if args.confirmation_only:
+        runs = [run for run in runs if run.seed in confirmation_seeds(args.seeds)
+                and any(run.arm in tier for tier in CONFIRMATION_TIERS.get(run.task, ()))]
     if args.arms:
         runs = [run for run in runs if run.arm in args.arms]
     if args.command == "plan":

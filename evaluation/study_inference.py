@@ -38,6 +38,10 @@ VARIATION_COVERED = ("Every interval covers the PPO seed only (rollout sampling,
                      "not in the intervals.")
 
 
+def format_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
 # ---- paired tests ------------------------------------------------------------------------------------------------
 
 def _standard_error(values: Sequence[float]) -> Tuple[float, float, int]:
@@ -72,7 +76,7 @@ class Equivalence:
     def text(self, digits: int = 3) -> str:
         verdict = "equivalent" if self.equivalent else "not shown equivalent"
         return (f"90% CI [{self.low:.{digits}f}, {self.high:.{digits}f}] vs ±{self.margin:g}: {verdict} "
-                f"(TOST p = {self.p:.3f})")
+                f"(TOST p = {format_p(self.p)})")
 
 
 def tost(diffs: Sequence[float], margin: float) -> Equivalence:
@@ -116,17 +120,20 @@ def best_arm(finals: Mapping[str, Mapping[int, float]], arms: Sequence[str], see
 
 
 def held_out_best_vs_best(finals: Mapping[str, Mapping[int, float]], family_a: Sequence[str],
-                          family_b: Sequence[str], seeds: Sequence[int]) -> List[HeldOutFold]:
-    """Two-fold cross-fitting: the seeds split into a first and a second half; each family's best arm is chosen on
-    one half and compared (family b − family a, paired by seed) on the other, both ways. The pooled differences are
-    free of the optimism of choosing a best arm and scoring it on the same runs."""
+                          family_b: Sequence[str], seeds: Sequence[int],
+                          outcome: Optional[Mapping[str, Mapping[int, float]]] = None) -> List[HeldOutFold]:
+    """Two-fold cross-fitting: the seeds split into a first and a second half; each family's best arm (by
+    ``finals``) is chosen on one half and compared (family b − family a, paired by seed, on ``outcome``, default
+    ``finals``) on the other, both ways. The pooled differences are free of the optimism of choosing a best arm
+    and scoring it on the same runs."""
     seeds = sorted(seeds)
+    outcome = finals if outcome is None else outcome
     half = len(seeds) // 2
     first, second = tuple(seeds[:half]), tuple(seeds[half:])
     folds = []
     for select, test in ((first, second), (second, first)):
         a, b = best_arm(finals, family_a, select), best_arm(finals, family_b, select)
-        folds.append(HeldOutFold(select, test, a, b, tuple(finals[b][s] - finals[a][s] for s in test)))
+        folds.append(HeldOutFold(select, test, a, b, tuple(outcome[b][s] - outcome[a][s] for s in test)))
     return folds
 
 

@@ -59,6 +59,10 @@ def test_best_vs_best_is_chosen_on_one_half_and_compared_on_the_other():
     assert first.diffs == pytest.approx((0.12 - 0.10, 0.12 - 0.10))
     assert (second.best_a, second.best_b) == ("p1", "m2")
     assert second.diffs == pytest.approx((0.11 - 0.10, 0.11 - 0.10))
+    rm = {arm: {s: 10 * v + s for s, v in by_seed.items()} for arm, by_seed in finals.items()}
+    chosen_by_gold = held_out_best_vs_best(finals, ["p1", "p2"], ["m1", "m2"], [1, 2, 3, 4], outcome=rm)[0]
+    assert (chosen_by_gold.best_a, chosen_by_gold.best_b) == ("p2", "m1")  # chosen on gold, scored on rm
+    assert chosen_by_gold.diffs == pytest.approx((10 * 0.02, 10 * 0.02))
 
 
 def test_collapse_is_a_fall_below_half_the_start():

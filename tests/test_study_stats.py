@@ -139,11 +139,11 @@ def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
     assert ("long", "ppo-lam1") in per_seed and ("short", "mappo-entropy") in per_seed
     sweeps = [(r.arm, r.seed) for r in runs[14:24]]  # arm-major, as many seeds as the core arms
     assert sweeps == [(arm, seed) for arm in study.SWEEP_ARMS["long"] for seed in (1, 2)]
-    lambdas = [(r.arm, r.seed) for r in runs[24:32]]  # MA-PPO's λ arms: pairs, seed-major, n = 5 first
-    pairs = study.MAPPO_LAMBDA_ARMS["long"]
-    assert lambdas == [(arm, seed) for start in (0, 2) for seed in (1, 2) for arm in pairs[start:start + 2]]
-    assert pairs[:2] == ("mappo-lam0.99", "mappo-lam1")
-    ablations = [(r.task, r.arm) for r in runs[32:]]
+    confirmation = [(r.arm, r.seed) for r in runs[24:38]]  # fresh seeds 3-4, tier by tier, seed-major
+    first, second = study.CONFIRMATION_TIERS["long"]
+    assert confirmation == [(arm, seed) for tier in (first, second) for seed in (3, 4) for arm in tier]
+    assert {"mappo-lam1", "ppo-lam1"} <= set(first) and set(study.MAPPO_LAMBDA_ARMS["long"]) <= set(first + second)
+    ablations = [(r.task, r.arm) for r in runs[38:]]
     assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
     assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
     assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned
@@ -205,6 +205,11 @@ def test_position_profile_by_hand():
     from evaluation.study_positions import position_profile
 
     profile = position_profile(" The lamp is great. The price was awful. I found the staff okay.")
-    # three sentences, thirds of one: opening +1; "The lamp is great." 1 positive of 4 words; last: no sentiment
-    assert profile == {"opening": 1.0, "first_third": 0.25, "last_third": 0.0}
+    # three sentences, thirds of one: opening +1; "The lamp is great." 1 positive of 4 words; last: no sentiment;
+    # whole: 1 positive, 1 negative of 13 words
+    assert profile == {"opening": 1.0, "first_third": 0.25, "last_third": 0.0, "gold": 0.0, "gold_first3": 0.0,
+                       "gold_first10": 0.0, "sentences": 3.0}
+    # four sentences: the first three hold 2 positive of 12 words, the whole 2 of 16
+    longer = position_profile(" The lamp is great. The price was great. I found it fine. The staff was here.")
+    assert (longer["gold_first3"], longer["gold"], longer["sentences"]) == (2 / 12, 2 / 16, 4.0)
     assert position_profile(" The price was awful, the staff was great and bad.")["opening"] == -1.0
