@@ -120,13 +120,13 @@ SWEEP_ARMS = {"long": ("ppo-lam0.99", "ppo-lam0.98", "mappo-n10", "mappo-ninf", 
 MAPPO_LAMBDA_ARMS = {"long": ("mappo-lam0.99", "mappo-lam1", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
 """MA-PPO's own λ sweep (n = 5 and the entropy rule at λ ∈ {0.99, 1}): the arms that decide whether the macro adds
 anything beyond λ. They run in the confirmation (:data:`CONFIRMATION_TIERS`), not on the exploration seeds."""
-CONFIRMATION_TIERS = {"long": (("ppo-lam1", "mappo-lam1", "ppo-lam0.99", "mappo-lam0.99"),
-                               ("mappo", "mappo-entropy-lam1", "mappo-entropy-lam0.99"))}
-"""The confirmation: fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: 9-16) for token PPO and MA-PPO at the λ the
-exploration seeds (1-8) found best for token PPO, with the candidates and the equivalence margin
-(:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran. Tier by tier, seed-major within a
-tier (every arm of the tier at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier's
-comparison (MA-PPO n = 5 against token PPO, both at λ = 1 and at 0.99) whole first."""
+CONFIRMATION_TIERS = {"long": (("ppo-lam1", "mappo-lam1", "mappo-lam0.99"),
+                               ("ppo-lam0.99", "mappo", "mappo-entropy-lam1", "mappo-entropy-lam0.99"))}
+"""The confirmation: fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: 9-16) for token PPO at the λ the exploration
+seeds (1-8) found best for it (λ = 1) against MA-PPO n = 5 at λ ∈ {1, 0.99}, with the candidates and the
+equivalence margin (:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran; then token PPO
+at 0.99, MA-PPO at 0.95 and the entropy rule at 1 and 0.99. Tier by tier, seed-major within a tier (every arm of
+the tier at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier whole first."""
 LAMBDA_SWEEP = ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1")
 MAPPO_LAMBDAS = {"mappo": ("mappo", "mappo-lam0.99", "mappo-lam1"),
                  "mappo-entropy": ("mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
@@ -135,6 +135,9 @@ N_SWEEP = ("ppo", "mappo-n3", "mappo", "mappo-n10", "mappo-ninf")
 ABLATION_ARMS = ("mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
 """Further ablations, ``--ablation_seeds`` seeds each, arm-major, after everything above."""
 MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
+VERIFY_RUNS = ("long/ppo/1", "long/mappo-lam1/9")
+"""``verify``'s default: the first run of the exploration and the confirmation's first MA-PPO run (the same task's
+SFT and reward models, so the second costs only its first PPO steps)."""
 
 
 @dataclass(frozen=True)
@@ -367,8 +370,8 @@ def main(argv=None) -> None:
                         help="train only these arms (of the plan, in its order)")
     parser.add_argument("--run_timeout_minutes", type=float, default=30.0,
                         help="a run still going after this is killed, recorded and retried once")
-    parser.add_argument("--verify_run", default="long/ppo/1", metavar="TASK/ARM/SEED",
-                        help="verify: the run retrained and compared with REPORT_DIR/runs.jsonl")
+    parser.add_argument("--verify_run", nargs="+", default=list(VERIFY_RUNS), metavar="TASK/ARM/SEED",
+                        help="verify: the runs retrained and compared with REPORT_DIR/runs.jsonl")
     parser.add_argument("--ablation_tasks", nargs="+", default=["long", "short"], choices=sorted(TASKS),
                         help="tasks the ablation arms run on, in this order")
     args = parser.parse_args(argv)
@@ -380,15 +383,22 @@ def main(argv=None) -> None:
         write_report(args.out, args.report_dir)
         return
     if args.command == "verify":
-        task, arm, seed = args.verify_run.split("/")
-        try:
-            differences = verify(args.out, args.report_dir, Run(task, arm, int(seed)), args.model)
-        except RuntimeError as err:
-            parser.exit(1, f"error: {err}\n")
-        if differences:
+        failed = []
+        for name in args.verify_run:
+            parts = name.split("/")
+            if len(parts) != 3 or not parts[2].isdigit():
+                parser.exit(2, f"error: --verify_run {name}: expected TASK/ARM/SEED, e.g. long/ppo/1\n")
+            try:
+                differences = verify(args.out, args.report_dir, Run(parts[0], parts[1], int(parts[2])), args.model)
+            except RuntimeError as err:
+                parser.exit(1, f"error: {err}\n")
+            if differences:
+                failed.append(f"{name}: " + "; ".join(differences))
+            else:
+                print(f"{name}: the committed evaluations reproduce exactly at {code_version()['commit']}")
+        if failed:
             parser.exit(1, f"error: {args.report_dir}/runs.jsonl does not reproduce at this commit: "
-                           + "; ".join(differences) + "\n")
-        print(f"{args.verify_run}: the committed evaluations reproduce exactly at {code_version()['commit']}")
+                           + " | ".join(failed) + "\n")
         return
     runs = plan_runs(args.seeds, args.ablation_seeds, args.tasks, args.ablation_tasks)
     if args.main_only:

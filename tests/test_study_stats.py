@@ -213,3 +213,10 @@ def test_position_profile_by_hand():
     longer = position_profile(" The lamp is great. The price was great. I found it fine. The staff was here.")
     assert (longer["gold_first3"], longer["gold"], longer["sentences"]) == (2 / 12, 2 / 16, 4.0)
     assert position_profile(" The price was awful, the staff was great and bad.")["opening"] == -1.0
+
+
+def test_verify_names_a_malformed_run_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        study.main(["verify", "--verify_run", "long/ppo"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: --verify_run long/ppo: expected TASK/ARM/SEED, e.g. long/ppo/1"
