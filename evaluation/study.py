@@ -120,13 +120,20 @@ SWEEP_ARMS = {"long": ("ppo-lam0.99", "ppo-lam0.98", "mappo-n10", "mappo-ninf", 
 MAPPO_LAMBDA_ARMS = {"long": ("mappo-lam0.99", "mappo-lam1", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
 """MA-PPO's own λ sweep (n = 5 and the entropy rule at λ ∈ {0.99, 1}): the arms that decide whether the macro adds
 anything beyond λ. They run in the confirmation (:data:`CONFIRMATION_TIERS`), not on the exploration seeds."""
-CONFIRMATION_TIERS = {"long": (("ppo-lam1", "mappo-lam1", "mappo-lam0.99"),
-                               ("ppo-lam0.99", "mappo", "mappo-entropy-lam1", "mappo-entropy-lam0.99"))}
+CONFIRMATION_TIERS = {"long": (("ppo-lam1", "mappo-lam1"),
+                               ("mappo-lam0.99", "ppo-lam0.99", "mappo", "mappo-entropy-lam1",
+                                "mappo-entropy-lam0.99"))}
 """The confirmation: fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: 9-16) for token PPO at the λ the exploration
-seeds (1-8) found best for it (λ = 1) against MA-PPO n = 5 at λ ∈ {1, 0.99}, with the candidates and the
-equivalence margin (:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran; then token PPO
-at 0.99, MA-PPO at 0.95 and the entropy rule at 1 and 0.99. Tier by tier, seed-major within a tier (every arm of
-the tier at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier whole first."""
+seeds (1-8) found best for it (λ = 1) against MA-PPO n = 5 at the same λ (where neither discounts the reward along
+the response: what is left between them is the macro), with the equivalence margin
+(:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran; then MA-PPO n = 5 at 0.99 and 0.95,
+token PPO at 0.99 and the entropy rule at 1 and 0.99. Tier by tier, seed-major within a tier (every arm of the tier
+at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier whole first."""
+CONFIRMATION_FLAGS = ("--eval_steps", "12")
+"""The confirmation evaluates every 12 iterations instead of 4 (an evaluation costs about as much as eight training
+rollouts of the long task). Evaluations are seeded and restore every random generator afterwards
+(:func:`dschat.utils.seeding.seeded_rng`), so training, and the evaluations at 12, 24, 36 and 48, are those of the
+same run evaluated every 4 iterations."""
 LAMBDA_SWEEP = ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1")
 MAPPO_LAMBDAS = {"mappo": ("mappo", "mappo-lam0.99", "mappo-lam1"),
                  "mappo-entropy": ("mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
@@ -160,7 +167,7 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS[task]]
     runs += [Run(task, arm, seed) for task in tasks for arm in SWEEP_ARMS.get(task, ())
              for seed in range(1, seeds + 1)]
-    runs += [Run(task, arm, seed) for task in tasks for tier in CONFIRMATION_TIERS.get(task, ())
+    runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for task in tasks for tier in CONFIRMATION_TIERS.get(task, ())
              for seed in confirmation_seeds(seeds) for arm in tier]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
@@ -334,7 +341,8 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
     key = (run.task, run.arm, run.seed)
     if key not in committed:
         raise RuntimeError(f"{report_dir}/runs.jsonl has no run {run.task}/{run.arm}/seed{run.seed}")
-    first_eval = int(TASKS[run.task].ppo[list(TASKS[run.task].ppo).index("--eval_steps") + 1])
+    flags = [*TASKS[run.task].ppo, *run.extra]
+    first_eval = int(flags[len(flags) - 1 - flags[::-1].index("--eval_steps") + 1])  # the last one given counts
     sft, rm = ensure_models(run.task, out, model)
     if train_run(run, out, sft, rm, max_steps=first_eval) is None:
         raise RuntimeError(f"the verification run failed; see {run.directory(out)}.log")
@@ -383,13 +391,16 @@ def main(argv=None) -> None:
         write_report(args.out, args.report_dir)
         return
     if args.command == "verify":
+        planned = {(r.task, r.arm, r.seed): r for r in plan_runs(args.seeds, args.ablation_seeds, args.tasks,
+                                                                 args.ablation_tasks)}
         failed = []
         for name in args.verify_run:
             parts = name.split("/")
             if len(parts) != 3 or not parts[2].isdigit():
                 parser.exit(2, f"error: --verify_run {name}: expected TASK/ARM/SEED, e.g. long/ppo/1\n")
             try:
-                differences = verify(args.out, args.report_dir, Run(parts[0], parts[1], int(parts[2])), args.model)
+                key = (parts[0], parts[1], int(parts[2]))
+                differences = verify(args.out, args.report_dir, planned.get(key, Run(*key)), args.model)
             except RuntimeError as err:
                 parser.exit(1, f"error: {err}\n")
             if differences:

@@ -139,11 +139,15 @@ def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
     assert ("long", "ppo-lam1") in per_seed and ("short", "mappo-entropy") in per_seed
     sweeps = [(r.arm, r.seed) for r in runs[14:24]]  # arm-major, as many seeds as the core arms
     assert sweeps == [(arm, seed) for arm in study.SWEEP_ARMS["long"] for seed in (1, 2)]
-    confirmation = [(r.arm, r.seed) for r in runs[24:38]]  # fresh seeds 3-4, tier by tier, seed-major
     first, second = study.CONFIRMATION_TIERS["long"]
+    count = 2 * (len(first) + len(second))
+    confirmation = [(r.arm, r.seed) for r in runs[24:24 + count]]  # fresh seeds 3-4, tier by tier, seed-major
     assert confirmation == [(arm, seed) for tier in (first, second) for seed in (3, 4) for arm in tier]
-    assert {"mappo-lam1", "ppo-lam1"} <= set(first) and set(study.MAPPO_LAMBDA_ARMS["long"]) <= set(first + second)
-    ablations = [(r.task, r.arm) for r in runs[38:]]
+    assert first == ("ppo-lam1", "mappo-lam1") and set(study.MAPPO_LAMBDA_ARMS["long"]) <= set(first + second)
+    assert {r.extra for r in runs[24:24 + count]} == {study.CONFIRMATION_FLAGS}
+    command = study.ppo_command(runs[24], "OUT", "SFT", "RM")
+    assert [command[i + 1] for i, flag in enumerate(command) if flag == "--eval_steps"] == ["4", "12"]  # last wins
+    ablations = [(r.task, r.arm) for r in runs[24 + count:]]
     assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
     assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
     assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned
