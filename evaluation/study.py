@@ -10,8 +10,10 @@ One SFT model and one reward model per task, shared by every seed and arm (train
 run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The order (:func:`plan_runs`): the core arms seed-major
 (both tasks: PPO n = 1 and MA-PPO fixed n = 5 at λ = 0.95, the entropy rule, and on the long task PPO at
 λ = 1), so a budget cut leaves balanced pairs; then the sweeps arm-major (token PPO's λ ∈ {0.98, 0.99}, MA-PPO's
-n ∈ {3, 10, ∞}) with as many seeds; then the further ablations (``--ablation_seeds``: MA-PPO at λ = 1, the
-randomized / parsing / ppl rules, several optimizer steps per rollout).
+n ∈ {3, 10, ∞}) with as many seeds; then the confirmation on fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: token
+PPO at its best λ of the exploration against MA-PPO at λ = 1, then MA-PPO's other λ, :data:`CONFIRMATION_TIERS`);
+then the further ablations (``--ablation_seeds``: the randomized / parsing / ppl rules, several optimizer steps per
+rollout).
 Every run has a constant learning rate after warmup (so where a curve flattens is the method's doing, not a
 schedule's) and the same evaluation sampling noise (``--eval_seed``); log-probs come from the raw logits
 (``--logprobs_at_unit_temperature``, the released code's setting). A run is finished when its ``study_run.json``

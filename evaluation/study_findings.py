@@ -16,7 +16,8 @@ from evaluation.study import MAPPO_LAMBDA_ARMS
 from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p, holm,
                                         paired_t_p, tost)
 from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_verdicts,
-                                     exploration_verdicts, holm_against_baseline, mean_estimate, ordering_agreement,
+                                     exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
+                                     ordering_agreement,
                                      parity_by_stop, plateau, position_groups, reading, seed_split,
                                      unseen_seed_check)
 
@@ -48,15 +49,24 @@ def verdict_bullet(groups) -> Optional[str]:
     adjusted = holm({m: v.p for m, v in primary.items()})
     gold, rm = primary["gold"], primary["rm"]
     gold_reading = reading(gold.diff.mean, adjusted["gold"], gold.equivalence, "MA-PPO", "token PPO")
-    answer = ("No: on gold the two are " + gold_reading if gold_reading.startswith("equivalent") else
-              "Yes: " + gold_reading if gold_reading.startswith("MA-PPO") else
-              "No: " + gold_reading if gold_reading.startswith("token PPO") else "Not decided: " + gold_reading)
+    if gold_reading.startswith("equivalent"):
+        answer = f"No: on gold the two are {gold_reading}"
+    elif gold_reading.startswith("MA-PPO"):
+        answer = f"Yes: on gold, {gold_reading}"
+    elif gold_reading.startswith("token PPO"):
+        answer = f"No: on gold, {gold_reading}"
+    else:
+        answer = (f"Not decided by {gold.diff.n} seeds: on gold no difference is shown, and equivalence within "
+                  f"±{gold.equivalence.margin:g} is not shown either")
     chosen = ", ".join(dict.fromkeys(f.best_b for f in gold.folds))
-    text = (f"- **Does MA-PPO beat token PPO when both use their best λ? {answer}.** ")
+    text = f"- **Does MA-PPO beat token PPO when both use their best λ? {answer}.** "
     if confirmed:
+        candidates = mappo_family(groups, gold.seeds)
+        mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
+                 if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
         text += (f"On fresh seeds {_seed_range(gold.seeds)} ({len(gold.seeds)} per arm, trained after the margin and "
-                 f"the candidates were fixed), MA-PPO's best ({chosen}, chosen on the other half of these seeds) − "
-                 f"token PPO at λ = {arm_lambda(best):g} (its best on seeds {_seed_range(exploration)}): ")
+                 f"the candidates were fixed), {mappo} − token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
+                 f"{_seed_range(exploration)}): ")
     else:
         text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
                  "MA-PPO): ")
@@ -65,11 +75,15 @@ def verdict_bullet(groups) -> Optional[str]:
              f"{format_p(adjusted['rm'])}; {reading(rm.diff.mean, adjusted['rm'], rm.equivalence, 'MA-PPO', 'token PPO')})"
              ". The margin Δ (gold ±{:g}, RM ±{:g}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on "
              "seeds 1-8, fixed before MA-PPO's λ arms ran.".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
+    if confirmed and all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
+        text += (" At λ = 1 (γ = 1) neither method discounts the terminal reward along the response, so what is left "
+                 "between them is the macro itself: its value estimates and its per-macro update.")
     if confirmed and explored:
         e = explored["gold"]
         e_adjusted = holm({m: v.p for m, v in explored.items()})
         text += (f" On the exploration seeds {_seed_range(e.seeds)} (every λ of token PPO against every MA-PPO arm "
-                 f"run there, bests chosen on the other half): gold {e.diff.text()} "
+                 "run there at λ = 0.95, bests chosen on the other half; the margin was derived from these seeds, so "
+                 f"this test was not fixed in advance): gold {e.diff.text()} "
                  f"({reading(e.diff.mean, e_adjusted['gold'], e.equivalence, 'MA-PPO', 'token PPO')}).")
     return text
 
@@ -118,7 +132,7 @@ def same_weight_bullet(groups, positions) -> Optional[str]:
             f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.3f}, {gold_tost.high:.3f}]), RM {rm} "
             f"({rm_ahead}/{n} ahead; {'equivalent' if rm_tost.equivalent else 'not shown equivalent'} within "
             f"±{rm_tost.margin:g}), final length {length[0]:.1f} vs {length[1]:.1f} tokens")
-    arms = position_groups(positions)
+    arms = position_groups(positions, seed_split(groups)[1])
     if {"mappo", "ppo-lam0.99"} <= set(arms):
         opening = {arm: {r["seed"]: r["opening"] for r in arms[arm]} for arm in ("mappo", "ppo-lam0.99")}
         shared = sorted(set(opening["mappo"]) & set(opening["ppo-lam0.99"]))
@@ -135,8 +149,8 @@ def same_lambda_bullet(groups) -> Optional[str]:
                                            ("mappo-entropy-lam0.99", "ppo-lam0.99"))
              if {arm, base} <= set(groups)
              and len([s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]) >= 2]
-    if not pairs:
-        return None
+    if not pairs or pairs == [("mappo-lam1", "ppo-lam1")]:
+        return None  # the one pair is the verdict's comparison
     pvalues, parts = {}, []
     for arm, base in pairs:
         seeds = [s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]
@@ -170,9 +184,9 @@ def n_sweep_bullet(groups) -> Optional[str]:
             f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
 
 
-def positions_bullet(positions) -> Optional[str]:
-    """Where the responses changed: the opening sentence's sentiment per policy."""
-    arms = position_groups(positions)
+def positions_bullet(groups, positions) -> Optional[str]:
+    """Where the responses changed: the opening sentence's sentiment per policy (exploration runs)."""
+    arms = position_groups(positions, seed_split(groups)[1])
     shown = [a for a in ("sft", "ppo", "ppo-lam0.99", "ppo-lam1", "mappo", "mappo-entropy") if a in arms]
     if len(shown) < 3:
         return None
@@ -206,7 +220,7 @@ def collapse_bullet(groups) -> str:
 
 
 def length_bullet(groups, positions) -> Optional[str]:
-    arms = position_groups(positions)
+    arms = position_groups(positions, seed_split(groups)[1])
     chosen = arms.get("chosen")
     if not chosen:
         return None
@@ -285,7 +299,7 @@ def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> Lis
     groups = by_arm(summaries, "long")
     bullets = [verdict_bullet(groups), same_lambda_bullet(groups) if MAPPO_LAMBDA_ARMS else None,
                paper_lambda_bullet(groups), same_weight_bullet(groups, positions), n_sweep_bullet(groups),
-               positions_bullet(positions), collapse_bullet(groups),
+               positions_bullet(groups, positions), collapse_bullet(groups),
                length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
                short_bullet(summaries), scope_bullet()]
     return [b for b in bullets if b]

@@ -91,6 +91,20 @@ def tost(diffs: Sequence[float], margin: float) -> Equivalence:
     return Equivalence(mean, mean - half, mean + half, margin, float(max(p_low, p_high)))
 
 
+def seeds_for_equivalence(diffs: Sequence[float], margin: float, limit: int = 1000) -> Optional[int]:
+    """The smallest number of seeds at which :func:`tost` would show equivalence if further seeds kept the observed
+    mean and standard deviation of ``diffs`` (the 90% t half-width below margin − |mean|); None when the observed
+    mean is not inside the margin or ``limit`` seeds would not do."""
+    mean, se, n = _standard_error(diffs)
+    room, sd = margin - abs(mean), se * math.sqrt(n)
+    if room <= 0:
+        return None
+    for seeds in range(2, limit + 1):
+        if scipy_stats.t.ppf(1 - ALPHA, seeds - 1) * sd / math.sqrt(seeds) < room:
+            return seeds
+    return None
+
+
 def holm(pvalues: Mapping[str, float]) -> Dict[str, float]:
     """Holm's step-down adjusted p-values (family-wise error ≤ α when each is compared with α): sorted ascending,
     the i-th (from 0) is multiplied by (m − i), made monotone, capped at 1."""

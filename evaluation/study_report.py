@@ -37,7 +37,7 @@ from evaluation.study import (ABLATION_ARMS, ARMS, CONFIRMATION_TIERS, CORE_ARMS
                               MAPPO_LAMBDAS, MINI_BATCH_ARMS, N_SWEEP, SWEEP_ARMS, confirmation_seeds)
 from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, MARGIN_RULE,
                                         VARIATION_COVERED, Equivalence, best_arm, collapse, format_p,
-                                        held_out_best_vs_best, holm, paired_t_p, tost)
+                                        held_out_best_vs_best, holm, paired_t_p, seeds_for_equivalence, tost)
 from evaluation.training_summary import read_metrics
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
@@ -501,6 +501,36 @@ def verdict_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
     return lines
 
 
+def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
+    """The confirmation's arms on the fresh seeds against token PPO's exploration-best λ, and the fresh seeds of
+    arms run in both seed sets against the exploration's prediction interval of a new seed."""
+    table = confirmation_table(summaries)
+    if not table:
+        return []
+    groups = by_arm(summaries, "long")
+    exploration, confirmation = seed_split(groups)
+    first = CONFIRMATION_TIERS["long"][0][0]
+    step0 = {name: (groups["ppo"][seeds[0]]["rm"][0], groups["ppo"][seeds[0]]["gold"][0]) if name == "exploration"
+             else (groups[first][seeds[0]]["rm"][0], groups[first][seeds[0]]["gold"][0])
+             for name, seeds in (("exploration", exploration), ("confirmation", confirmation))}
+    lines = ["#### Confirmation: every arm on the fresh seeds against token PPO at its exploration-best λ", "",
+             "Evaluated every 12 iterations (`CONFIRMATION_FLAGS`; the evaluations at 12, 24, 36 and 48 equal an "
+             "every-4 run's), so a collapse between evaluations can go unseen here. Holm p over this table's "
+             "comparisons (both metrics). The confirmation ran on another machine than the exploration, and its bits "
+             "differ: the step-0 evaluation every run shares (the SFT policy, the same sampling seed) scores RM "
+             f"{step0['confirmation'][0]:.4f}, gold {step0['confirmation'][1]:.5f} there against "
+             f"{step0['exploration'][0]:.4f}, {step0['exploration'][1]:.5f} in the exploration (with the same code; "
+             "the SFT and reward-model weights trained there were bit-identical under transformers 5.19/numpy 2.3.5 "
+             "and 5.23/2.4.6). So fresh and exploration seeds are never paired: the fresh seeds are compared among "
+             "themselves.", "", *table, ""]
+    unseen = unseen_seed_check(by_arm(summaries, "long"))
+    if unseen:
+        lines += ["Fresh seeds against the published 95% prediction interval of one new seed's final gold (from the "
+                  "exploration seeds): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                                                     for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
+    return lines
+
+
 def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Dict[str, Tuple[int, int, Tuple]]:
     """Per arm run on both seed sets: how many confirmation seeds' final ``metric`` lie inside the exploration
     seeds' 95% prediction interval of a new seed: (inside, runs, (low, high))."""
@@ -664,6 +694,22 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
     lines = ["## What was not run, and what it would cost", "",
              f"Costs from this study's long-task runs: {cpu:.0f} CPU s per run on average (markers), so 2 free cores "
              f"train {hours / cpu:.0f} runs per hour; the machines it ran on were shared with other jobs.", ""]
+    best, confirmed = confirmation_verdicts(groups)
+    fresh_cpus = [run["cpu_s"] for runs in groups.values() for seed, run in runs.items()
+                  if seed in confirmation and run.get("cpu_s")]
+    if fresh_cpus:
+        cpu = statistics.fmean(fresh_cpus)
+        lines += [f"The confirmation's runs cost {cpu:.0f} CPU s each on its machine (evaluating every 12 "
+                  "iterations; that machine's CPU seconds ran slower under the load it shared), used below.", ""]
+    if confirmed and not confirmed["gold"].equivalence.equivalent:
+        gold = confirmed["gold"]
+        diffs = [d for fold in gold.folds for d in fold.diffs]
+        need = seeds_for_equivalence(diffs, EQUIVALENCE_MARGINS["gold"])
+        lines.append("- Seeds to decide the confirmation's gold comparison: " + (
+            f"if further seeds kept the observed mean ({gold.diff.mean:+.4f}) and spread, equivalence within "
+            f"±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} seeds per arm ({2 * (need - gold.diff.n)} more "
+            f"runs, {2 * (need - gold.diff.n) * cpu / 3600:.1f} CPU hours)" if need else
+            "the observed mean lies outside the margin: more seeds would test a difference, not equivalence") + ".")
     if missing:
         lines.append(f"- The rest of the confirmation ({len(missing)} runs: "
                      + ", ".join(f"{arm} {_seed_text(sorted(s for a, s in missing if a == arm))}"
@@ -702,7 +748,9 @@ def stopping_lines(groups: Dict[str, Dict[int, dict]], stops: Sequence[int] = (3
     final gold and by gold AUC, and MA-PPO's gold parity against PPO on the curves cut at each of ``stops``."""
     if "ppo" not in groups or "mappo" not in groups or len(groups) < 3:
         return []
-    steps = groups["ppo"][min(groups["ppo"])]["steps"]
+    exploration, _ = seed_split(groups)
+    groups = {arm: {s: runs[s] for s in exploration} for arm, runs in groups.items() if set(exploration) <= set(runs)}
+    steps = groups["ppo"][exploration[0]]["steps"]
     stops = [stop for stop in stops if stop in steps]
     tau, arms = ordering_agreement(groups)
     by_stop = parity_by_stop(groups, "ppo", "mappo", stops)
@@ -771,8 +819,10 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
     lines = ["# PPO vs MA-PPO: the study", "",
              "Generated by `bash scripts/reproduce/study.sh` (`python -m evaluation.study`); every number below is "
              "recomputed from `runs.jsonl` by `python -m evaluation.study_report docs/study/runs.jsonl`; "
-             "`bash scripts/reproduce/study.sh --verify` retrains one run from scratch and requires its first "
-             "evaluations to equal the committed ones.", "",
+             "`bash scripts/reproduce/study.sh --verify` retrains one exploration and one confirmation run from scratch "
+             "and requires their first evaluations to equal the committed ones (bit for bit: on the machine and "
+             "packages that made them; the exploration's bits did not reproduce on the confirmation's machine, see "
+             "the confirmation section).", "",
              *provenance_lines(summaries, meta),
              "Cells: seed mean, then 95% intervals: *t CI* (Student's t over seeds, for the mean), *bootstrap CI* "
              "(percentile, 10k resamples; narrower, it under-covers with few seeds), *new seed* (the t prediction "
@@ -796,13 +846,12 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
         lengths = [s["length"][0] for s in runs if s["length"]]
         lines += [f"{len(runs)} runs; the SFT policy's mean eval response length (step 0) "
                   f"{statistics.fmean(lengths):.1f} tokens.", ""]
-        core = [a for a in CORE_ARMS[task] + SWEEP_ARMS.get(task, ()) + MAPPO_LAMBDA_ARMS.get(task, ())
-                if a in groups]
+        core = [a for a in CORE_ARMS[task] + SWEEP_ARMS.get(task, ()) if a in groups]
         lines += table(summaries, task, "ppo", core,
                        "Core arms and sweeps (λ = 0.95 unless named; each arm paired with PPO on its seeds)")
         lines += sweep_lines(summaries, task)
-        if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps
-            lines += mappo_lambda_lines(groups) + verdict_lines(groups)
+        if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
+            lines += mappo_lambda_lines(groups) + verdict_lines(groups) + confirmation_lines(summaries)
         lines += length_lines(summaries, task)
         lines += collapse_lines(summaries, task)
         lines += convergence_lines(groups)
@@ -912,13 +961,19 @@ REPORT_SAMPLE_SEED = 4321
 sampling seeds measure the evaluation's own sampling noise."""
 
 
-def position_groups(records: Sequence[dict]) -> Dict[str, List[dict]]:
-    """``positions.jsonl`` lines of the shared sampling seed, per policy, in the arms' order."""
+FRESH = " (fresh seeds)"
+
+
+def position_groups(records: Sequence[dict], fresh_seeds: Sequence[int] = ()) -> Dict[str, List[dict]]:
+    """``positions.jsonl`` lines of the shared sampling seed, per policy, in the arms' order; the runs of
+    ``fresh_seeds`` (the confirmation, made on another machine) apart from the exploration's, as ``ARM (fresh
+    seeds)``."""
     arms: Dict[str, List[dict]] = {}
     for record in records:
         if record.get("sample_seed", REPORT_SAMPLE_SEED) in (REPORT_SAMPLE_SEED, None):
-            arms.setdefault(record["arm"], []).append(record)
-    return {arm: arms[arm] for arm in ["chosen", "sft", *ARMS] if arm in arms}
+            arms.setdefault(record["arm"] + (FRESH if record["seed"] in fresh_seeds else ""), []).append(record)
+    order = ["chosen", "sft", *ARMS, *(arm + FRESH for arm in ARMS)]
+    return {arm: arms[arm] for arm in order if arm in arms}
 
 
 def position_cell(rows: Sequence[dict], key: str, digits: int = 3) -> str:
@@ -928,11 +983,11 @@ def position_cell(rows: Sequence[dict], key: str, digits: int = 3) -> str:
     return mean_estimate(values).text(digits) if len(values) > 1 else f"{values[0]:.{digits}f}"
 
 
-def position_lines(records: Sequence[dict]) -> List[str]:
+def position_lines(records: Sequence[dict], fresh_seeds: Sequence[int] = ()) -> List[str]:
     """Tables of ``positions.jsonl`` (:mod:`evaluation.study_positions`): per arm, where the response changed, and
     its gold score whole and on its first sentences (length-controlled); the evaluation's sampling noise where
     several sampling seeds were drawn."""
-    arms = position_groups(records)
+    arms = position_groups(records, fresh_seeds)
     lines = ["#### Where the long responses changed (`python -m evaluation.study_positions`)", "",
              "Final actors, one sample per held-out prompt (128, T = 0.8, the same noise for every policy); the "
              "opening sentence is the early decision (100+ tokens before the reward). Seed mean [t CI]; *chosen*: the "
@@ -1029,7 +1084,8 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
     lines = report_lines(summaries, json.loads(meta_path.read_text()) if meta_path.is_file() else None)
     positions = Path(report_dir) / "positions.jsonl"
     if positions.is_file():
-        lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()])
+        lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()],
+                                seed_split(by_arm(summaries, "long"))[1])
     if plot_main(summaries, report_dir / "main.png"):
         lines += ["![core arms](main.png)", ""]
     if plot_sweeps(summaries, report_dir / "sweeps.png"):

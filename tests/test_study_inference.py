@@ -2,13 +2,14 @@
 the committed runs they were derived from."""
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
 from scipy import stats
 
 from evaluation.study_inference import (EQUIVALENCE_MARGINS, collapse, held_out_best_vs_best, holm, paired_t_p,
-                                        tost)
+                                        seeds_for_equivalence, tost)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,3 +83,13 @@ def test_the_margins_are_a_third_of_token_ppos_lambda_gain_in_the_round_two_runs
     for metric, margin in EQUIVALENCE_MARGINS.items():
         gain = sum(runs["ppo-lam1", s][metric][-1] - runs["ppo", s][metric][-1] for s in range(1, 9)) / 8
         assert math.isclose(margin, gain / 3, abs_tol=5e-4), (metric, gain / 3)
+
+
+def test_seeds_for_equivalence_is_the_first_n_whose_tost_passes():
+    diffs = [0.004, 0.014, -0.006, 0.01, 0.0]  # mean 0.0044, inside ±0.01, not yet shown equivalent
+    assert not tost(diffs, 0.01).equivalent
+    n = seeds_for_equivalence(diffs, 0.01)
+    sd = statistics.stdev(diffs)
+    room = 0.01 - statistics.fmean(diffs)
+    assert stats.t.ppf(0.95, n - 1) * sd / n ** 0.5 < room <= stats.t.ppf(0.95, n - 2) * sd / (n - 1) ** 0.5 and n > 5
+    assert seeds_for_equivalence([0.02, 0.03], 0.01) is None  # the mean is outside the margin

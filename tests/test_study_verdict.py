@@ -112,3 +112,15 @@ def test_sampling_noise_by_hand():
     assert within == pytest.approx((statistics.stdev([0.15, 0.17]) + 0) / 2)
     assert between == pytest.approx(statistics.stdev([0.15, 0.12]))
     assert "sft" not in sampling_noise(records)
+
+
+def test_reading_names_a_difference_equivalence_both_or_neither():
+    from evaluation.study_inference import tost
+    from evaluation.study_report import reading
+
+    tight = tost([0.004, 0.005, 0.006, 0.005], 0.01)  # inside ±0.01
+    wide = tost([0.03, -0.02, 0.01, 0.0], 0.01)
+    assert reading(0.005, 0.01, tight, "MA-PPO", "token PPO") == "MA-PPO ahead, by less than the margin ±0.01"
+    assert reading(-0.02, 0.01, wide, "MA-PPO", "token PPO") == "token PPO ahead"
+    assert reading(0.005, 0.2, tight, "MA-PPO", "token PPO") == "equivalent within ±0.01"
+    assert reading(0.005, 0.2, wide, "MA-PPO", "token PPO").startswith("undecided")
