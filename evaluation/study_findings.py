@@ -18,8 +18,8 @@ from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, 
 from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_verdicts,
                                      exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
                                      ordering_agreement,
-                                     parity_by_stop, plateau, position_groups, reading, seed_split,
-                                     unseen_seed_check)
+                                     parity_by_stop, plateau, position_groups, reading, sampling_noise,
+                                     seed_split, unseen_seed_check)
 
 
 def _finals(groups, arm, metric, seeds) -> List[float]:
@@ -289,9 +289,19 @@ def short_bullet(summaries) -> Optional[str]:
     return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
 
 
-def scope_bullet() -> str:
-    return ("- **What the intervals cover.** " + VARIATION_COVERED + " Not run: a second and third SFT + RM seed for "
-            "the core comparison, and several evaluation sampling seeds for every arm (report, \"What was not run\").")
+def scope_bullet(positions) -> str:
+    noise = sampling_noise(positions)
+    measured = ""
+    if noise:
+        measured = (" Measured on the final actors drawn again under other sampling seeds: gold's standard deviation "
+                    "across sampling seeds against across PPO seeds, " + "; ".join(
+                        f"{arm} {within:.4f} vs {between:.4f} ({actors} actors × {draws} sampling seeds)"
+                        for arm, (actors, draws, within, between) in noise.items())
+                    + (": the evaluation sample is the smaller source here." if all(
+                        within < between for _, _, within, between in noise.values()) else "."))
+    return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + " Not run: a second and third SFT + "
+            "RM seed for the core comparison, and sampling seeds for the exploration's actors (report, \"What was "
+            "not run\").")
 
 
 def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> List[str]:
@@ -301,7 +311,7 @@ def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> Lis
                paper_lambda_bullet(groups), same_weight_bullet(groups, positions), n_sweep_bullet(groups),
                positions_bullet(groups, positions), collapse_bullet(groups),
                length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
-               short_bullet(summaries), scope_bullet()]
+               short_bullet(summaries), scope_bullet(positions)]
     return [b for b in bullets if b]
 
 
