@@ -10,8 +10,10 @@ One SFT model and one reward model per task, shared by every seed and arm (train
 run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The order (:func:`plan_runs`): the core arms seed-major
 (both tasks: PPO n = 1 and MA-PPO fixed n = 5 at λ = 0.95, the entropy rule, and on the long task PPO at
 λ = 1), so a budget cut leaves balanced pairs; then the sweeps arm-major (token PPO's λ ∈ {0.98, 0.99}, MA-PPO's
-n ∈ {3, 10, ∞}) with as many seeds; then the further ablations (``--ablation_seeds``: MA-PPO at λ = 1, the
-randomized / parsing / ppl rules, several optimizer steps per rollout).
+n ∈ {3, 10, ∞}) with as many seeds; then the confirmation on fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: token
+PPO at its best λ of the exploration against MA-PPO at λ = 1, then MA-PPO's other λ, :data:`CONFIRMATION_TIERS`);
+then the further ablations (``--ablation_seeds``: the randomized / parsing / ppl rules, several optimizer steps per
+rollout).
 Every run has a constant learning rate after warmup (so where a curve flattens is the method's doing, not a
 schedule's) and the same evaluation sampling noise (``--eval_seed``); log-probs come from the raw logits
 (``--logprobs_at_unit_temperature``, the released code's setting). A run is finished when its ``study_run.json``
@@ -102,7 +104,10 @@ ARMS: Dict[str, Tuple[str, ...]] = {
     "mappo-n3": ("--termination", "fixed", "--ngram", "3"),
     "mappo-n10": ("--termination", "fixed", "--ngram", "10"),
     "mappo-ninf": ("--termination", "fixed", "--ngram", "inf"),
+    "mappo-lam0.99": ("--termination", "fixed", "--ngram", "5", "--lam", "0.99"),
     "mappo-lam1": ("--termination", "fixed", "--ngram", "5", "--lam", "1.0"),
+    "mappo-entropy-lam0.99": ("--termination", "entropy", "--entropy_quantile", "0.2", "--lam", "0.99"),
+    "mappo-entropy-lam1": ("--termination", "entropy", "--entropy_quantile", "0.2", "--lam", "1.0"),
     "mappo-randomized": ("--termination", "randomized"),
     "mappo-parsing": ("--termination", "parsing", "--parser", "spacy"),
     "mappo-ppl": ("--termination", "ppl"),
@@ -114,11 +119,34 @@ CORE_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"), "long": ("ppo", "mappo"
 """Per task, the arms every README sentence rests on, trained seed-major with ``--seeds`` seeds."""
 SWEEP_ARMS = {"long": ("ppo-lam0.99", "ppo-lam0.98", "mappo-n10", "mappo-ninf", "mappo-n3")}
 """Token PPO's λ sweep beside MA-PPO's n sweep (the long task), ``--seeds`` seeds each, arm-major."""
+MAPPO_LAMBDA_ARMS = {"long": ("mappo-lam0.99", "mappo-lam1", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
+"""MA-PPO's own λ sweep (n = 5 and the entropy rule at λ ∈ {0.99, 1}): the arms that decide whether the macro adds
+anything beyond λ. They run in the confirmation (:data:`CONFIRMATION_TIERS`), not on the exploration seeds."""
+CONFIRMATION_TIERS = {"long": (("ppo-lam1", "mappo-lam1"),
+                               ("mappo-lam0.99", "ppo-lam0.99", "mappo", "mappo-entropy-lam1",
+                                "mappo-entropy-lam0.99"))}
+"""The confirmation: fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: 9-16) for token PPO at the λ the exploration
+seeds (1-8) found best for it (λ = 1) against MA-PPO n = 5 at the same λ (where neither discounts the reward along
+the response: what is left between them is the macro), with the equivalence margin
+(:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran; then MA-PPO n = 5 at 0.99 and 0.95,
+token PPO at 0.99 and the entropy rule at 1 and 0.99. Tier by tier, seed-major within a tier (every arm of the tier
+at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier whole first."""
+CONFIRMATION_FLAGS = ("--eval_steps", "12")
+"""The confirmation evaluates every 12 iterations instead of 4 (an evaluation costs about as much as eight training
+rollouts of the long task). Evaluations are seeded and restore every random generator afterwards
+(:func:`dschat.utils.seeding.seeded_rng`), so training, and the evaluations at 12, 24, 36 and 48, are those of the
+same run evaluated every 4 iterations."""
 LAMBDA_SWEEP = ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1")
+MAPPO_LAMBDAS = {"mappo": ("mappo", "mappo-lam0.99", "mappo-lam1"),
+                 "mappo-entropy": ("mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
+"""Each MA-PPO rule's arms at λ = 0.95, 0.99, 1."""
 N_SWEEP = ("ppo", "mappo-n3", "mappo", "mappo-n10", "mappo-ninf")
-ABLATION_ARMS = ("mappo-lam1", "mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
+ABLATION_ARMS = ("mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
 """Further ablations, ``--ablation_seeds`` seeds each, arm-major, after everything above."""
 MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
+VERIFY_RUNS = ("long/ppo/1", "long/mappo-lam1/9")
+"""``verify``'s default: the first run of the exploration and the confirmation's first MA-PPO run (the same task's
+SFT and reward models, so the second costs only its first PPO steps)."""
 
 
 @dataclass(frozen=True)
@@ -135,14 +163,22 @@ class Run:
 def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", "long"),
               ablation_tasks: Sequence[str] = ("long",)) -> List[Run]:
     """Every run in the order it is trained: the core arms seed-major (seed 1 of every task and core arm, then
-    seed 2, ...); the sweeps arm-major with as many seeds; then the ablations arm-major with ``ablation_seeds``
-    (task by task in ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned ones."""
+    seed 2, ...); the sweeps arm-major with as many seeds; the confirmation on fresh seeds, tier by tier,
+    seed-major (:data:`CONFIRMATION_TIERS`); then the ablations arm-major with ``ablation_seeds`` (task by task in
+    ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned ones."""
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS[task]]
     runs += [Run(task, arm, seed) for task in tasks for arm in SWEEP_ARMS.get(task, ())
              for seed in range(1, seeds + 1)]
+    runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for task in tasks for tier in CONFIRMATION_TIERS.get(task, ())
+             for seed in confirmation_seeds(seeds) for arm in tier]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
+
+
+def confirmation_seeds(seeds: int) -> range:
+    """The confirmation's seeds: the ``seeds`` after the exploration's 1 ... ``seeds``."""
+    return range(seeds + 1, 2 * seeds + 1)
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -307,7 +343,8 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
     key = (run.task, run.arm, run.seed)
     if key not in committed:
         raise RuntimeError(f"{report_dir}/runs.jsonl has no run {run.task}/{run.arm}/seed{run.seed}")
-    first_eval = int(TASKS[run.task].ppo[list(TASKS[run.task].ppo).index("--eval_steps") + 1])
+    flags = [*TASKS[run.task].ppo, *run.extra]
+    first_eval = int(flags[len(flags) - 1 - flags[::-1].index("--eval_steps") + 1])  # the last one given counts
     sft, rm = ensure_models(run.task, out, model)
     if train_run(run, out, sft, rm, max_steps=first_eval) is None:
         raise RuntimeError(f"the verification run failed; see {run.directory(out)}.log")
@@ -337,10 +374,14 @@ def main(argv=None) -> None:
     parser.add_argument("--budget_minutes", type=float, default=None,
                         help="start no new run after this many minutes (finished runs count; rerun to go on)")
     parser.add_argument("--main_only", action="store_true", help="the core arms only, no sweeps or ablations")
+    parser.add_argument("--confirmation_only", action="store_true",
+                        help="the confirmation's runs only (fresh seeds, CONFIRMATION_TIERS)")
+    parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS), metavar="ARM",
+                        help="train only these arms (of the plan, in its order)")
     parser.add_argument("--run_timeout_minutes", type=float, default=30.0,
                         help="a run still going after this is killed, recorded and retried once")
-    parser.add_argument("--verify_run", default="long/ppo/1", metavar="TASK/ARM/SEED",
-                        help="verify: the run retrained and compared with REPORT_DIR/runs.jsonl")
+    parser.add_argument("--verify_run", nargs="+", default=list(VERIFY_RUNS), metavar="TASK/ARM/SEED",
+                        help="verify: the runs retrained and compared with REPORT_DIR/runs.jsonl")
     parser.add_argument("--ablation_tasks", nargs="+", default=["long", "short"], choices=sorted(TASKS),
                         help="tasks the ablation arms run on, in this order")
     args = parser.parse_args(argv)
@@ -352,19 +393,34 @@ def main(argv=None) -> None:
         write_report(args.out, args.report_dir)
         return
     if args.command == "verify":
-        task, arm, seed = args.verify_run.split("/")
-        try:
-            differences = verify(args.out, args.report_dir, Run(task, arm, int(seed)), args.model)
-        except RuntimeError as err:
-            parser.exit(1, f"error: {err}\n")
-        if differences:
+        planned = {(r.task, r.arm, r.seed): r for r in plan_runs(args.seeds, args.ablation_seeds, args.tasks,
+                                                                 args.ablation_tasks)}
+        failed = []
+        for name in args.verify_run:
+            parts = name.split("/")
+            if len(parts) != 3 or not parts[2].isdigit():
+                parser.exit(2, f"error: --verify_run {name}: expected TASK/ARM/SEED, e.g. long/ppo/1\n")
+            try:
+                key = (parts[0], parts[1], int(parts[2]))
+                differences = verify(args.out, args.report_dir, planned.get(key, Run(*key)), args.model)
+            except RuntimeError as err:
+                parser.exit(1, f"error: {err}\n")
+            if differences:
+                failed.append(f"{name}: " + "; ".join(differences))
+            else:
+                print(f"{name}: the committed evaluations reproduce exactly at {code_version()['commit']}")
+        if failed:
             parser.exit(1, f"error: {args.report_dir}/runs.jsonl does not reproduce at this commit: "
-                           + "; ".join(differences) + "\n")
-        print(f"{args.verify_run}: the committed evaluations reproduce exactly at {code_version()['commit']}")
+                           + " | ".join(failed) + "\n")
         return
     runs = plan_runs(args.seeds, args.ablation_seeds, args.tasks, args.ablation_tasks)
     if args.main_only:
         runs = [run for run in runs if run.arm in CORE_ARMS[run.task]]
+    if args.confirmation_only:
+        runs = [run for run in runs if run.seed in confirmation_seeds(args.seeds)
+                and any(run.arm in tier for tier in CONFIRMATION_TIERS.get(run.task, ()))]
+    if args.arms:
+        runs = [run for run in runs if run.arm in args.arms]
     if args.command == "plan":
         for run in runs:
             print(f"{'done' if is_finished(run.directory(args.out)) else 'todo'}  {run.task}/{run.arm}/seed{run.seed}")

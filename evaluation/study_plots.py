@@ -9,15 +9,14 @@ import numpy as np
 
 from evaluation.plots import COLORS, save_figure, plt
 from evaluation.study import ARMS, CORE_ARMS, LAMBDA_SWEEP, N_SWEEP
-from evaluation.study_report import METRICS, by_arm, common_seeds, mean_estimate, t_interval
+from evaluation.study_report import METRICS, arm_lambda, by_arm, common_seeds, mean_estimate, seed_split, t_interval
 
 BAND = "band: 95% t CI of the seed mean"
 GROUPS = (("λ (token PPO)", LAMBDA_SWEEP + ("mappo",)),
           ("n (Fig. 6)", N_SWEEP),
           ("termination (Fig. 5 + entropy)", ("ppo", "mappo", "mappo-randomized", "mappo-parsing", "mappo-ppl",
                                               "mappo-entropy")),
-          ("λ = 1 and optimizer steps per rollout", ("ppo", "mappo", "mappo-lam1", "ppo-minibatch",
-                                                     "mappo-minibatch")))
+          ("optimizer steps per rollout", ("ppo", "mappo", "ppo-minibatch", "mappo-minibatch")))
 
 
 def arm_color(arm: str) -> str:
@@ -75,7 +74,7 @@ def plot_ablations(summaries: Sequence[dict], path: Path, task: str = "long") ->
                if any(arm in groups for arm in arms if arm not in ("ppo", "mappo"))]
     if not present:
         return False
-    ablation_seeds = sorted({s for arm, runs in groups.items() if arm not in ("ppo", "mappo") for s in runs})
+    ablation_seeds = seed_split(groups)[0]  # the exploration's seeds (the confirmation has its own tables)
     fig, axes = plt.subplots(2, len(present), figsize=(4.2 * len(present), 7), squeeze=False)
     for col, (title, arms) in enumerate(present):
         for row, metric in enumerate(METRICS):
@@ -94,7 +93,11 @@ def plot_sweeps(summaries: Sequence[dict], path: Path, task: str = "long") -> bo
     """Final gold and RM score against token PPO's λ (left) and MA-PPO's n (right), seed mean with its 95% t
     interval; False when the sweeps have not run."""
     groups = by_arm(summaries, task)
-    lambdas = [(arm, 0.95 if arm == "ppo" else float(arm.split("lam")[1])) for arm in LAMBDA_SWEEP if arm in groups]
+    exploration, confirmation = seed_split(groups)
+    fresh = {arm: [runs[s] for s in confirmation if s in runs] for arm, runs in groups.items()}
+    groups = {arm: {s: runs[s] for s in exploration if s in runs} for arm, runs in groups.items()}
+    groups = {arm: runs for arm, runs in groups.items() if runs}
+    lambdas = [(arm, arm_lambda(arm)) for arm in LAMBDA_SWEEP if arm in groups]
     ns = [(arm, {"ppo": 1, "mappo": 5, "mappo-ninf": 32}.get(arm) or int(arm.split("-n")[1])) for arm in N_SWEEP
           if arm in groups]
     if len(lambdas) < 2 or len(ns) < 2:
@@ -112,12 +115,19 @@ def plot_sweeps(summaries: Sequence[dict], path: Path, task: str = "long") -> bo
                 reference = mean_estimate([run[metric][-1] for run in groups["mappo"].values()])
                 ax.axhspan(reference.t_low, reference.t_high, color=arm_color("mappo"), alpha=0.2,
                            label="MA-PPO n = 5, λ = 0.95 (t CI)")
-                ax.legend(fontsize=8)
+                for offset, arm in enumerate(a for a in ("ppo-lam1", "mappo-lam1", "ppo-lam0.99", "mappo-lam0.99")
+                                             if len(fresh.get(a, [])) > 1):
+                    e = mean_estimate([run[metric][-1] for run in fresh[arm]])
+                    ax.errorbar([arm_lambda(arm) + 0.002 * (offset + 1)], [e.mean],
+                                yerr=[[e.mean - e.t_low], [e.t_high - e.mean]], fmt="s", capsize=3,
+                                color=arm_color(arm), label=f"{arm}, fresh seeds ({len(fresh[arm])})")
+                ax.legend(fontsize=7)
             if col == 1:
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(label)
             ax.set_title(f"final {metric} score ({task} task)", fontsize=10)
             ax.grid(alpha=0.3)
-    fig.suptitle("Final score vs λ (token PPO) and n (MA-PPO, λ = 0.95): seed mean, 95% t CI")
+    fig.suptitle("Final score vs λ (token PPO) and n (MA-PPO, λ = 0.95) on the exploration seeds\n"
+                 "squares: the confirmation's fresh seeds; seed mean, 95% t CI")
     save_figure(fig, str(path))
     return True

@@ -33,8 +33,11 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from evaluation.curves import Series, ema, first_crossing_step, latest_run
-from evaluation.study import (ABLATION_ARMS, ARMS, CORE_ARMS, LAMBDA_SWEEP, MINI_BATCH_ARMS, N_SWEEP,
-                              SWEEP_ARMS)
+from evaluation.study import (ABLATION_ARMS, ARMS, CONFIRMATION_TIERS, CORE_ARMS, LAMBDA_SWEEP, MAPPO_LAMBDA_ARMS,
+                              MAPPO_LAMBDAS, MINI_BATCH_ARMS, N_SWEEP, SWEEP_ARMS, confirmation_seeds)
+from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, MARGIN_RULE,
+                                        VARIATION_COVERED, Equivalence, best_arm, collapse, format_p,
+                                        held_out_best_vs_best, holm, paired_t_p, seeds_for_equivalence, tost)
 from evaluation.training_summary import read_metrics
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
@@ -325,21 +328,26 @@ def length_lines(summaries: Sequence[dict], task: str) -> List[str]:
 
 
 def sweep_lines(summaries: Sequence[dict], task: str = "long") -> List[str]:
-    """Token PPO's λ sweep beside MA-PPO's n sweep (and the entropy rule): final gold and RM, each arm against
-    MA-PPO n = 5 (paired, t CI), and the best of each family against the other's best."""
+    """Token PPO's λ sweep beside MA-PPO's n sweep, the entropy rule and MA-PPO's λ arms: final gold and RM, each
+    arm against MA-PPO n = 5 at λ = 0.95 (paired, t CI, equivalence by TOST within the margins)."""
     groups = by_arm(summaries, task)
-    arms = [a for a in dict.fromkeys(LAMBDA_SWEEP + N_SWEEP + ("mappo-entropy",)) if a in groups]
+    arms = [a for a in dict.fromkeys(LAMBDA_SWEEP + N_SWEEP + ("mappo-entropy",) + MAPPO_LAMBDA_ARMS.get(task, ()))
+            if a in groups]
     if "mappo" not in groups or len(arms) < 3:
         return []
+    margins = ", ".join(f"{m} ±{v:g}" for m, v in EQUIVALENCE_MARGINS.items())
     lines = ["#### Token PPO's λ against MA-PPO's n (λ = 0.95 unless named)", "",
              "With γ = 1 and a terminal reward, MA-PPO with n-token macros at λ weights a token d tokens before the "
              "end by λ^(d/n) (§3.2.3): n = 5 at λ = 0.95 gives the opening of a 115-token response the weight "
              f"token PPO gives it at λ = 0.95^(1/5) = {0.95 ** 0.2:.4f}. Paired with MA-PPO n = 5 on the same seeds; "
-             "'matches' = the t CI of the difference contains 0.", "",
-             "| arm | seeds | final gold [t CI] | final RM [t CI] | gold − mappo [t CI] | RM − mappo [t CI] | matches "
-             "mappo (gold, RM) |", "|---|---|---|---|---|---|---|"]
+             f"'equivalent' = two one-sided tests at 5% within the margins ({margins}; {MARGIN_RULE}), not a CI "
+             "that contains 0.", "",
+             "| arm | seeds | final gold [t CI] | final RM [t CI] | gold − mappo [t CI] | RM − mappo [t CI] | "
+             "equivalent to mappo (gold, RM) |", "|---|---|---|---|---|---|---|"]
     for arm in arms:
         seeds = common_seeds(groups[arm], groups["mappo"])
+        if len(seeds) < 2:
+            continue
         cells, matches = [], []
         finals = {m: [groups[arm][s][m][-1] for s in seeds] for m in METRICS}
         for metric in ("gold", "rm"):
@@ -348,34 +356,410 @@ def sweep_lines(summaries: Sequence[dict], task: str = "long") -> List[str]:
             if arm == "mappo":
                 cells.append("—")
                 continue
-            diff = paired_difference([groups["mappo"][s][metric][-1] for s in seeds], finals[metric])
-            cells.append(diff.diff.text())
-            matches.append("yes" if diff.diff.t_low <= 0 <= diff.diff.t_high else "no")
+            diffs = [f - groups["mappo"][s][metric][-1] for f, s in zip(finals[metric], seeds)]
+            cells.append(mean_estimate(diffs).text())
+            matches.append("yes" if tost(diffs, EQUIVALENCE_MARGINS[metric]).equivalent else "no")
         lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {', '.join(matches) or '—'} |")
-    best = best_vs_best(groups)
-    if best:
-        lines += ["", best]
     return lines + [""]
 
 
-def best_vs_best(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Optional[str]:
-    """The best token-PPO arm (over λ) against the best MA-PPO arm (over n and the entropy rule), by mean final
-    ``metric``, paired on their common seeds; picking both bests on the same runs favours each a little."""
-    ppo = [a for a in LAMBDA_SWEEP if a in groups]
-    mappo = [a for a in N_SWEEP + ("mappo-entropy",) if a in groups and a != "ppo"]
-    if not ppo or not mappo:
-        return None
+# ---- the deciding question: does the macro add anything beyond λ? ---------------------------------------------
 
-    def mean_final(arm):
-        return statistics.fmean(run[metric][-1] for run in groups[arm].values())
+def arm_lambda(arm: str) -> float:
+    """An arm's GAE λ: 0.95 (Table 5) unless its name says otherwise (``...-lam0.99``)."""
+    return float(arm.split("lam")[1]) if "-lam" in arm else 0.95
 
-    best_ppo, best_mappo = max(ppo, key=mean_final), max(mappo, key=mean_final)
-    seeds = common_seeds(groups[best_ppo], groups[best_mappo])
-    diff = paired_difference([groups[best_ppo][s][metric][-1] for s in seeds],
-                             [groups[best_mappo][s][metric][-1] for s in seeds])
-    return (f"Best against best (by mean final {metric}): MA-PPO's best arm {best_mappo} − token PPO's best arm "
-            f"{best_ppo} = {diff.diff.text()} (t CI; bootstrap [{diff.diff.low:.3f}, {diff.diff.high:.3f}]; "
-            f"{diff.ahead}/{len(seeds)} seeds ahead).")
+
+def seed_split(groups: Dict[str, Dict[int, dict]]) -> Tuple[List[int], List[int]]:
+    """(exploration seeds, confirmation seeds): the baseline arm's seeds, and the fresh seeds the confirmation's
+    first arm ran on beyond them (:data:`evaluation.study.CONFIRMATION_TIERS`)."""
+    exploration = sorted(groups.get("ppo", {}))
+    first = CONFIRMATION_TIERS["long"][0][0]
+    return exploration, sorted(set(groups.get(first, {})) - set(exploration))
+
+
+def mappo_family(groups: Dict[str, Dict[int, dict]], seeds: Sequence[int]) -> List[str]:
+    """MA-PPO's arms (every n, the entropy rule, their λ arms) with a run on each of ``seeds``."""
+    arms = dict.fromkeys((*N_SWEEP[1:], *MAPPO_LAMBDAS["mappo"], *MAPPO_LAMBDAS["mappo-entropy"]))
+    return [a for a in arms if a in groups and set(seeds) <= set(groups[a])]
+
+
+def token_ppo_family(groups: Dict[str, Dict[int, dict]], seeds: Sequence[int]) -> List[str]:
+    return [a for a in LAMBDA_SWEEP if a in groups and set(seeds) <= set(groups[a])]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """MA-PPO's best arm − token PPO's best arm on ``metric``, the bests chosen by final gold on other seeds than
+    the compared ones (:func:`evaluation.study_inference.held_out_best_vs_best`), pooled over both halves."""
+
+    metric: str
+    seeds: Tuple[int, ...]
+    folds: tuple
+    diff: Estimate
+    p: float
+    equivalence: Equivalence
+
+    @property
+    def ahead(self) -> int:
+        return sum(d > 0 for fold in self.folds for d in fold.diffs)
+
+
+def verdicts(groups: Dict[str, Dict[int, dict]], ppo: Sequence[str], mappo: Sequence[str],
+             seeds: Sequence[int]) -> Dict[str, Verdict]:
+    """Per metric, the held-out best-against-best difference over ``seeds`` (bests chosen by gold on the other
+    half); a family of one arm was chosen beforehand."""
+    if not ppo or not mappo or len(seeds) < 4:
+        return {}
+
+    def finals(metric):
+        return {a: {s: groups[a][s][metric][-1] for s in seeds} for a in (*ppo, *mappo)}
+
+    result = {}
+    for metric in ("gold", "rm"):
+        folds = held_out_best_vs_best(finals("gold"), ppo, mappo, seeds, finals(metric))
+        diffs = [d for fold in folds for d in fold.diffs]
+        result[metric] = Verdict(metric, tuple(seeds), tuple(folds), mean_estimate(diffs), paired_t_p(diffs),
+                                 tost(diffs, EQUIVALENCE_MARGINS[metric]))
+    return result
+
+
+def exploration_verdicts(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
+    """On the exploration seeds: every token-PPO λ against every MA-PPO arm they all ran."""
+    exploration, _ = seed_split(groups)
+    return verdicts(groups, token_ppo_family(groups, exploration), mappo_family(groups, exploration), exploration)
+
+
+def confirmation_verdicts(groups: Dict[str, Dict[int, dict]]) -> Tuple[Optional[str], Dict[str, Verdict]]:
+    """On the confirmation's fresh seeds (those every candidate ran): token PPO at the λ that was best on the
+    exploration seeds against MA-PPO's confirmation arms (its best chosen on the other half); (token PPO's arm,
+    verdicts)."""
+    exploration, confirmation = seed_split(groups)
+    candidates = token_ppo_family(groups, exploration)
+    if not candidates or not confirmation:
+        return None, {}
+    finals = {a: {s: groups[a][s]["gold"][-1] for s in exploration} for a in candidates}
+    best = best_arm(finals, candidates, exploration)
+    first_tier = [a for a in CONFIRMATION_TIERS["long"][0] if a in groups and a not in LAMBDA_SWEEP]
+    if best not in groups or not first_tier:
+        return best, {}
+    seeds = [s for s in common_seeds(*(groups[a] for a in (best, *first_tier))) if s in confirmation]
+    return best, verdicts(groups, [best], mappo_family(groups, seeds), seeds)
+
+
+def reading(mean: float, p_holm: float, equivalence: Equivalence, better: str, worse: str) -> str:
+    """The verdict in words: a difference (Holm-adjusted p < α), equivalence within the margin (TOST), both, or
+    neither."""
+    if p_holm < ALPHA:
+        winner = better if mean > 0 else worse
+        return f"{winner} ahead" + (f", by less than the margin ±{equivalence.margin:g}"
+                                    if equivalence.equivalent else "")
+    if equivalence.equivalent:
+        return f"equivalent within ±{equivalence.margin:g}"
+    return f"undecided: no difference shown, and equivalence within ±{equivalence.margin:g} not shown either"
+
+
+def verdict_rows(found: Dict[str, Verdict]) -> List[str]:
+    adjusted = holm({m: v.p for m, v in found.items()})
+    rows = []
+    for metric, v in found.items():
+        chosen = "; ".join(f"on {f.select_seeds[0]}-{f.select_seeds[-1]}: {f.best_b} vs {f.best_a}"
+                           for f in v.folds)
+        rows.append(f"| {metric} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
+                    f"{format_p(adjusted[metric])} | {v.equivalence.text()} | "
+                    f"{reading(v.diff.mean, adjusted[metric], v.equivalence, 'MA-PPO', 'token PPO')} |")
+    return rows
+
+
+VERDICT_HEADER = ["| metric | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead | "
+                  "p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|"]
+
+
+def verdict_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
+    exploration, confirmation = seed_split(groups)
+    explored = exploration_verdicts(groups)
+    best, confirmed = confirmation_verdicts(groups)
+    if not explored and not confirmed:
+        return []
+    lines = ["#### The verdict: MA-PPO's best against token PPO's best, each chosen on other seeds", "",
+             "Equivalence margin Δ: " + MARGIN_RULE + ". p: two-sided paired t test, Holm-adjusted over the two "
+             "metrics of a table; equivalence: two one-sided tests at 5% (the 90% t CI inside ±Δ).", ""]
+    if confirmed:
+        v = confirmed["gold"]
+        lines += [f"**Confirmation** (fresh seeds {v.seeds[0]}-{v.seeds[-1]}, {len(v.seeds)} of them, trained at one "
+                  f"commit on one machine after the margin and candidates were fixed): token PPO {best} (its best "
+                  f"λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's best of "
+                  f"{', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
+                  f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "
+                  "other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed), ""]
+    if explored:
+        ppo, mappo = token_ppo_family(groups, exploration), mappo_family(groups, exploration)
+        lines += [f"**Exploration** (seeds {exploration[0]}-{exploration[-1]}; the margin was fixed after them): "
+                  f"token PPO at λ ∈ {{{', '.join(f'{arm_lambda(a):g}' for a in ppo)}}} against MA-PPO's "
+                  f"{', '.join(mappo)}, each family's best chosen on one half of the seeds and compared on the other, "
+                  "both ways.", "", *VERDICT_HEADER, *verdict_rows(explored), ""]
+    return lines
+
+
+def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
+    """The confirmation's arms on the fresh seeds against token PPO's exploration-best λ, and the fresh seeds of
+    arms run in both seed sets against the exploration's prediction interval of a new seed."""
+    table = confirmation_table(summaries)
+    if not table:
+        return []
+    groups = by_arm(summaries, "long")
+    exploration, confirmation = seed_split(groups)
+    first = CONFIRMATION_TIERS["long"][0][0]
+    step0 = {name: (groups["ppo"][seeds[0]]["rm"][0], groups["ppo"][seeds[0]]["gold"][0]) if name == "exploration"
+             else (groups[first][seeds[0]]["rm"][0], groups[first][seeds[0]]["gold"][0])
+             for name, seeds in (("exploration", exploration), ("confirmation", confirmation))}
+    lines = ["#### Confirmation: every arm on the fresh seeds against token PPO at its exploration-best λ", "",
+             "Evaluated every 12 iterations (`CONFIRMATION_FLAGS`; the evaluations at 12, 24, 36 and 48 equal an "
+             "every-4 run's), so a collapse between evaluations can go unseen here. Holm p over this table's "
+             "comparisons (both metrics). The confirmation ran on another machine than the exploration, and its bits "
+             "differ: the step-0 evaluation every run shares (the SFT policy, the same sampling seed) scores RM "
+             f"{step0['confirmation'][0]:.4f}, gold {step0['confirmation'][1]:.5f} there against "
+             f"{step0['exploration'][0]:.4f}, {step0['exploration'][1]:.5f} in the exploration (with the same code; "
+             "the SFT and reward-model weights trained there were bit-identical under transformers 5.19/numpy 2.3.5 "
+             "and 5.23/2.4.6). So fresh and exploration seeds are never paired: the fresh seeds are compared among "
+             "themselves.", "", *table, ""]
+    unseen = unseen_seed_check(by_arm(summaries, "long"))
+    if unseen:
+        lines += ["Fresh seeds against the published 95% prediction interval of one new seed's final gold (from the "
+                  "exploration seeds): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                                                     for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
+    return lines
+
+
+def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Dict[str, Tuple[int, int, Tuple]]:
+    """Per arm run on both seed sets: how many confirmation seeds' final ``metric`` lie inside the exploration
+    seeds' 95% prediction interval of a new seed: (inside, runs, (low, high))."""
+    exploration, confirmation = seed_split(groups)
+    found = {}
+    for arm, runs in groups.items():
+        fresh = [s for s in confirmation if s in runs]
+        old = [s for s in exploration if s in runs]
+        if fresh and len(old) >= 2:
+            estimate = mean_estimate([runs[s][metric][-1] for s in old])
+            inside = sum(estimate.new_low <= runs[s][metric][-1] <= estimate.new_high for s in fresh)
+            found[arm] = (inside, len(fresh), (estimate.new_low, estimate.new_high))
+    return found
+
+
+def same_lambda_comparisons(groups: Dict[str, Dict[int, dict]]) -> Dict[Tuple[str, str, str], dict]:
+    """MA-PPO (n = 5 and the entropy rule) − token PPO at the same λ, per metric, paired by seed: the difference,
+    its two-sided p, TOST against the margin; keyed by (MA-PPO arm, token PPO arm, metric)."""
+    ppo_at = {arm_lambda(a): a for a in LAMBDA_SWEEP if a in groups}
+    found = {}
+    for rule in MAPPO_LAMBDAS.values():
+        for arm in (a for a in rule if a in groups and arm_lambda(a) in ppo_at):
+            base = ppo_at[arm_lambda(arm)]
+            seeds = common_seeds(groups[arm], groups[base])
+            if len(seeds) < 2:
+                continue
+            for metric in ("gold", "rm"):
+                diffs = [groups[arm][s][metric][-1] - groups[base][s][metric][-1] for s in seeds]
+                found[arm, base, metric] = {"diff": paired_difference([0.0] * len(diffs), diffs),
+                                            "p": paired_t_p(diffs), "tost": tost(diffs, EQUIVALENCE_MARGINS[metric])}
+    return found
+
+
+def mappo_lambda_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
+    """MA-PPO's own λ sweep beside token PPO's: finals per arm and MA-PPO − token PPO at the same λ."""
+    found = same_lambda_comparisons(groups)
+    if not any(arm_lambda(arm) != 0.95 for arm, _, _ in found):
+        return []
+    adjusted = holm({key: c["p"] for key, c in found.items()})
+    lines = ["#### MA-PPO's λ beside token PPO's λ", "",
+             "Each MA-PPO arm paired by seed with token PPO at the same λ; p: two-sided paired t test, Holm-adjusted "
+             f"over the {len(found)} comparisons of this table; equivalence: TOST against ±Δ ({MARGIN_RULE}).", "",
+             "| MA-PPO arm | vs | seeds | metric | MA-PPO final | token PPO final | difference [95% t CI] | ahead | "
+             "Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (arm, base, metric), c in found.items():
+        seeds = common_seeds(groups[arm], groups[base])
+        own, other = (mean_estimate([groups[a][s][metric][-1] for s in seeds]).text() for a in (arm, base))
+        d = c["diff"]
+        lines.append(f"| {arm} | {base} | {len(seeds)} | {metric} | {own} | {other} | {d.diff.text()} | "
+                     f"{d.ahead}/{d.diff.n} | {format_p(adjusted[arm, base, metric])} | {c['tost'].text()} | "
+                     f"{reading(d.diff.mean, adjusted[arm, base, metric], c['tost'], 'MA-PPO', 'token PPO')} |")
+    return lines + [""]
+
+
+def holm_against_baseline(summaries: Sequence[dict]) -> Dict[Tuple[str, str, str], Tuple[float, float]]:
+    """Every README-table arm against PPO at λ = 0.95 on both metrics, both tasks: (p, Holm-adjusted p over all
+    of them), keyed by (task, arm, metric)."""
+    pvalues = {}
+    for task, arms in README_ARMS.items():
+        groups = by_arm(summaries, task)
+        for arm in (a for a in arms if a in groups and a != "ppo" and "ppo" in groups):
+            seeds = common_seeds(groups["ppo"], groups[arm])
+            if len(seeds) < 2:
+                continue
+            for metric in ("gold", "rm"):
+                pvalues[task, arm, metric] = paired_t_p([groups[arm][s][metric][-1] - groups["ppo"][s][metric][-1]
+                                                         for s in seeds])
+    adjusted = holm(pvalues)
+    return {key: (p, adjusted[key]) for key, p in pvalues.items()}
+
+
+def collapses(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, object]]:
+    """Per arm, the collapsed runs (:func:`evaluation.study_inference.collapse`) by seed."""
+    found: Dict[str, Dict[int, object]] = {}
+    for arm in (a for a in ARMS if a in groups):
+        for seed, run in sorted(groups[arm].items()):
+            event = collapse(run["steps"], run["length"])
+            if event:
+                found.setdefault(arm, {})[seed] = event
+    return found
+
+
+def collapse_lines(summaries: Sequence[dict], task: str) -> List[str]:
+    groups = by_arm(summaries, task)
+    found = collapses(groups)
+    lines = [f"#### Collapses: eval response length below {COLLAPSE_FRACTION:.0%} of its step-0 length", "",
+             "Every run whose eval response length fell below half of its length at step 0 at some evaluation "
+             "(*ends collapsed*: still below at the end). Length is the detector the committed summaries allow "
+             "(the policy entropy is logged per training step, not kept in `runs.jsonl`).", "",
+             "| arm | seeds | collapsed | ends collapsed | runs (seed: start → lowest at step, final) |",
+             "|---|---|---|---|---|"]
+    for arm in (a for a in ARMS if a in groups):
+        events = found.get(arm, {})
+        runs = "; ".join(f"{seed}: {event.text()}" for seed, event in events.items()) or "—"
+        lines.append(f"| {arm} | {len(groups[arm])} | {len(events)} | {sum(e.ends_collapsed for e in events.values())}"
+                     f" | {runs} |")
+    return lines + [""]
+
+
+def plateau(groups: Dict[str, Dict[int, dict]], arm: str, metric: str = "gold") -> Tuple[Estimate, float]:
+    """The arm's last-quarter change (seed mean, t CI) and that change as a share of its whole rise (step 0 to
+    final, seed means)."""
+    runs = groups[arm]
+    seeds = common_seeds(runs)
+    late = mean_estimate([last_quarter_change(runs[s]["steps"], runs[s][metric]) for s in seeds])
+    rise = statistics.fmean(runs[s][metric][-1] - runs[s][metric][0] for s in seeds)
+    return late, late.mean / rise if rise else math.nan
+
+
+def convergence_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
+    """Whether each arm's final gold is a plateau: its last-quarter change, and what an end to the rise would cost."""
+    arms = [a for a in ARMS if a in groups]
+    rows = {arm: plateau(groups, arm) for arm in arms}
+    still = [arm for arm, (late, _) in rows.items() if late.t_low > 0]
+    lines = ["#### Plateau: is the final gold a plateau or a stopping point?", "",
+             f"{len(still)} of {len(arms)} arms' gold still rises over the last quarter of training (t CI above 0): "
+             f"{', '.join(still) or 'none'}. A plateau test needs longer runs: the cost of a run grows with its "
+             "steps (report, Cost), so doubling every arm's steps doubles the study's CPU time.", "",
+             "| arm | seeds | gold change over the last quarter [t CI] | share of the whole rise |", "|---|---|---|---|"]
+    for arm, (late, share) in rows.items():
+        lines.append(f"| {arm} | {late.n} | {late.text(4)} | {share:.0%} |")
+    return lines + [""]
+
+
+def ordering_agreement(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Tuple[float, int]:
+    """Kendall's τ between the arms' order by mean final ``metric`` and by mean AUC, and the number of arms."""
+    arms = [a for a in ARMS if a in groups]
+    finals = [statistics.fmean(r[metric][-1] for r in groups[a].values()) for a in arms]
+    aucs = [statistics.fmean(area_under_curve(r["steps"], r[metric]) for r in groups[a].values()) for a in arms]
+    return float(scipy_stats.kendalltau(finals, aucs).statistic), len(arms)
+
+
+def parity_by_stop(groups: Dict[str, Dict[int, dict]], baseline: str, arm: str, stops: Sequence[int],
+                   metric: str = "gold") -> Dict[int, ParityResult]:
+    """Parity of ``arm`` against ``baseline`` on the curves cut at each step of ``stops``: how much the speed-up
+    depends on where training stopped."""
+    seeds = common_seeds(groups[baseline], groups[arm])
+    steps = groups[arm][seeds[0]]["steps"]
+    result = {}
+    for stop in stops:
+        keep = [i for i, step in enumerate(steps) if step <= stop]
+        cut = [steps[i] for i in keep]
+        result[stop] = parity(cut, [[groups[baseline][s][metric][i] for i in keep] for s in seeds],
+                              [[groups[arm][s][metric][i] for i in keep] for s in seeds])
+    return result
+
+
+def not_run_lines(summaries: Sequence[dict]) -> List[str]:
+    """What the study did not run, with its cost in CPU seconds from the long task's runs (markers' CPU time)."""
+    groups = by_arm(summaries, "long")
+    cpus = [s["cpu_s"] for s in summaries if s["task"] == "long" and s.get("cpu_s")]
+    if not cpus or "ppo" not in groups:
+        return []
+    cpu = statistics.fmean(cpus)
+    exploration, confirmation = seed_split(groups)
+    fresh = confirmation_seeds(len(exploration))
+    missing = [(arm, seed) for tier in CONFIRMATION_TIERS["long"] for seed in fresh for arm in tier
+               if seed not in groups.get(arm, {})]
+    arms = sorted({arm for arm in groups if set(exploration) <= set(groups[arm])})
+    hours = 3600 * 2
+    lines = ["## What was not run, and what it would cost", "",
+             f"Costs from this study's long-task runs: {cpu:.0f} CPU s per run on average (markers), so 2 free cores "
+             f"train {hours / cpu:.0f} runs per hour; the machines it ran on were shared with other jobs.", ""]
+    best, confirmed = confirmation_verdicts(groups)
+    fresh_cpus = [run["cpu_s"] for runs in groups.values() for seed, run in runs.items()
+                  if seed in confirmation and run.get("cpu_s")]
+    if fresh_cpus:
+        cpu = statistics.fmean(fresh_cpus)
+        lines += [f"The confirmation's runs cost {cpu:.0f} CPU s each on its machine (evaluating every 12 "
+                  "iterations; that machine's CPU seconds ran slower under the load it shared), used below.", ""]
+    if confirmed and not confirmed["gold"].equivalence.equivalent:
+        gold = confirmed["gold"]
+        diffs = [d for fold in gold.folds for d in fold.diffs]
+        need = seeds_for_equivalence(diffs, EQUIVALENCE_MARGINS["gold"])
+        lines.append("- Seeds to decide the confirmation's gold comparison: " + (
+            f"if further seeds kept the observed mean ({gold.diff.mean:+.4f}) and spread, equivalence within "
+            f"±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} seeds per arm ({2 * (need - gold.diff.n)} more "
+            f"runs, {2 * (need - gold.diff.n) * cpu / 3600:.1f} CPU hours)" if need else
+            "the observed mean lies outside the margin: more seeds would test a difference, not equivalence") + ".")
+    if missing:
+        lines.append(f"- The rest of the confirmation ({len(missing)} runs: "
+                     + ", ".join(f"{arm} {_seed_text(sorted(s for a, s in missing if a == arm))}"
+                                 for arm in dict.fromkeys(a for a, _ in missing))
+                     + f"): {len(missing) * cpu / 3600:.1f} CPU hours (`bash scripts/reproduce/study.sh` trains them "
+                     "next).")
+    plateau_hours = len(arms) * len(exploration) * cpu / 3600
+    lines += [f"- A plateau: doubling the long task's {groups['ppo'][exploration[0]]['steps'][-1]} iterations for the "
+              f"{len(arms)} arms × {len(exploration)} exploration seeds costs another {plateau_hours:.1f} CPU hours, "
+              "and whether 96 iterations reach a plateau is itself unknown.",
+              f"- A second and third SFT + reward model seed for the core comparison (PPO and MA-PPO n = 5 at λ = 0.95, "
+              f"{len(exploration)} seeds each): 2 × (SFT + RM: about 7 minutes of 2 cores) + "
+              f"{2 * 2 * len(exploration)} runs = {2 * 2 * len(exploration) * cpu / 3600:.1f} CPU hours plus the models; the "
+              "runner has no SFT/RM seed option yet (one `--seed 1234` per task in `ensure_models`).",
+              "- Several evaluation sampling seeds for every run: a run's evaluations are seeded (`--eval_seed`); "
+              "drawing its final actor again under other seeds is `python -m evaluation.study_positions "
+              "--sample_seeds ...` (report, \"The evaluation's own sampling noise\", for the actors kept on the "
+              "machine that ran them).", ""]
+    return lines
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    """Seeds as ranges: 9-12, 14."""
+    parts, start = [], None
+    for i, seed in enumerate(seeds):
+        if start is None:
+            start = seed
+        if i + 1 == len(seeds) or seeds[i + 1] != seed + 1:
+            parts.append(f"{start}-{seed}" if seed != start else f"{seed}")
+            start = None
+    return "seeds " + ", ".join(parts)
+
+
+def stopping_lines(groups: Dict[str, Dict[int, dict]], stops: Sequence[int] = (32, 40, 48)) -> List[str]:
+    """How much the final-score readings depend on where training stopped: Kendall's τ between the arms' order by
+    final gold and by gold AUC, and MA-PPO's gold parity against PPO on the curves cut at each of ``stops``."""
+    if "ppo" not in groups or "mappo" not in groups or len(groups) < 3:
+        return []
+    exploration, _ = seed_split(groups)
+    groups = {arm: {s: runs[s] for s in exploration} for arm, runs in groups.items() if set(exploration) <= set(runs)}
+    steps = groups["ppo"][exploration[0]]["steps"]
+    stops = [stop for stop in stops if stop in steps]
+    tau, arms = ordering_agreement(groups)
+    by_stop = parity_by_stop(groups, "ppo", "mappo", stops)
+    parities = ", ".join(f"{r.speedup:.2f}× at step {stop}" if r.speedup else f"never by step {stop}"
+                         for stop, r in by_stop.items())
+    return ["#### Where training stopped", "",
+            f"Arms ordered by mean final gold and by mean gold AUC: Kendall's τ = {tau:.2f} over {arms} arms (1 = the "
+            f"same order). MA-PPO's gold parity against PPO (seed-mean smoothed curves cut at each step): {parities}:"
+            " the speed-up depends on where training stopped, because PPO's gold is still rising.", ""]
 
 
 # ---- report ------------------------------------------------------------------------------------------------------
@@ -435,8 +819,10 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
     lines = ["# PPO vs MA-PPO: the study", "",
              "Generated by `bash scripts/reproduce/study.sh` (`python -m evaluation.study`); every number below is "
              "recomputed from `runs.jsonl` by `python -m evaluation.study_report docs/study/runs.jsonl`; "
-             "`bash scripts/reproduce/study.sh --verify` retrains one run from scratch and requires its first "
-             "evaluations to equal the committed ones.", "",
+             "`bash scripts/reproduce/study.sh --verify` retrains one exploration and one confirmation run from scratch "
+             "and requires their first evaluations to equal the committed ones (bit for bit: on the machine and "
+             "packages that made them; the exploration's bits did not reproduce on the confirmation's machine, see "
+             "the confirmation section).", "",
              *provenance_lines(summaries, meta),
              "Cells: seed mean, then 95% intervals: *t CI* (Student's t over seeds, for the mean), *bootstrap CI* "
              "(percentile, 10k resamples; narrower, it under-covers with few seeds), *new seed* (the t prediction "
@@ -449,7 +835,8 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
              "eval curve over the step range (mean level). Parity: on the seed-averaged, EMA-smoothed (0.6) curves, "
              "(first step the baseline reaches its final smoothed level) / (first step the arm does), CI over paired "
              "seed resamples. Last-quarter change: how far each seed's curve still moved over the last quarter of "
-             "training (least-squares slope × span); an interval above 0 means the arm had not converged.", ""]
+             "training (least-squares slope × span); an interval above 0 means the arm had not converged.", "",
+             "**What the intervals cover.** " + VARIATION_COVERED, ""]
     for task in ("short", "long"):
         groups = by_arm(summaries, task)
         if not groups:
@@ -463,7 +850,13 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
         lines += table(summaries, task, "ppo", core,
                        "Core arms and sweeps (λ = 0.95 unless named; each arm paired with PPO on its seeds)")
         lines += sweep_lines(summaries, task)
+        if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
+            lines += mappo_lambda_lines(groups) + verdict_lines(groups) + confirmation_lines(summaries)
         lines += length_lines(summaries, task)
+        lines += collapse_lines(summaries, task)
+        lines += convergence_lines(groups)
+        if task in MAPPO_LAMBDA_ARMS:
+            lines += stopping_lines(groups)
         ablations = [a for a in ABLATION_ARMS if a in groups]
         if ablations:
             lines += table(summaries, task, "ppo", ablations, "Further ablations (fewer seeds; paired with PPO)")
@@ -473,74 +866,214 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
         missing = [arm for arm in ARMS if arm not in groups]
         if missing:
             lines += [f"Arms without runs on this task: {', '.join(missing)}.", ""]
-    return lines + cost_lines(summaries)
+    return lines + cost_lines(summaries) + not_run_lines(summaries)
 
 
 README_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"),
-               "long": ("ppo", "mappo", "mappo-entropy", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1", "mappo-n10",
+               "long": ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1", "mappo", "mappo-lam0.99", "mappo-lam1",
+                        "mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1", "mappo-n3", "mappo-n10",
                         "mappo-ninf")}
-"""The rows of the README's study table (arms with the core seed count)."""
+"""The rows of the README's study table (arms with the core seed count); every p-value of the table is
+Holm-adjusted over all of its rows and both metrics."""
 
 
 def readme_table(summaries: Sequence[dict]) -> List[str]:
     """The README's summary table, rendered from the same summaries as the report (a test keeps them equal)."""
-    lines = ["| task | arm | seeds | final RM [t CI] | final gold [t CI] | gold − PPO [t CI] (ahead) | new seed's "
-             "gold − PPO | parity (RM) | final length |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | arm | seeds | final gold [t CI] | gold − PPO [t CI] (ahead) | new seed's gold − PPO | "
+             "final RM [t CI] | RM − PPO [t CI] (ahead) | Holm p (gold; RM) | final length | collapsed (at the end) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    tests = holm_against_baseline(summaries)
     for task, arms in README_ARMS.items():
         groups = by_arm(summaries, task)
+        found = collapses(groups)
         for arm in (a for a in arms if a in groups and "ppo" in groups):
             seeds = common_seeds(groups["ppo"], groups[arm])
-            rm, gold = (arm_row(groups[arm], groups["ppo"] if arm != "ppo" else groups[arm], seeds, m)
-                        for m in ("rm", "gold"))
+            if len(seeds) < 2:
+                continue  # a confirmation arm: its own table
+            cells = []
+            for metric in ("gold", "rm"):
+                finals = [groups[arm][s][metric][-1] for s in seeds]
+                cells.append(mean_estimate(finals).text(3 if metric == "gold" else 2))
+                if arm == "ppo":
+                    cells += ["—"] if metric == "rm" else ["—", "—"]
+                    continue
+                d = paired_difference([groups["ppo"][s][metric][-1] for s in seeds], finals)
+                cells.append(f"{d.diff.text(3 if metric == 'gold' else 2)} ({d.ahead}/{d.diff.n})")
+                if metric == "gold":
+                    cells.append(f"[{d.diff.new_low:.3f}, {d.diff.new_high:.3f}]")
+            holm_p = ("—" if arm == "ppo" else
+                      f"{format_p(tests[task, arm, 'gold'][1])}; {format_p(tests[task, arm, 'rm'][1])}")
             length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
-            if arm == "ppo":
-                diff = new = parity_text = "—"
+            events = found.get(arm, {})
+            collapsed = f"{len(events)} ({sum(e.ends_collapsed for e in events.values())})"
+            lines.append(f"| {task} | {arm} | {len(seeds)} | " + " | ".join(cells)
+                         + f" | {holm_p} | {length} | {collapsed} |")
+    return lines
+
+
+def confirmation_table(summaries: Sequence[dict]) -> List[str]:
+    """The README's confirmation table: every arm run on the fresh seeds, against token PPO at its exploration-best
+    λ on the same seeds (paired), with equivalence tested against the margins and Holm's correction over the
+    table's comparisons (both metrics)."""
+    groups = by_arm(summaries, "long")
+    best, found = confirmation_verdicts(groups)
+    if not found:
+        return []
+    seeds = list(found["gold"].seeds)
+    arms = [a for a in (*LAMBDA_SWEEP, *mappo_family(groups, seeds)) if a in groups and set(seeds) <= set(groups[a])]
+    tests = {}
+    for arm in (a for a in arms if a != best):
+        for metric in ("gold", "rm"):
+            tests[arm, metric] = [groups[arm][s][metric][-1] - groups[best][s][metric][-1] for s in seeds]
+    adjusted = holm({key: paired_t_p(diffs) for key, diffs in tests.items()})
+    found_collapses = collapses({a: {s: groups[a][s] for s in seeds} for a in arms})
+    lines = [f"| arm | seeds | final gold [t CI] | gold − {best} [t CI] (ahead) | final RM [t CI] | RM − {best} [t CI] "
+             "(ahead) | Holm p (gold; RM) | equivalent within ±Δ (gold; RM) | final length | collapsed (at the end) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        cells = []
+        for metric, digits in (("gold", 3), ("rm", 2)):
+            cells.append(mean_estimate([groups[arm][s][metric][-1] for s in seeds]).text(digits))
+            if arm == best:
+                cells.append("—")
             else:
-                d = gold["final_diff"]
-                diff = f"{d.diff.text()} ({d.ahead}/{d.diff.n})"
-                new = f"[{d.diff.new_low:.3f}, {d.diff.new_high:.3f}]"
-                parity_text = format_parity(rm["parity"])
-            lines.append(f"| {task} | {arm} | {len(seeds)} | {rm['final'].text(2)} | {gold['final'].text()} | {diff} "
-                         f"| {new} | {parity_text} | {length} |")
+                diffs = tests[arm, metric]
+                cells.append(f"{mean_estimate(diffs).text(digits)} ({sum(d > 0 for d in diffs)}/{len(diffs)})")
+        if arm == best:
+            holm_p = equivalent = "—"
+        else:
+            holm_p = f"{format_p(adjusted[arm, 'gold'])}; {format_p(adjusted[arm, 'rm'])}"
+            equivalent = "; ".join("yes" if tost(tests[arm, m], EQUIVALENCE_MARGINS[m]).equivalent else "no"
+                                   for m in ("gold", "rm"))
+        length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
+        events = found_collapses.get(arm, {})
+        lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {holm_p} | {equivalent} | {length} | "
+                     f"{len(events)} ({sum(e.ends_collapsed for e in events.values())}) |")
     return lines
 
 
 POSITION_KEYS = {"opening": "opening sentence's sentiment", "first_third": "gold, first third",
                  "last_third": "gold, last third"}
+LENGTH_KEYS = {"sentences": "sentences", "gold": "gold, whole response", "gold_first3": "gold, first 3 sentences",
+               "gold_first10": "gold, first 10 sentences"}
+REPORT_SAMPLE_SEED = 4321
+"""The positions sampling seed every policy shares (:data:`evaluation.study_positions.SEED`); lines of other
+sampling seeds measure the evaluation's own sampling noise."""
 
 
-def position_lines(records: Sequence[dict]) -> List[str]:
-    """Table of ``positions.jsonl`` (:mod:`evaluation.study_positions`): per arm, where the response changed."""
+FRESH = " (fresh seeds)"
+
+
+def position_groups(records: Sequence[dict], fresh_seeds: Sequence[int] = ()) -> Dict[str, List[dict]]:
+    """``positions.jsonl`` lines of the shared sampling seed, per policy, in the arms' order; the runs of
+    ``fresh_seeds`` (the confirmation, made on another machine) apart from the exploration's, as ``ARM (fresh
+    seeds)``."""
     arms: Dict[str, List[dict]] = {}
     for record in records:
-        arms.setdefault(record["arm"], []).append(record)
-    order = ["sft", *ARMS]
+        if record.get("sample_seed", REPORT_SAMPLE_SEED) in (REPORT_SAMPLE_SEED, None):
+            arms.setdefault(record["arm"] + (FRESH if record["seed"] in fresh_seeds else ""), []).append(record)
+    order = ["chosen", "sft", *ARMS, *(arm + FRESH for arm in ARMS)]
+    return {arm: arms[arm] for arm in order if arm in arms}
+
+
+def position_cell(rows: Sequence[dict], key: str, digits: int = 3) -> str:
+    values = [r[key] for r in rows if key in r]
+    if not values:
+        return "—"
+    return mean_estimate(values).text(digits) if len(values) > 1 else f"{values[0]:.{digits}f}"
+
+
+def position_lines(records: Sequence[dict], fresh_seeds: Sequence[int] = ()) -> List[str]:
+    """Tables of ``positions.jsonl`` (:mod:`evaluation.study_positions`): per arm, where the response changed, and
+    its gold score whole and on its first sentences (length-controlled); the evaluation's sampling noise where
+    several sampling seeds were drawn."""
+    arms = position_groups(records, fresh_seeds)
     lines = ["#### Where the long responses changed (`python -m evaluation.study_positions`)", "",
              "Final actors, one sample per held-out prompt (128, T = 0.8, the same noise for every policy); the "
-             "opening sentence is the early decision (100+ tokens before the reward). Seed mean [t CI].",
-             "", "| policy | seeds | " + " | ".join(POSITION_KEYS.values()) + " |",
+             "opening sentence is the early decision (100+ tokens before the reward). Seed mean [t CI]; *chosen*: the "
+             "held-out chosen responses themselves.",
+             "", "| policy | runs | " + " | ".join(POSITION_KEYS.values()) + " |",
              "|---|---|" + "---|" * len(POSITION_KEYS)]
-    for arm in [a for a in order if a in arms]:
-        rows = arms[arm]
-        cells = [mean_estimate([r[key] for r in rows]).text() if len(rows) > 1 else f"{rows[0][key]:.3f}"
-                 for key in POSITION_KEYS]
-        lines.append(f"| {arm} | {len(rows) if arm != 'sft' else '—'} | " + " | ".join(cells) + " |")
+    for arm, rows in arms.items():
+        if arm != "chosen":
+            lines.append(f"| {arm} | {len(rows) if arm != 'sft' else '—'} | "
+                         + " | ".join(position_cell(rows, key) for key in POSITION_KEYS) + " |")
+    measured = {arm: [r for r in rows if "gold" in r] for arm, rows in arms.items()}
+    measured = {arm: rows for arm, rows in measured.items() if rows}
+    if measured:
+        lines += ["", "#### Gold with and without length's share", "",
+                  "The gold score is the share of sentiment words (positive − negative over all words), and this "
+                  "task's opening sentences carry more of them than the rest, so the same policy scores higher on "
+                  "shorter responses. Beside each final actor's whole-response gold, the gold of its first 3 and first "
+                  "10 sentences compares policies on the same number of sentences. Same samples as above; only the "
+                  "actors measured on this machine (the others' lines predate these columns).", "",
+                  "| policy | runs | " + " | ".join(LENGTH_KEYS.values()) + " |", "|---|---|" + "---|" * len(LENGTH_KEYS)]
+        for arm, rows in measured.items():
+            lines.append(f"| {arm} | {len(rows) if arm not in ('sft', 'chosen') else '—'} | "
+                         + " | ".join(position_cell(rows, key, 1 if key == "sentences" else 3) for key in LENGTH_KEYS)
+                         + " |")
+    noise = sampling_noise(records)
+    if noise:
+        lines += ["", "#### The evaluation's own sampling noise", "",
+                  "Final actors drawn again with other sampling seeds (same 128 prompts): the standard deviation of "
+                  "their whole-response gold across sampling seeds (mean over the actors) against its standard "
+                  "deviation across PPO seeds (one sampling seed).", "",
+                  "| policy | actors | sampling seeds | SD across sampling seeds | SD across PPO seeds |",
+                  "|---|---|---|---|---|"]
+        for arm, (actors, draws, within, between) in noise.items():
+            lines.append(f"| {arm} | {actors} | {draws} | {within:.4f} | {between:.4f} |")
     return lines + [""]
 
 
+def sampling_noise(records: Sequence[dict], key: str = "gold") -> Dict[str, Tuple[int, int, float, float]]:
+    """Per arm with actors drawn at several sampling seeds: (actors, sampling seeds, mean over actors of the SD of
+    ``key`` across sampling seeds, SD of ``key`` across actors at the shared seed)."""
+    draws: Dict[Tuple[str, int], Dict[int, float]] = {}
+    for r in records:
+        if key in r and r.get("sample_seed") is not None:
+            draws.setdefault((r["arm"], r["seed"]), {})[r["sample_seed"]] = r[key]
+    found = {}
+    for arm in dict.fromkeys(a for a, _ in draws):
+        actors = {seed: d for (a, seed), d in draws.items() if a == arm and len(d) > 1}
+        if not actors or arm == "sft":
+            continue
+        within = statistics.fmean(statistics.stdev(d.values()) for d in actors.values())
+        shared = [d[REPORT_SAMPLE_SEED] for d in actors.values() if REPORT_SAMPLE_SEED in d]
+        between = statistics.stdev(shared) if len(shared) > 1 else math.nan
+        found[arm] = (len(actors), min(len(d) for d in actors.values()), within, between)
+    return found
+
+
+def merge_runs(committed: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
+    """The committed summaries with the freshly collected ones added or put in their place (same task, arm and
+    seed), sorted by task, arm and seed: runs made elsewhere are kept, runs made here win."""
+    merged = {(s["task"], s["arm"], s["seed"]): s for s in committed}
+    merged.update({(s["task"], s["arm"], s["seed"]): s for s in fresh})
+    return [merged[key] for key in sorted(merged)]
+
+
+def merge_meta(committed: Optional[dict], fresh: dict) -> dict:
+    """The runner's starts of both, without repeats, in order."""
+    starts = list((committed or {}).get("starts", []))
+    return {"starts": starts + [start for start in fresh.get("starts", []) if start not in starts]}
+
+
 def write_report(out: Path, report_dir: Path) -> None:
-    """Collect the finished runs under ``out`` into ``report_dir/runs.jsonl`` (and the runner's
-    ``study_meta.json``), then render the report from them."""
-    summaries = collect(out)
+    """Collect the finished runs under ``out`` into ``report_dir/runs.jsonl`` (beside the runs committed there
+    that ``out`` does not hold: made on another machine) and the runner's starts into ``study_meta.json``, then
+    render the report from them."""
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
-    with open(report_dir / "runs.jsonl", "w") as handle:
-        for s in summaries:
-            handle.write(json.dumps(s) + "\n")
+    runs_path, meta_path = report_dir / "runs.jsonl", report_dir / "study_meta.json"
+    committed = [json.loads(line) for line in runs_path.read_text().splitlines() if line.strip()] \
+        if runs_path.is_file() else []
+    summaries = merge_runs(committed, collect(out))
+    runs_path.write_text("".join(json.dumps(s) + "\n" for s in summaries))
     meta = Path(out) / "study_meta.json"
     if meta.is_file():  # the runs' folder is named OUT, as in study.sh, not by where it was on this machine
-        (report_dir / "study_meta.json").write_text(meta.read_text().replace(str(Path(out).resolve()), "OUT")
-                                                    .replace(str(out), "OUT"))
+        fresh = json.loads(meta.read_text().replace(str(Path(out).resolve()), "OUT").replace(str(out), "OUT"))
+        old = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+        meta_path.write_text(json.dumps(merge_meta(old, fresh), indent=1) + "\n")
     render(summaries, report_dir)
 
 
@@ -551,7 +1084,8 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
     lines = report_lines(summaries, json.loads(meta_path.read_text()) if meta_path.is_file() else None)
     positions = Path(report_dir) / "positions.jsonl"
     if positions.is_file():
-        lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()])
+        lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()],
+                                seed_split(by_arm(summaries, "long"))[1])
     if plot_main(summaries, report_dir / "main.png"):
         lines += ["![core arms](main.png)", ""]
     if plot_sweeps(summaries, report_dir / "sweeps.png"):
@@ -559,7 +1093,10 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
     for task in ("long", "short"):
         if plot_ablations(summaries, report_dir / f"ablations_{task}.png", task):
             lines += [f"![{task}-task ablations](ablations_{task}.png)", ""]
-    lines += ["## The README's table", "", *readme_table(summaries), ""]
+    lines += ["## The README's tables", "", *readme_table(summaries), ""]
+    confirmation = confirmation_table(summaries)
+    if confirmation:
+        lines += [*confirmation, ""]
     (Path(report_dir) / "README.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

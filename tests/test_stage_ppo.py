@@ -179,3 +179,20 @@ def test_eval_seed_fixes_the_evaluation_noise_and_gold_is_logged(sft_rm, tmp_pat
     assert -1 <= fixed[0]["eval/gold"] <= 1
     free = [step0(seed) for seed in (1, 2)]
     assert free[0]["eval/score"] != free[1]["eval/score"]
+
+
+def test_evaluations_leave_training_unchanged(sft_rm, tmp_path):
+    """Evaluations under --eval_seed restore every generator afterwards: a run evaluated every iteration and one
+    evaluated every second iteration train alike (equal losses) and agree at the evaluations they share (the
+    study's confirmation evaluates every 12 iterations instead of 4 and relies on this)."""
+    def run(eval_steps):
+        out = tmp_path / f"every{eval_steps}"
+        ppo_main(ppo_flags(sft_rm, out, steps=4) + ["--seed", "3", "--eval_seed", "7", "--eval_steps", str(eval_steps)])
+        records = read_metrics(str(out))
+        return ({r["step"]: r["eval/score"] for r in records if "eval/score" in r},
+                [(r["step"], r["loss/policy"], r["loss/value"]) for r in records if "loss/policy" in r])
+
+    (every_evals, every_losses), (second_evals, second_losses) = run(1), run(2)
+    assert set(second_evals) < set(every_evals) and len(second_evals) >= 3
+    assert {step: every_evals[step] for step in second_evals} == second_evals
+    assert every_losses == second_losses and len(every_losses) == 4

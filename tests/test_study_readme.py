@@ -1,26 +1,43 @@
-"""The README's study figures cannot drift from the committed report: its table is the one
-``evaluation.study_report.readme_table`` renders from ``docs/study/runs.jsonl``, and every run of the committed
-study was made at one clean commit (``study.sh --verify``, a slow test, checks that commit's code reproduces)."""
+"""The README's study figures and sentences cannot drift from the committed report: its tables are the ones
+``evaluation.study_report`` renders from ``docs/study/runs.jsonl``, its bullets are the ones
+``evaluation.study_findings`` writes from the same runs, and every run of the committed study was made at a clean
+commit, one commit per seed set (``study.sh --verify``, a slow test, checks the code reproduces)."""
 import json
 from pathlib import Path
 
-from evaluation.study_report import readme_table
+from evaluation.study_findings import readme_findings
+from evaluation.study_report import by_arm, confirmation_table, readme_table, seed_split
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def committed_runs():
-    return [json.loads(line) for line in (ROOT / "docs/study/runs.jsonl").read_text().splitlines() if line.strip()]
+def committed(name):
+    path = ROOT / "docs/study" / name
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_readme_study_table_is_rendered_from_the_committed_runs():
+def test_readme_study_tables_are_rendered_from_the_committed_runs():
     readme = (ROOT / "README.md").read_text()
-    table = "\n".join(readme_table(committed_runs()))
-    assert table in readme
     report = (ROOT / "docs/study/README.md").read_text()
-    assert table in report
+    runs = committed("runs.jsonl")
+    assert readme_table(runs)
+    for table in (readme_table(runs), confirmation_table(runs)):  # the second is empty before the confirmation
+        text = "\n".join(table)
+        assert text in readme and text in report
 
 
-def test_the_committed_study_ran_at_one_clean_commit():
-    commits = {run.get("commit") for run in committed_runs()}
-    assert len(commits) == 1 and None not in commits and not next(iter(commits)).endswith("+dirty"), commits
+def test_readme_study_sentences_are_written_from_the_committed_runs():
+    readme = (ROOT / "README.md").read_text()
+    findings = readme_findings(committed("runs.jsonl"), committed("positions.jsonl"))
+    assert len(findings) >= 8
+    for line in findings:
+        assert line in readme, line[:120]
+
+
+def test_each_seed_set_of_the_committed_study_ran_at_one_clean_commit():
+    runs = committed("runs.jsonl")
+    exploration, confirmation = seed_split(by_arm(runs, "long"))
+    assert exploration
+    for seeds in (s for s in (exploration, confirmation) if s):
+        commits = {run.get("commit") for run in runs if run["seed"] in seeds}
+        assert len(commits) == 1 and None not in commits and not next(iter(commits)).endswith("+dirty"), commits

@@ -139,7 +139,15 @@ def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
     assert ("long", "ppo-lam1") in per_seed and ("short", "mappo-entropy") in per_seed
     sweeps = [(r.arm, r.seed) for r in runs[14:24]]  # arm-major, as many seeds as the core arms
     assert sweeps == [(arm, seed) for arm in study.SWEEP_ARMS["long"] for seed in (1, 2)]
-    ablations = [(r.task, r.arm) for r in runs[24:]]
+    first, second = study.CONFIRMATION_TIERS["long"]
+    count = 2 * (len(first) + len(second))
+    confirmation = [(r.arm, r.seed) for r in runs[24:24 + count]]  # fresh seeds 3-4, tier by tier, seed-major
+    assert confirmation == [(arm, seed) for tier in (first, second) for seed in (3, 4) for arm in tier]
+    assert first == ("ppo-lam1", "mappo-lam1") and set(study.MAPPO_LAMBDA_ARMS["long"]) <= set(first + second)
+    assert {r.extra for r in runs[24:24 + count]} == {study.CONFIRMATION_FLAGS}
+    command = study.ppo_command(runs[24], "OUT", "SFT", "RM")
+    assert [command[i + 1] for i, flag in enumerate(command) if flag == "--eval_steps"] == ["4", "12"]  # last wins
+    ablations = [(r.task, r.arm) for r in runs[24 + count:]]
     assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
     assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
     assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned
@@ -201,6 +209,18 @@ def test_position_profile_by_hand():
     from evaluation.study_positions import position_profile
 
     profile = position_profile(" The lamp is great. The price was awful. I found the staff okay.")
-    # three sentences, thirds of one: opening +1; "The lamp is great." 1 positive of 4 words; last: no sentiment
-    assert profile == {"opening": 1.0, "first_third": 0.25, "last_third": 0.0}
+    # three sentences, thirds of one: opening +1; "The lamp is great." 1 positive of 4 words; last: no sentiment;
+    # whole: 1 positive, 1 negative of 13 words
+    assert profile == {"opening": 1.0, "first_third": 0.25, "last_third": 0.0, "gold": 0.0, "gold_first3": 0.0,
+                       "gold_first10": 0.0, "sentences": 3.0}
+    # four sentences: the first three hold 2 positive of 12 words, the whole 2 of 16
+    longer = position_profile(" The lamp is great. The price was great. I found it fine. The staff was here.")
+    assert (longer["gold_first3"], longer["gold"], longer["sentences"]) == (2 / 12, 2 / 16, 4.0)
     assert position_profile(" The price was awful, the staff was great and bad.")["opening"] == -1.0
+
+
+def test_verify_names_a_malformed_run_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        study.main(["verify", "--verify_run", "long/ppo"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: --verify_run long/ppo: expected TASK/ARM/SEED, e.g. long/ppo/1"

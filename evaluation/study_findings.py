@@ -1,0 +1,331 @@
+"""The README's sentences about the study, written from the same summaries as the report
+(:mod:`evaluation.study_report`): every number in them is computed here, and ``tests/test_study_readme.py`` requires
+the README to contain them verbatim, so a sentence cannot outlive its data.
+
+    python -m evaluation.study_findings docs/study/runs.jsonl   # prints the README's study bullets
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from evaluation.study import MAPPO_LAMBDA_ARMS
+from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p, holm,
+                                        paired_t_p, tost)
+from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_verdicts,
+                                     exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
+                                     ordering_agreement,
+                                     parity_by_stop, plateau, position_groups, reading, sampling_noise,
+                                     seed_split, unseen_seed_check)
+
+
+def _finals(groups, arm, metric, seeds) -> List[float]:
+    return [groups[arm][s][metric][-1] for s in seeds]
+
+
+def _diff(groups, arm, base, metric, digits: int = 3):
+    """(text of arm − base paired on their common seeds, seeds ahead, seeds, TOST)."""
+    seeds = common_seeds(groups[arm], groups[base])
+    diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
+    return (mean_estimate(diffs).text(digits), sum(d > 0 for d in diffs), len(seeds),
+            tost(diffs, EQUIVALENCE_MARGINS[metric]) if metric in EQUIVALENCE_MARGINS else None)
+
+
+def _seed_range(seeds: Sequence[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}"
+
+
+def verdict_bullet(groups) -> Optional[str]:
+    """The answer to the study's question: MA-PPO's best against token PPO's best, each chosen on other seeds."""
+    exploration, _ = seed_split(groups)
+    best, confirmed = confirmation_verdicts(groups)
+    explored = exploration_verdicts(groups)
+    primary = confirmed or explored
+    if not primary:
+        return None
+    adjusted = holm({m: v.p for m, v in primary.items()})
+    gold, rm = primary["gold"], primary["rm"]
+    gold_reading = reading(gold.diff.mean, adjusted["gold"], gold.equivalence, "MA-PPO", "token PPO")
+    if gold_reading.startswith("equivalent"):
+        answer = f"No: on gold the two are {gold_reading}"
+    elif gold_reading.startswith("MA-PPO"):
+        answer = f"Yes: on gold, {gold_reading}"
+    elif gold_reading.startswith("token PPO"):
+        answer = f"No: on gold, {gold_reading}"
+    else:
+        answer = (f"Not decided by {gold.diff.n} seeds: on gold no difference is shown, and equivalence within "
+                  f"±{gold.equivalence.margin:g} is not shown either")
+    chosen = ", ".join(dict.fromkeys(f.best_b for f in gold.folds))
+    text = f"- **Does MA-PPO beat token PPO when both use their best λ? {answer}.** "
+    if confirmed:
+        candidates = mappo_family(groups, gold.seeds)
+        mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
+                 if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
+        text += (f"On fresh seeds {_seed_range(gold.seeds)} ({len(gold.seeds)} per arm, trained after the margin and "
+                 f"the candidates were fixed), {mappo} − token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
+                 f"{_seed_range(exploration)}): ")
+    else:
+        text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
+                 "MA-PPO): ")
+    text += (f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p {format_p(adjusted['gold'])}; "
+             f"{gold.equivalence.text()}), RM {rm.diff.text()} ({rm.ahead}/{rm.diff.n}, Holm p "
+             f"{format_p(adjusted['rm'])}; {reading(rm.diff.mean, adjusted['rm'], rm.equivalence, 'MA-PPO', 'token PPO')})"
+             ". The margin Δ (gold ±{:g}, RM ±{:g}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on "
+             "seeds 1-8, fixed before MA-PPO's λ arms ran.".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
+    if confirmed and all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
+        text += (" At λ = 1 (γ = 1) neither method discounts the terminal reward along the response, so what is left "
+                 "between them is the macro itself: its value estimates and its per-macro update.")
+    if confirmed and explored:
+        e = explored["gold"]
+        e_adjusted = holm({m: v.p for m, v in explored.items()})
+        text += (f" On the exploration seeds {_seed_range(e.seeds)} (every λ of token PPO against every MA-PPO arm "
+                 "run there at λ = 0.95, bests chosen on the other half; the margin was derived from these seeds, so "
+                 f"this test was not fixed in advance): gold {e.diff.text()} "
+                 f"({reading(e.diff.mean, e_adjusted['gold'], e.equivalence, 'MA-PPO', 'token PPO')}).")
+    return text
+
+
+def paper_lambda_bullet(groups) -> Optional[str]:
+    """MA-PPO n = 5 against PPO at the paper's λ = 0.95: gold, RM with the seeds behind, lengths."""
+    if "mappo" not in groups or "ppo" not in groups:
+        return None
+    tests = holm_against_baseline_groups(groups)
+    gold, gold_ahead, n, _ = _diff(groups, "mappo", "ppo", "gold")
+    rm, rm_ahead, _, _ = _diff(groups, "mappo", "ppo", "rm", 2)
+    seeds = common_seeds(groups["mappo"], groups["ppo"])
+    behind = [(s, groups["mappo"][s]["rm"][-1] - groups["ppo"][s]["rm"][-1]) for s in seeds
+              if groups["mappo"][s]["rm"][-1] < groups["ppo"][s]["rm"][-1]]
+    lengths = {arm: statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("ppo", "mappo")}
+    gold_diffs = [a - b for a, b in zip(_finals(groups, "mappo", "gold", seeds), _finals(groups, "ppo", "gold", seeds))]
+    new = mean_estimate(gold_diffs)
+    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds**: "
+            f"{gold} (Holm p {format_p(tests['mappo', 'gold'])}), a new seed's difference predicted in "
+            f"[{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} seeds, and "
+            f"the mean difference {rm} (Holm p {format_p(tests['mappo', 'rm'])}) is pulled down by "
+            + ", ".join(f"seed {s} ({d:+.2f})" for s, d in behind)
+            + f". Final responses are about as long: {lengths['ppo']:.1f} tokens (PPO) and {lengths['mappo']:.1f} "
+            "(MA-PPO), seed means.")
+
+
+def holm_against_baseline_groups(groups) -> Dict:
+    """Holm-adjusted p of each long-task README arm against PPO, keyed by (arm, metric)."""
+    summaries = [run for runs in groups.values() for run in runs.values()]
+    return {(arm, metric): adjusted for (task, arm, metric), (_, adjusted) in holm_against_baseline(summaries).items()
+            if task == "long"}
+
+
+def same_weight_bullet(groups, positions) -> Optional[str]:
+    """MA-PPO n = 5 at λ = 0.95 against token PPO at λ = 0.99 (the λ^(d/n) equivalent): equivalent on what?"""
+    if not {"mappo", "ppo-lam0.99"} <= set(groups):
+        return None
+    gold, _, n, gold_tost = _diff(groups, "mappo", "ppo-lam0.99", "gold")
+    rm, rm_ahead, _, rm_tost = _diff(groups, "mappo", "ppo-lam0.99", "rm")
+    seeds = common_seeds(groups["mappo"], groups["ppo-lam0.99"])
+    length = [statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("mappo", "ppo-lam0.99")]
+    text = (f"- **MA-PPO n = 5 (λ = 0.95) is not token PPO at λ = 0.99.** With γ = 1 and a terminal reward, n-token "
+            f"macros at λ weight a token d tokens before the end by λ^(d/n), so n = 5 at λ = 0.95 weights the opening "
+            f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds: "
+            f"gold {gold} ({'equivalent' if gold_tost.equivalent else 'not shown equivalent'} within "
+            f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.3f}, {gold_tost.high:.3f}]), RM {rm} "
+            f"({rm_ahead}/{n} ahead; {'equivalent' if rm_tost.equivalent else 'not shown equivalent'} within "
+            f"±{rm_tost.margin:g}), final length {length[0]:.1f} vs {length[1]:.1f} tokens")
+    arms = position_groups(positions, seed_split(groups)[1])
+    if {"mappo", "ppo-lam0.99"} <= set(arms):
+        opening = {arm: {r["seed"]: r["opening"] for r in arms[arm]} for arm in ("mappo", "ppo-lam0.99")}
+        shared = sorted(set(opening["mappo"]) & set(opening["ppo-lam0.99"]))
+        diff = mean_estimate([opening["mappo"][s] - opening["ppo-lam0.99"][s] for s in shared])
+        text += f", opening-sentence sentiment {diff.text()}"
+    return text + "."
+
+
+def same_lambda_bullet(groups) -> Optional[str]:
+    """The macro beyond λ: MA-PPO against token PPO at the same λ on the confirmation's seeds."""
+    _, confirmation = seed_split(groups)
+    pairs = [(arm, base) for arm, base in (("mappo-lam1", "ppo-lam1"), ("mappo-lam0.99", "ppo-lam0.99"),
+                                           ("mappo-entropy-lam1", "ppo-lam1"),
+                                           ("mappo-entropy-lam0.99", "ppo-lam0.99"))
+             if {arm, base} <= set(groups)
+             and len([s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]) >= 2]
+    if not pairs or pairs == [("mappo-lam1", "ppo-lam1")]:
+        return None  # the one pair is the verdict's comparison
+    pvalues, parts = {}, []
+    for arm, base in pairs:
+        seeds = [s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]
+        for metric in ("gold", "rm"):
+            diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
+            pvalues[arm, metric] = (paired_t_p(diffs), diffs)
+    adjusted = holm({key: p for key, (p, _) in pvalues.items()})
+    for arm, base in pairs:
+        cells = []
+        for metric in ("gold", "rm"):
+            diffs = pvalues[arm, metric][1]
+            equivalence = tost(diffs, EQUIVALENCE_MARGINS[metric])
+            cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}; "
+                         f"{reading(equivalence.mean, adjusted[arm, metric], equivalence, 'MA-PPO', 'token PPO')})")
+        parts.append(f"{arm} − {base} at λ = {arm_lambda(arm):g}: " + ", ".join(cells))
+    return ("- **At the same λ, on the fresh seeds** (Holm over these comparisons; equivalence within the margins): "
+            + "; ".join(parts) + ". At λ = 1 neither method discounts the terminal reward along the response, so "
+            "what is left between them is the macro itself (its value estimates and its per-macro update).")
+
+
+def n_sweep_bullet(groups) -> Optional[str]:
+    """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence."""
+    arms = [a for a in ("mappo-n3", "mappo-n10", "mappo-ninf", "mappo-entropy") if a in groups]
+    if "mappo" not in groups or not arms:
+        return None
+    parts = []
+    for arm in arms:
+        gold, ahead, n, equivalence = _diff(groups, arm, "mappo", "gold")
+        parts.append(f"{arm} {gold} ({'equivalent' if equivalence.equivalent else 'not shown equivalent'})")
+    return ("- **MA-PPO's termination settings at λ = 0.95, gold against n = 5** (paired, equivalence within "
+            f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
+
+
+def positions_bullet(groups, positions) -> Optional[str]:
+    """Where the responses changed: the opening sentence's sentiment per policy (exploration runs)."""
+    arms = position_groups(positions, seed_split(groups)[1])
+    shown = [a for a in ("sft", "ppo", "ppo-lam0.99", "ppo-lam1", "mappo", "mappo-entropy") if a in arms]
+    if len(shown) < 3:
+        return None
+    cells = []
+    for arm in shown:
+        values = [r["opening"] for r in arms[arm]]
+        cells.append(f"{arm} {mean_estimate(values).text() if len(values) > 1 else f'{values[0]:.3f}'}")
+    return ("- **Where the responses changed** (final actors, one sample per held-out prompt; report, positions "
+            "table): the opening sentence's sentiment — the decision 100+ tokens before the reward — "
+            + "; ".join(cells) + ".")
+
+
+def collapse_bullet(groups) -> str:
+    found = collapses(groups)
+    parts = []
+    for arm, events in found.items():
+        finals = {s: groups[arm][s]["gold"][-1] for s in groups[arm]}
+        ranked = sorted(finals, key=finals.get, reverse=True)
+        described = []
+        for seed, event in events.items():
+            note = f"seed {seed}: {event.text()}"
+            if event.ends_collapsed:
+                note += f", final gold {finals[seed]:.3f} (rank {ranked.index(seed) + 1} of {len(ranked)} in its arm)"
+            described.append(note)
+        parts.append(f"{arm} {len(events)} of {len(groups[arm])} ({'; '.join(described)})")
+    quiet = [arm for arm in groups if arm not in found]
+    return (f"- **Collapses** (eval response length below {COLLAPSE_FRACTION:.0%} of its step-0 length at some "
+            "evaluation; every run listed in the report): " + "; ".join(parts)
+            + (f"; none in {', '.join(quiet)}" if quiet else "") + ". A collapsed run can still score well on gold: "
+            "length alone moves it (next point).")
+
+
+def length_bullet(groups, positions) -> Optional[str]:
+    arms = position_groups(positions, seed_split(groups)[1])
+    chosen = arms.get("chosen")
+    if not chosen:
+        return None
+    c = chosen[0]
+    text = (f"- **Length moves the gold score on this task**: it is the share of sentiment words, and the opening "
+            f"sentences carry more of them, so the held-out chosen responses score {c['gold']:.3f} whole and "
+            f"{c['gold_first3']:.3f} on their first three sentences.")
+    measured = {arm: [r for r in rows if "gold" in r] for arm, rows in arms.items() if arm not in ("chosen", "sft")}
+    measured = {arm: rows for arm, rows in measured.items() if len(rows) > 1}
+    if measured:
+        text += " Final actors, whole-response gold → gold of the first 10 sentences (seed means): " + "; ".join(
+            f"{arm} {statistics.fmean(r['gold'] for r in rows):.3f} → {statistics.fmean(r['gold_first10'] for r in rows):.3f}"
+            f" ({len(rows)} runs)" for arm, rows in measured.items()) + " (report, \"Gold with and without length's share\")."
+    lowest = []
+    for arm in ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1"):
+        if arm in groups:
+            seeds = common_seeds(groups[arm])
+            curve = [statistics.fmean(groups[arm][s]["length"][i] for s in seeds)
+                     for i in range(len(groups[arm][seeds[0]]["length"]))]
+            low = min(range(1, len(curve)), key=curve.__getitem__)
+            lowest.append(f"{curve[low]:.0f} at λ = {arm_lambda(arm):g} (step {groups[arm][seeds[0]]['steps'][low]})")
+    if lowest:
+        text += (" Token PPO's seed-mean eval length dips lowest with the shortest credit horizon: " + ", ".join(lowest)
+                 + f", from {statistics.fmean(r['length'][0] for r in groups['ppo'].values()):.0f} at step 0.")
+    return text
+
+
+def plateau_bullet(groups) -> str:
+    exploration, _ = seed_split(groups)
+    arms = [a for a in groups if set(exploration) <= set(groups[a])]
+    rows = {arm: plateau({arm: {s: groups[arm][s] for s in exploration}}, arm) for arm in arms}
+    still = [arm for arm, (late, _) in rows.items() if late.t_low > 0]
+    shares = [share for arm, (_, share) in rows.items() if arm in still]
+    tau, count = ordering_agreement({arm: {s: groups[arm][s] for s in exploration} for arm in arms})
+    stops = parity_by_stop(groups, "ppo", "mappo", (32, 40, 48))
+    steps = groups["ppo"][exploration[0]]["steps"][-1]
+    return (f"- **\"Final\" is where training stopped, not a plateau**: on seeds {_seed_range(exploration)}, {len(still)} "
+            f"of {len(arms)} long-task arms' gold still rises over the last quarter of their {steps} iterations (t CI "
+            f"above 0; {min(shares):.0%}–{max(shares):.0%} of their whole rise). Ordering the arms by final gold and by "
+            f"gold AUC agrees only partly (Kendall τ = {tau:.2f} over {count} arms), and MA-PPO's gold parity against "
+            "PPO depends on the stopping step: " + ", ".join(f"{r.speedup:.2f}× at step {s}" for s, r in stops.items()
+                                                            if r.speedup)
+            + ". Every comparison here is at the stopping step.")
+
+
+def unseen_bullet(groups) -> Optional[str]:
+    found = unseen_seed_check(groups)
+    if not found:
+        return None
+    return ("- **Fresh seeds against the published prediction intervals** (final gold, 95% interval of one new seed "
+            "from seeds 1-8): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                                           for arm, (inside, runs, (low, high)) in found.items()) + ".")
+
+
+def short_bullet(summaries) -> Optional[str]:
+    groups = by_arm(summaries, "short")
+    if not {"ppo", "mappo", "mappo-entropy"} <= set(groups):
+        return None
+    tests = {(arm, m): adjusted for (task, arm, m), (_, adjusted) in holm_against_baseline(summaries).items()
+             if task == "short"}
+    parts = []
+    for arm in ("mappo", "mappo-entropy"):
+        gold, ahead, n, equivalence = _diff(groups, arm, "ppo", "gold")
+        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, Holm p {format_p(tests[arm, 'gold'])}; "
+                     f"{'equivalent' if equivalence.equivalent else 'not shown equivalent'} within ±{equivalence.margin:g})")
+    return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
+
+
+def scope_bullet(positions) -> str:
+    noise = sampling_noise(positions)
+    measured = ""
+    if noise:
+        measured = (" Measured on the final actors drawn again under other sampling seeds: gold's standard deviation "
+                    "across sampling seeds against across PPO seeds, " + "; ".join(
+                        f"{arm} {within:.4f} vs {between:.4f} ({actors} actors × {draws} sampling seeds)"
+                        for arm, (actors, draws, within, between) in noise.items())
+                    + (": the evaluation sample is the smaller source here." if all(
+                        within < between for _, _, within, between in noise.values()) else "."))
+    return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + " Not run: a second and third SFT + "
+            "RM seed for the core comparison, and sampling seeds for the exploration's actors (report, \"What was "
+            "not run\").")
+
+
+def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> List[str]:
+    """The README's study bullets, in order."""
+    groups = by_arm(summaries, "long")
+    bullets = [verdict_bullet(groups), same_lambda_bullet(groups) if MAPPO_LAMBDA_ARMS else None,
+               paper_lambda_bullet(groups), same_weight_bullet(groups, positions), n_sweep_bullet(groups),
+               positions_bullet(groups, positions), collapse_bullet(groups),
+               length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
+               short_bullet(summaries), scope_bullet(positions)]
+    return [b for b in bullets if b]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Print the README's study bullets from the committed summaries.")
+    parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (positions.jsonl is read beside it)")
+    args = parser.parse_args(argv)
+    if not args.runs_jsonl.is_file():
+        parser.exit(2, f"error: {args.runs_jsonl}: no such file\n")
+    summaries = [json.loads(line) for line in args.runs_jsonl.read_text().splitlines() if line.strip()]
+    positions_path = args.runs_jsonl.parent / "positions.jsonl"
+    positions = [json.loads(line) for line in positions_path.read_text().splitlines()] if positions_path.is_file() else []
+    print("\n".join(readme_findings(summaries, positions)))
+
+
+if __name__ == "__main__":
+    main()

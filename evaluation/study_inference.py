@@ -1,0 +1,181 @@
+"""The study's tests (pure functions over per-seed values): equivalence within a margin fixed before the deciding
+runs, Holm's correction across the comparisons a verdict rests on, "best against best" with the best arms chosen
+on other seeds than they are compared on, and the collapse detector.
+
+Every interval here covers one source of variation only: the PPO seed (the sampling of rollouts, the value head's
+and the optimizer's randomness), with one SFT model and one reward model shared by every run, and one evaluation
+sampling seed (``--eval_seed``) over 128 samples of 32 distinct held-out prompts (:data:`VARIATION_COVERED`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+ALPHA = 0.05
+
+EQUIVALENCE_MARGINS = {"gold": 0.010, "rm": 0.067}
+"""The equivalence margin Δ per metric, fixed before MA-PPO's λ arms were run: one third of what tuning token PPO's
+λ alone bought on the long task in the round-2 runs (PPO at λ = 1 − PPO at λ = 0.95, final score, seed mean over
+seeds 1-8: gold +0.0305, RM +0.2001; ``tests/test_study_inference.py`` recomputes it from the committed runs). Two
+arms whose paired difference lies inside ±Δ (two one-sided tests at 5%) differ by less than a third of the gain the
+baseline gets from its own λ: "no difference worth the name" on this task. Gold is the primary metric (the task's
+ground truth; the reward model is the proxy a policy can exploit)."""
+MARGIN_RULE = ("one third of token PPO's λ = 0.95 → 1 gain (round-2 runs, seeds 1-8: gold +0.0305, RM +0.2001), "
+               "fixed before MA-PPO's λ arms ran")
+
+COLLAPSE_FRACTION = 0.5
+"""A run collapses when its eval response length falls below this fraction of its length at step 0 (the SFT
+policy's) at any evaluation; it 'ends collapsed' when its final length is still below it."""
+
+VARIATION_COVERED = ("Every interval covers the PPO seed only (rollout sampling, value-head initialisation, "
+                     "optimizer noise): one SFT model and one reward model (seed 1234) are shared by every run, "
+                     "and every evaluation samples 128 responses to 32 distinct held-out prompts with one sampling "
+                     "seed (`--eval_seed 4321`). Variation from the SFT/RM seed and from the evaluation sample is "
+                     "not in the intervals.")
+
+
+def format_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+# ---- paired tests ------------------------------------------------------------------------------------------------
+
+def _standard_error(values: Sequence[float]) -> Tuple[float, float, int]:
+    values = np.asarray(values, dtype=float)
+    return float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values))), len(values)
+
+
+def paired_t_p(diffs: Sequence[float]) -> float:
+    """Two-sided p of the one-sample t test that the mean paired difference is 0 (1.0 when every difference is
+    0; 0.0 when they are equal and non-zero)."""
+    mean, se, n = _standard_error(diffs)
+    if se == 0:
+        return 1.0 if mean == 0 else 0.0
+    return float(2 * scipy_stats.t.sf(abs(mean) / se, n - 1))
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Two one-sided tests of |mean difference| < ``margin``: ``p`` = the larger one-sided p; equivalent at level α
+    exactly when the (1 − 2α) t interval ``[low, high]`` lies inside ±margin."""
+
+    mean: float
+    low: float
+    high: float
+    margin: float
+    p: float
+
+    @property
+    def equivalent(self) -> bool:
+        return self.p < ALPHA
+
+    def text(self, digits: int = 3) -> str:
+        verdict = "equivalent" if self.equivalent else "not shown equivalent"
+        return (f"90% CI [{self.low:.{digits}f}, {self.high:.{digits}f}] vs ±{self.margin:g}: {verdict} "
+                f"(TOST p = {format_p(self.p)})")
+
+
+def tost(diffs: Sequence[float], margin: float) -> Equivalence:
+    """Two one-sided t tests (Schuirmann 1987) on paired differences: H0 mean ≤ −margin and H0 mean ≥ margin."""
+    mean, se, n = _standard_error(diffs)
+    if se == 0:
+        p = 0.0 if abs(mean) < margin else 1.0
+        return Equivalence(mean, mean, mean, margin, p)
+    p_low = scipy_stats.t.sf((mean + margin) / se, n - 1)   # against mean <= -margin
+    p_high = scipy_stats.t.cdf((mean - margin) / se, n - 1)  # against mean >= +margin
+    half = scipy_stats.t.ppf(1 - ALPHA, n - 1) * se
+    return Equivalence(mean, mean - half, mean + half, margin, float(max(p_low, p_high)))
+
+
+def seeds_for_equivalence(diffs: Sequence[float], margin: float, limit: int = 1000) -> Optional[int]:
+    """The smallest number of seeds at which :func:`tost` would show equivalence if further seeds kept the observed
+    mean and standard deviation of ``diffs`` (the 90% t half-width below margin − |mean|); None when the observed
+    mean is not inside the margin or ``limit`` seeds would not do."""
+    mean, se, n = _standard_error(diffs)
+    room, sd = margin - abs(mean), se * math.sqrt(n)
+    if room <= 0:
+        return None
+    for seeds in range(2, limit + 1):
+        if scipy_stats.t.ppf(1 - ALPHA, seeds - 1) * sd / math.sqrt(seeds) < room:
+            return seeds
+    return None
+
+
+def holm(pvalues: Mapping[str, float]) -> Dict[str, float]:
+    """Holm's step-down adjusted p-values (family-wise error ≤ α when each is compared with α): sorted ascending,
+    the i-th (from 0) is multiplied by (m − i), made monotone, capped at 1."""
+    order = sorted(pvalues, key=pvalues.get)
+    adjusted, running = {}, 0.0
+    for rank, name in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * pvalues[name]))
+        adjusted[name] = running
+    return adjusted
+
+
+# ---- best against best, chosen on other seeds -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HeldOutFold:
+    select_seeds: Tuple[int, ...]
+    test_seeds: Tuple[int, ...]
+    best_a: str
+    best_b: str
+    diffs: Tuple[float, ...]
+    """best_b − best_a on each test seed (paired)."""
+
+
+def best_arm(finals: Mapping[str, Mapping[int, float]], arms: Sequence[str], seeds: Sequence[int]) -> str:
+    """The arm with the highest mean final score over ``seeds`` (ties: the first in ``arms``)."""
+    return max(arms, key=lambda arm: (float(np.mean([finals[arm][s] for s in seeds])), -list(arms).index(arm)))
+
+
+def held_out_best_vs_best(finals: Mapping[str, Mapping[int, float]], family_a: Sequence[str],
+                          family_b: Sequence[str], seeds: Sequence[int],
+                          outcome: Optional[Mapping[str, Mapping[int, float]]] = None) -> List[HeldOutFold]:
+    """Two-fold cross-fitting: the seeds split into a first and a second half; each family's best arm (by
+    ``finals``) is chosen on one half and compared (family b − family a, paired by seed, on ``outcome``, default
+    ``finals``) on the other, both ways. The pooled differences are free of the optimism of choosing a best arm
+    and scoring it on the same runs."""
+    seeds = sorted(seeds)
+    outcome = finals if outcome is None else outcome
+    half = len(seeds) // 2
+    first, second = tuple(seeds[:half]), tuple(seeds[half:])
+    folds = []
+    for select, test in ((first, second), (second, first)):
+        a, b = best_arm(finals, family_a, select), best_arm(finals, family_b, select)
+        folds.append(HeldOutFold(select, test, a, b, tuple(outcome[b][s] - outcome[a][s] for s in test)))
+    return folds
+
+
+# ---- collapse ------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Collapse:
+    start: float
+    lowest: float
+    lowest_step: int
+    final: float
+
+    @property
+    def collapsed(self) -> bool:
+        return self.lowest < COLLAPSE_FRACTION * self.start
+
+    @property
+    def ends_collapsed(self) -> bool:
+        return self.final < COLLAPSE_FRACTION * self.start
+
+    def text(self) -> str:
+        return (f"{self.start:.0f} → {self.lowest:.0f} at step {self.lowest_step}, final {self.final:.0f}"
+                + (" (ends collapsed)" if self.ends_collapsed else ""))
+
+
+def collapse(steps: Sequence[int], lengths: Sequence[float]) -> Optional[Collapse]:
+    """The run's length trajectory when it falls below :data:`COLLAPSE_FRACTION` of its step-0 length at some
+    evaluation; None otherwise."""
+    lowest = int(np.argmin(lengths[1:])) + 1 if len(lengths) > 1 else 0
+    found = Collapse(float(lengths[0]), float(lengths[lowest]), int(steps[lowest]), float(lengths[-1]))
+    return found if found.collapsed else None

@@ -1,0 +1,95 @@
+"""The study's tests (evaluation.study_inference) against hand computations, and the equivalence margins against
+the committed runs they were derived from."""
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from evaluation.study_inference import (EQUIVALENCE_MARGINS, collapse, held_out_best_vs_best, holm, paired_t_p,
+                                        seeds_for_equivalence, tost)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_tost_by_hand():
+    diffs = [0.001, 0.003, -0.002, 0.002]  # mean 0.001, s = sqrt(14/3) * 1e-3, se = s / 2
+    se = (14 / 3) ** 0.5 * 1e-3 / 2
+    result = tost(diffs, 0.01)
+    t95 = stats.t.ppf(0.95, 3)  # 2.353363
+    assert (result.low, result.high) == pytest.approx((0.001 - t95 * se, 0.001 + t95 * se))
+    # the larger one-sided p is the test against +margin: P(T_3 <= (0.001 - 0.01) / se)
+    assert result.p == pytest.approx(stats.t.cdf(-0.009 / se, 3))
+    assert result.equivalent
+    wide = tost(diffs, 0.002)  # the 90% interval reaches past +0.002
+    assert not wide.equivalent and wide.high > 0.002
+    assert tost([0.02, 0.02], 0.01).p == 1.0 and tost([0.0, 0.0], 0.01).p == 0.0
+
+
+def test_tost_equivalent_exactly_when_the_90_percent_interval_is_inside_the_margin():
+    diffs = [0.004, 0.009, 0.001, 0.006, 0.012]
+    for margin in (0.005, 0.009, 0.0105, 0.011, 0.02):
+        result = tost(diffs, margin)
+        assert result.equivalent == (-margin < result.low and result.high < margin)
+
+
+def test_paired_t_p_is_scipys_one_sample_t_test():
+    diffs = [0.4, -0.1, 0.3, 0.2]
+    assert paired_t_p(diffs) == pytest.approx(stats.ttest_1samp(diffs, 0.0).pvalue)
+    assert paired_t_p([0.0, 0.0]) == 1.0
+
+
+def test_holm_by_hand():
+    # sorted 0.01, 0.02, 0.04, 0.5 (m = 4): 0.04, 0.06, 0.08, 0.5
+    adjusted = holm({"a": 0.04, "b": 0.01, "c": 0.5, "d": 0.02})
+    assert adjusted == pytest.approx({"b": 0.04, "d": 0.06, "a": 0.08, "c": 0.5})
+    # monotone: a later smaller product keeps the running maximum; capped at 1
+    assert holm({"x": 0.03, "y": 0.031, "z": 0.9}) == pytest.approx({"x": 0.09, "y": 0.09, "z": 0.9})
+    assert holm({"x": 0.6, "y": 0.7}) == pytest.approx({"x": 1.0, "y": 1.0})
+
+
+def test_best_vs_best_is_chosen_on_one_half_and_compared_on_the_other():
+    finals = {"p1": {1: 0.10, 2: 0.10, 3: 0.20, 4: 0.20},   # best of family a on seeds 3-4 only
+              "p2": {1: 0.15, 2: 0.15, 3: 0.10, 4: 0.10},   # best of family a on seeds 1-2
+              "m1": {1: 0.30, 2: 0.30, 3: 0.12, 4: 0.12},
+              "m2": {1: 0.11, 2: 0.11, 3: 0.25, 4: 0.26}}
+    first, second = held_out_best_vs_best(finals, ["p1", "p2"], ["m1", "m2"], [4, 3, 2, 1])
+    assert (first.select_seeds, first.test_seeds, first.best_a, first.best_b) == ((1, 2), (3, 4), "p2", "m1")
+    assert first.diffs == pytest.approx((0.12 - 0.10, 0.12 - 0.10))
+    assert (second.best_a, second.best_b) == ("p1", "m2")
+    assert second.diffs == pytest.approx((0.11 - 0.10, 0.11 - 0.10))
+    rm = {arm: {s: 10 * v + s for s, v in by_seed.items()} for arm, by_seed in finals.items()}
+    chosen_by_gold = held_out_best_vs_best(finals, ["p1", "p2"], ["m1", "m2"], [1, 2, 3, 4], outcome=rm)[0]
+    assert (chosen_by_gold.best_a, chosen_by_gold.best_b) == ("p2", "m1")  # chosen on gold, scored on rm
+    assert chosen_by_gold.diffs == pytest.approx((10 * 0.02, 10 * 0.02))
+
+
+def test_collapse_is_a_fall_below_half_the_start():
+    assert collapse([0, 4, 8], [116, 60, 100]) is None  # 60 > 58
+    dip = collapse([0, 4, 8, 12], [116, 57, 40, 100])
+    assert (dip.lowest, dip.lowest_step, dip.ends_collapsed) == (40, 8, False)
+    end = collapse([0, 4, 8], [105, 80, 22])
+    assert end.ends_collapsed and end.text() == "105 → 22 at step 8, final 22 (ends collapsed)"
+
+
+def test_the_margins_are_a_third_of_token_ppos_lambda_gain_in_the_round_two_runs():
+    runs = {}
+    for line in (ROOT / "docs/study/runs.jsonl").read_text().splitlines():
+        run = json.loads(line)
+        if run["task"] == "long" and run["arm"] in ("ppo", "ppo-lam1") and run["seed"] <= 8:
+            runs[run["arm"], run["seed"]] = run
+    for metric, margin in EQUIVALENCE_MARGINS.items():
+        gain = sum(runs["ppo-lam1", s][metric][-1] - runs["ppo", s][metric][-1] for s in range(1, 9)) / 8
+        assert math.isclose(margin, gain / 3, abs_tol=5e-4), (metric, gain / 3)
+
+
+def test_seeds_for_equivalence_is_the_first_n_whose_tost_passes():
+    diffs = [0.004, 0.014, -0.006, 0.01, 0.0]  # mean 0.0044, inside ±0.01, not yet shown equivalent
+    assert not tost(diffs, 0.01).equivalent
+    n = seeds_for_equivalence(diffs, 0.01)
+    sd = statistics.stdev(diffs)
+    room = 0.01 - statistics.fmean(diffs)
+    assert stats.t.ppf(0.95, n - 1) * sd / n ** 0.5 < room <= stats.t.ppf(0.95, n - 2) * sd / (n - 1) ** 0.5 and n > 5
+    assert seeds_for_equivalence([0.02, 0.03], 0.01) is None  # the mean is outside the margin
