@@ -43,17 +43,21 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache, partial
-from typing import List, Optional, Sequence, Tuple
+from itertools import zip_longest
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from dschat.utils.data.schema import CodeTask
 
-from .plain_data import nesting_depth
+from . import plain_data
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program
+from .sandbox_child import UNSERIALISABLE_MARKER
 from .verdict_child import TESTS_FILENAME
 
 logger = logging.getLogger(__name__)
@@ -62,10 +66,13 @@ FLOAT_RELATIVE_TOLERANCE = 1e-5
 FLOAT_ABSOLUTE_TOLERANCE = 1e-8
 OUTPUT_LENGTH_FACTOR = 8
 OUTPUT_LENGTH_SLACK = 4096
-_INTEGER = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER, _DECIMAL = "integer", "decimal"  # the two shapes of a number token
+_NEW_LINE = object()  # between the tokens of two lines
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines cuts (all whitespace)
+# A token, or a run of line breaks: two disjoint character classes, possessive (nothing to backtrack into), so
+# finditer looks at each character once.
+_TOKEN_OR_LINE_BREAKS = re.compile(rf"[^\s]++|[{_LINE_BREAKS}]++")
 _MAX_DETAIL_CHARS = 300
-_MAX_CALL_OUTPUT_DEPTH = 100  # a return value nested deeper is failed unparsed (the parser would recurse)
 _APPS_PRELUDE = (  # APPS' import header (testing_util.py), line by line, with the names each line binds
     ("import sys", ("sys",)),
     ("import time", ("time",)),
@@ -242,26 +249,66 @@ def humaneval_test_prelude(prompt: str) -> str:
 
 
 def stdio_output_matches(actual: str, expected: str) -> bool:
-    """Whether a standard-io program's output matches the expected output (rules in the module docstring)."""
+    """Whether a standard-io program's output matches the expected output (rules in the module docstring): one
+    pass over both texts, token by token, stopping at the first difference (cost linear in the texts, memory one
+    token at a time)."""
     if actual.strip() == expected.strip():
         return True
-    actual_lines, expected_lines = _token_lines(actual), _token_lines(expected)
-    return len(actual_lines) == len(expected_lines) and all(
-        len(actual_tokens) == len(expected_tokens) and all(map(_tokens_match, actual_tokens, expected_tokens))
-        for actual_tokens, expected_tokens in zip(actual_lines, expected_lines))
+    for actual_token, expected_token in zip_longest(_tokens(actual), _tokens(expected)):
+        if actual_token is None or expected_token is None:  # one has more tokens or lines than the other
+            return False
+        if actual_token is _NEW_LINE or expected_token is _NEW_LINE:
+            if actual_token is not expected_token:
+                return False
+        elif not _tokens_match(actual_token, expected_token):
+            return False
+    return True
 
 
-def _token_lines(text: str) -> List[List[str]]:
-    return [line.split() for line in text.splitlines() if line.strip()]
+def _tokens(text: str) -> Iterator[object]:
+    """The whitespace-separated tokens of ``text``, with :data:`_NEW_LINE` between two lines that hold tokens
+    (lines as ``str.splitlines`` cuts them, blank ones ignored)."""
+    tokens_before = line_ended = False
+    for match in _TOKEN_OR_LINE_BREAKS.finditer(text):
+        item = match.group()
+        if item[0] in _LINE_BREAKS:
+            line_ended = tokens_before
+            continue
+        if line_ended:
+            yield _NEW_LINE
+            line_ended = False
+        tokens_before = True
+        yield item
 
 
 def _tokens_match(actual: str, expected: str) -> bool:
+    """Equal tokens; an integer expected token: an integer token of the same value (any number of digits); a
+    decimal expected token (a fraction or an exponent): a number within APPS' tolerance, both finite."""
     if actual == expected:
         return True
-    if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
-        return _canonical_integer(actual) == _canonical_integer(expected)
-    return bool(_NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected)) \
-        and _floats_close(float(actual), float(expected))
+    expected_shape = _number_shape(expected)
+    actual_shape = _number_shape(actual) if expected_shape else None
+    if actual_shape is None:
+        return False
+    if expected_shape is _INTEGER:
+        return actual_shape is _INTEGER and _canonical_integer(actual) == _canonical_integer(expected)
+    return _floats_close(float(actual), float(expected))
+
+
+def _number_shape(token: str) -> Optional[str]:
+    """``_INTEGER`` for ``[+-]digits``, ``_DECIMAL`` for a number with a fraction and/or an exponent
+    (``[+-](digits[.digits]|.digits)[(e|E)[+-]digits]``), None for anything else - in linear time (string
+    methods, no regular expression)."""
+    if not token.isascii():
+        return None
+    body = token[1:] if token[0] in "+-" else token
+    mantissa, exponent_mark, exponent = body.partition("e") if "e" in body else body.partition("E")
+    if exponent_mark and not (exponent[1:] if exponent[:1] in ("+", "-") else exponent).isdigit():
+        return None
+    whole, point, fraction = mantissa.partition(".")
+    if not (whole or fraction) or (whole and not whole.isdigit()) or (fraction and not fraction.isdigit()):
+        return None
+    return _DECIMAL if point or exponent_mark else _INTEGER
 
 
 def _canonical_integer(token: str) -> str:
@@ -271,74 +318,119 @@ def _canonical_integer(token: str) -> str:
     return "-" + digits if token.startswith("-") and digits != "0" else digits
 
 
-def _floats_close(actual: float, expected: float) -> bool:
+def _floats_close(actual, expected) -> bool:
+    """``numpy.allclose``'s test (APPS' tolerance) between two finite numbers; a non-finite one (or an integer
+    beyond float range) is close to nothing."""
     try:
-        return actual == expected or abs(actual - expected) <= \
-            FLOAT_ABSOLUTE_TOLERANCE + FLOAT_RELATIVE_TOLERANCE * abs(expected)
-    except OverflowError:  # an integer beyond float range against a float
+        actual, expected = float(actual), float(expected)
+    except OverflowError:
         return False
+    return math.isfinite(actual) and math.isfinite(expected) and \
+        abs(actual - expected) <= FLOAT_ABSOLUTE_TOLERANCE + FLOAT_RELATIVE_TOLERANCE * abs(expected)
 
 
 def call_output_matches(actual, expected) -> bool:
-    """Whether a call-based return value (as JSON data) matches the expected output (module docstring)."""
-    if _values_match(actual, expected):
-        return True
-    return isinstance(expected, (list, tuple)) and len(expected) == 1 and _values_match(actual, expected[0])
+    """Whether a call-based return value (decoded plain data) matches the expected output (JSON data; rules in
+    the module docstring)."""
+    candidates = [expected] + ([expected[0]] if type(expected) is list and len(expected) == 1 else [])
+    for candidate in candidates:
+        if _values_match(actual, candidate):
+            return True
+        if type(candidate) is dict:
+            integer_keyed = _integer_keys(candidate)
+            if integer_keyed is not None and _values_match(actual, integer_keyed):
+                return True
+    return False
+
+
+def _integer_keys(mapping: dict) -> Optional[dict]:
+    """APPS' conversion of an expected dict's keys to ``int`` (JSON keys are strings), or None if one is not an
+    integer."""
+    try:
+        return {int(key): item for key, item in mapping.items()}
+    except ValueError:
+        return None
 
 
 def _values_match(actual, expected) -> bool:
-    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-        return len(actual) == len(expected) and all(map(_values_match, actual, expected))
-    if isinstance(actual, dict) and isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(_values_match(actual[key], expected[key])
-                                                        for key in actual)
-    if _is_real(actual) and _is_real(expected) and (isinstance(actual, float) or isinstance(expected, float)):
-        return _floats_close(actual, expected)
-    return actual == expected
+    actual = _python_scalar(actual)
+    kind = type(expected)
+    if kind is list:
+        return type(actual) in (list, tuple) and len(actual) == len(expected) \
+            and all(map(_values_match, actual, expected))
+    if kind is dict:
+        return isinstance(actual, dict) and actual.keys() == expected.keys() \
+            and all(_values_match(actual[key], item) for key, item in expected.items())
+    if kind is float:
+        return type(actual) in (int, bool, float) and (actual == expected or _floats_close(actual, expected))
+    if kind in (int, bool):  # exactly, as Python compares them (a float passes only when exactly equal)
+        return type(actual) in (int, bool, float) and actual == expected
+    return type(actual) is kind and actual == expected  # str, None
 
 
-def _is_real(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _python_scalar(value):
+    """A decoded numpy scalar as the Python number it holds (APPS compares ``numpy.int64(3) == 3``)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic):
+        return value.item()
+    return value
 
 
-def _judge(mode: ProgramMode, run: TestRun, expected) -> TestOutcome:
-    """The verdict of one test run, comparing its output with ``expected`` (unused for HumanEval)."""
+def _judge(mode: ProgramMode, run: TestRun, expected) -> Tuple[TestOutcome, str]:
+    """The verdict of one test run, comparing its output with ``expected`` (unused for HumanEval), and why it is
+    an error when the output itself is (else "")."""
     if run.status is RunStatus.TIMED_OUT:
-        return TestOutcome.TIMEOUT
+        return TestOutcome.TIMEOUT, ""
     if mode is ProgramMode.HUMANEVAL:
         if run.status is RunStatus.RETURNED:
-            return TestOutcome.PASSED
-        return TestOutcome.FAILED if run.raised_in_tests else TestOutcome.RUNTIME_ERROR
+            return TestOutcome.PASSED, ""
+        return (TestOutcome.FAILED if run.raised_in_tests else TestOutcome.RUNTIME_ERROR), ""
     if run.status is not RunStatus.RETURNED:
-        return TestOutcome.RUNTIME_ERROR
+        return TestOutcome.RUNTIME_ERROR, ""
+    if run.output_size > len(run.output):  # the parent read no more than the comparison may look at
+        return TestOutcome.RUNTIME_ERROR, f"output of {run.output_size} bytes, more than this test's expected " \
+                                          f"output allows ({len(run.output)})"
     if mode is ProgramMode.STDIO:
-        expected_text = _stdio_text(expected)
-        matches = comparable_length(len(run.output), len(expected_text)) and stdio_output_matches(
-            run.output.decode("utf-8", errors="replace"), expected_text)
-    elif not comparable_length(len(run.output), len(json.dumps(expected))):
-        matches = False
-    else:
         try:
-            matches = nesting_depth(run.output) <= _MAX_CALL_OUTPUT_DEPTH \
-                and call_output_matches(json.loads(run.output), expected)
-        except (ValueError, RecursionError):  # truncated, or an integer too long for int/str conversion
-            matches = False
-    return TestOutcome.PASSED if matches else TestOutcome.FAILED
+            text = run.output.decode("utf-8")
+        except UnicodeDecodeError:
+            return TestOutcome.RUNTIME_ERROR, "the output is not UTF-8 text"
+        return (TestOutcome.PASSED if stdio_output_matches(text, _stdio_text(expected)) else TestOutcome.FAILED), ""
+    if run.output.startswith(UNSERIALISABLE_MARKER):
+        return TestOutcome.FAILED, "the return value is not plain data"
+    try:
+        value = plain_data.decode(run.output)
+    except plain_data.NotPlainData:
+        return TestOutcome.RUNTIME_ERROR, "malformed return value"
+    return (TestOutcome.PASSED if call_output_matches(value, expected) else TestOutcome.FAILED), ""
 
 
-def comparable_length(output_bytes: int, expected_chars: int) -> bool:
-    """Whether an output is short enough to be compared with an expected output of ``expected_chars``: at most
-    ``OUTPUT_LENGTH_FACTOR`` times as long plus ``OUTPUT_LENGTH_SLACK`` bytes (room for extra whitespace and
-    digits the comparison tolerates); longer ones fail unread, so judging costs the trainer time and memory
-    bounded by the expected output, whatever the program prints."""
-    return output_bytes <= OUTPUT_LENGTH_FACTOR * expected_chars + OUTPUT_LENGTH_SLACK
+def output_read_limit(expected_length: int) -> int:
+    """How many bytes of an output are read and compared against an expected output of ``expected_length``
+    (characters of standard output, or bytes of the expected value's plain-data encoding): at most
+    ``OUTPUT_LENGTH_FACTOR`` times as long plus ``OUTPUT_LENGTH_SLACK`` bytes (room for extra whitespace, digits
+    and encodings the comparison tolerates). A longer output is a runtime error, unread (APPS would compare it; no
+    realistic correct output is that much longer): judging costs the trainer time and memory bounded by the
+    expected output, whatever the program prints."""
+    return OUTPUT_LENGTH_FACTOR * expected_length + OUTPUT_LENGTH_SLACK
 
 
-def _describe_test(run: TestRun, outcome: TestOutcome, expected, mode: ProgramMode) -> str:
+def _expected_length(mode: ProgramMode, expected) -> int:
+    if mode is ProgramMode.STDIO:
+        return len(_stdio_text(expected))
+    try:
+        return len(plain_data.encode(expected))
+    except plain_data.NotPlainData:  # nested deeper than plain data goes: no return value can match it
+        return 0
+
+
+def _describe_test(run: TestRun, outcome: TestOutcome, reason: str, expected, mode: ProgramMode) -> str:
     """One line on a test that did not pass, for logs and sample inspection."""
-    if outcome is TestOutcome.FAILED and mode is not ProgramMode.HUMANEVAL:
+    if reason:
+        what = reason
+    elif outcome is TestOutcome.FAILED and mode is not ProgramMode.HUMANEVAL:
         what = (f"expected {_stdio_text(expected) if mode is ProgramMode.STDIO else expected!r:.100}, "
-                f"got {run.output.decode('utf-8', errors='replace')!r:.100}")
+                f"got {run.output[:200].decode('utf-8', errors='replace')!r:.100}")
     else:
         what = run.error or outcome.value
     return f"test {run.index}: {outcome.value}: {what}"[:_MAX_DETAIL_CHARS]
@@ -364,9 +456,11 @@ def _program_spec(task: CodeTask, code: str, mode: ProgramMode) -> ProgramSpec:
         return ProgramSpec(mode, humaneval_program(task, code), test_code=task.test_code,
                            entry_point=task.entry_point, test_prelude=humaneval_test_prelude(task.prompt))
     prelude = apps_prelude(code)
+    read_limits = tuple(output_read_limit(_expected_length(mode, expected)) for expected in task.outputs)
     if mode is ProgramMode.CALL:
-        return ProgramSpec(mode, code, prelude, call_args=tuple(task.inputs), fn_name=task.fn_name)
-    return ProgramSpec(mode, code, prelude,
+        return ProgramSpec(mode, code, prelude, call_args=tuple(task.inputs), fn_name=task.fn_name,
+                           read_limits=read_limits)
+    return ProgramSpec(mode, code, prelude, read_limits=read_limits,
                        stdin_inputs=tuple(_stdio_text(test_input) for test_input in task.inputs))
 
 
@@ -391,10 +485,10 @@ def execute_program(task: CodeTask, code: str, limits: SandboxLimits = SandboxLi
 
     def on_test(run: TestRun) -> bool:
         expected = task.outputs[run.index] if mode is not ProgramMode.HUMANEVAL else None
-        outcome = _judge(mode, run, expected)
+        outcome, reason = _judge(mode, run, expected)
         test_outcomes.append(outcome)
         if outcome is not TestOutcome.PASSED and not details:
-            details.append(_describe_test(run, outcome, expected, mode))
+            details.append(_describe_test(run, outcome, reason, expected, mode))
         return not _stops(stop, outcome)
 
     try:
