@@ -68,9 +68,6 @@ def _tree(value, depth: int):
         return ["c", value.real.hex(), value.imag.hex()]
     if kind is bytes:
         return ["b", value.hex()]
-    numpy_node = _numpy_tree(value, kind, depth)
-    if numpy_node is not None:
-        return numpy_node
     if kind in _SEQUENCE_TAGS or kind in _MAPPING_TAGS or kind is collections.defaultdict:
         _descend(depth)
         if kind in _SEQUENCE_TAGS:
@@ -81,6 +78,9 @@ def _tree(value, depth: int):
             return ["D", factory.__name__ if _DEFAULT_FACTORIES.get(getattr(factory, "__name__", None)) is factory
                     else "", pairs]
         return [_MAPPING_TAGS[kind], pairs]
+    numpy_node = _numpy_tree(value, kind, depth)
+    if numpy_node is not None:
+        return numpy_node
     for base in _BASE_CONTAINERS:  # a namedtuple, a user's dict subclass: by value, without its own methods
         if issubclass(kind, base):
             return _tree(dict(dict.items(value)) if base is dict else base(base.__iter__(value)), depth)
