@@ -82,7 +82,7 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   userfaultfd, keyrings, io_uring, bpf, perf events, mount, and the calls nobody thought of. Arguments are checked
   where an allowed call could reach outside: ``open``/``openat`` only for reading (EACCES), ``openat2`` ENOSYS
   (callers fall back to ``openat``), ``ioctl`` only TCGETS/TIOCGWINSZ (ENOTTY: no FIOASYNC/FIOSETOWN), ``fcntl``
-  only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/ F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no
+  only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no
   F_SETOWN/F_SETSIG signal ownership, leases, F_NOTIFY, locks), kill/tkill/tgkill/rt_(tg)sigqueueinfo only towards
   the child itself, prlimit64 to set only the child's own limits (another process's only to read; the kernel keeps
   soft <= hard, and without capabilities a hard limit only goes down: a program may raise its soft stack limit for
