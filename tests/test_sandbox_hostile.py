@@ -1137,3 +1137,18 @@ def test_pooling_module_state_is_limited_to_input_independent_work(host, sandbox
               "print(math.table[int(input())])\n"
     task = CodeTask(task_id="table", prompt="", inputs=["2", "3"], outputs=["4", "9"])
     assert bounded(execute_program, task, program, limits_in(sandboxes)).test_outcomes == (P, P)
+
+
+def test_a_child_that_dies_between_tests_leaves_no_output_for_the_next_one(host, sandboxes):
+    """An audit hook (which no reset can remove) ends the child with status 0 at the first audited call of the next
+    test, before the child empties its output: the parent empties it itself before each test, so the next test is
+    not judged on the previous one's output."""
+    program = textwrap.dedent("""\
+        import os, sys
+        if input() == '0':
+            sys.addaudithook(lambda event, args, end=os._exit: end(0) if event == 'os.truncate' else None)
+        print('A')
+        """)
+    task = CodeTask(task_id="stale", prompt="", inputs=["0\n", "1\n"], outputs=["A\n", "A\n"])
+    result = bounded(execute_program, task, program, limits_in(sandboxes))
+    assert result.test_outcomes == (P, F), result.detail

@@ -441,8 +441,11 @@ class _ProgramFiles:
         except OSError as error:
             logger.warning("could not remove sandbox directory %s: %r", self.workdir, error)
 
-    def write_input(self, data: bytes) -> None:
-        """Make ``data`` the input, in place of the previous test's (only while no program code runs)."""
+    def next_test(self, data: bytes) -> None:
+        """Before a test (while no program code runs): ``data`` becomes the input, in place of the previous
+        test's, and the output is emptied (a child that dies before emptying it itself must not leave the
+        previous test's output to be judged as this one's)."""
+        os.ftruncate(self.output, 0)
         os.ftruncate(self.input, 0)
         view, offset = memoryview(data), 0
         while offset < len(view):
@@ -586,7 +589,7 @@ def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits:
     ack_read, ack_write = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(ack_write, False)
     try:
-        files.write_input(spec.test_input(first_test))
+        files.next_test(spec.test_input(first_test))
         child = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, ack_read, key),
                        (report_write, ack_read, files.input_for_child, files.output), files, files.stderr)
     except BaseException:
@@ -719,7 +722,7 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
             return result
         if event["event"] != "test" or result.next_test >= spec.num_tests or child.thread_count() != 1:
             return result
-        files.write_input(spec.test_input(result.next_test))
+        files.next_test(spec.test_input(result.next_test))
         _acknowledge(ack_fd, _ACK)
         deadline = time.monotonic() + limits.test_timeout_s
 
