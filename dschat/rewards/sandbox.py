@@ -13,23 +13,26 @@ other in the same interpreter and reports each one as a JSON line on a pipe (Hum
 enforces a wall-clock deadline per test, kills the whole process group (``os.killpg``) when one expires or the
 child dies, and carries on with the remaining tests in a fresh child.
 
-One test's input is visible at a time: the parent writes it (standard input, or a call's arguments as JSON)
-into the *input memory file* - the child holds a read-only descriptor of it - after the previous test's report
-and before letting the child go on, and nowhere else (not in the directory, not in the child's spec). What
-survives between the tests of one child (standard-io and call-based tasks), precisely: the modules imported so
-far (``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated module-level
-objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded once per
-child and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for each test).
-Reset after every test: builtins, standard streams, ``sys.argv``, recursion and int-digit limits, soft resource
-limits, trace and profile hooks, signal handlers, interval timers, the working directory. After each report the
-parent counts the child's threads itself (through its own handle on ``/proc/<pid>/task``, opened when it started
-the child: nothing the program does to its descriptors reaches it); any thread besides the main one - a daemon
-``threading`` thread or a raw ``_thread`` one - ends the child before the next input is written: the next test
-starts in a fresh one. So what a program can carry from one test to the next is work that needs no input (a
-table, a cache of its own results, as APPS' harness allows): no later test's input exists anywhere while an
-earlier test runs, so a hard test's own work cannot be spread over earlier tests' time limits, and module state
-cannot reach an expected output (the child never holds one). It costs one interpreter start per program rather
-than per test.
+One test's input is visible at a time: the parent writes it (standard input, or a call's arguments as JSON) into
+the *input memory file* - the child holds a read-only descriptor of it - after the previous test's report and
+before letting the child go on, and nowhere else (not in the directory, not in the child's spec). What survives
+between the tests of one child (standard-io and call-based tasks), precisely: the modules imported so far
+(``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated module-level
+objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded once per child
+and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for each test); audit
+hooks (``sys.addaudithook``: nothing removes them) and ``gc`` callbacks, which can run program code inside the
+child's own steps, even between a report and the next test (the next test's clock starts when the parent lets the
+child go on, after writing that test's input: no work for an input can start before its test's clock; the parent
+also empties the output itself before each test). Reset after every test: builtins, standard streams, ``sys.argv``,
+recursion and int-digit limits, soft resource limits, trace and profile hooks, signal handlers, interval timers,
+the working directory. After each report the parent counts the child's threads itself (through its own handle on
+``/proc/<pid>/task``, opened when it started the child: nothing the program does to its descriptors reaches it);
+any thread besides the main one - a daemon ``threading`` thread or a raw ``_thread`` one - ends the child before
+the next input is written: the next test starts in a fresh one. So what a program can carry from one test to the
+next is work that needs no input (a table, a cache of its own results, as APPS' harness allows): no later test's
+input exists anywhere while an earlier test runs, so a hard test's own work cannot be spread over earlier tests'
+time limits, and module state cannot reach an expected output (the child never holds one). It costs one interpreter
+start per program rather than per test.
 
 The parent checks each child's work, and never trusts its directory:
 
