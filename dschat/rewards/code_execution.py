@@ -52,7 +52,7 @@ expected dict's keys are converted to ``int`` first when they all are integers. 
   unread (APPS would compare it; no realistic correct output is that much longer), and so is a standard output
   that is not UTF-8 or a return value that is not a well-formed encoding: a malformed or oversized output never
   scores better than a runtime error. Every parse is linear in the bytes read, with no backtracking regular
-  expression (``_TOKEN_OR_LINE_BREAKS`` is two disjoint, possessive character classes);
+  expression (``_TOKEN_OR_LINE_BREAKS`` is two disjoint character classes, each run matched whole);
 * verdicts: ``passed``, ``failed`` (wrong output), ``runtime_error`` (uncaught exception, non-zero exit
   status, crash, output limit reached, output too long or malformed), ``timeout`` (wall clock or CPU time), and
   ``compile_error`` for the whole program when it does not compile; APPS' "compile error" (-2) also covers
@@ -88,9 +88,9 @@ OUTPUT_LENGTH_SLACK = 4096
 _INTEGER, _DECIMAL = "integer", "decimal"  # the two shapes of a number token
 _NEW_LINE = object()  # between the tokens of two lines
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines cuts (all whitespace)
-# A token, or a run of line breaks: two disjoint character classes, possessive (nothing to backtrack into), so
-# finditer looks at each character once.
-_TOKEN_OR_LINE_BREAKS = re.compile(rf"[^\s]++|[{_LINE_BREAKS}]++")
+# A token, or a run of line breaks: two disjoint character classes, each run taken whole and nothing after it, so
+# a match never backtracks and finditer looks at each character once.
+_TOKEN_OR_LINE_BREAKS = re.compile(rf"[^\s]+|[{_LINE_BREAKS}]+")
 _MAX_DETAIL_CHARS = 300
 _APPS_PRELUDE = (  # APPS' import header (testing_util.py), line by line, with the names each line binds
     ("import sys", ("sys",)),
