@@ -2,6 +2,9 @@
 stop policies, and verdicts that do not depend on which child process ran a test."""
 from __future__ import annotations
 
+from collections import Counter, OrderedDict, defaultdict, deque
+
+import numpy
 import pytest
 
 from conftest import apps_rows, apps_task
@@ -36,7 +39,9 @@ def stdio_task(inputs, outputs) -> CodeTask:
 @pytest.mark.parametrize("actual, expected", [
     ("3\n7\n", "3\n7\n"), ("3\n7", "3\n7\n"), ("  3 \n7  \n\n", "3\n7\n"), ("1   2\t3\n", "1 2 3\n"),
     ("3\n\n7\n", "3\n7\n"), ("0.3333333333333333\n", "0.333333333333\n"), ("2.5\n", "2.5000000000\n"),
-    ("1e-9\n", "0.000000001\n"), ("007\n", "7\n"), ("YES\n", "YES"),
+    ("1e-9\n", "0.000000001\n"), ("007\n", "7\n"), ("+7\n", "7\n"), ("-0\n", "0\n"), ("YES\n", "YES"),
+    ("2\n", "2.0\n"), ("1 2\r\n3\r\n", "1 2\n3\n"), ("1 2 \n \n3 \n", "1 2\n3"), ("1\x0b2\n", "1\n2\n"),
+    ("9" * 5000 + "\n", "0" + "9" * 5000), ("-1.5E+3\n", "-1500.0\n"),
 ])
 def test_stdio_outputs_that_match(actual, expected):
     assert stdio_output_matches(actual, expected)
@@ -46,6 +51,13 @@ def test_stdio_outputs_that_match(actual, expected):
     ("4\n", "3\n"), ("1 2\n", "2 1\n"), ("1 2\n3\n", "1\n2 3\n"), ("0.33\n", "0.333333333333\n"),
     ("12345678901234567890\n", "12345678901234567891\n"), ("yes\n", "YES\n"), ("3\n7\n8\n", "3\n7\n"),
     ("", "3\n"),
+    # issue 31, class 1: a float-looking token never passes for an integer, nothing non-finite for anything
+    ("1000000000.0\n", "1000000007\n"), ("1000000007.0\n", "1000000007\n"), ("3.0\n", "3\n"), ("3e0\n", "3\n"),
+    ("1e999\n", "9" * 400 + "\n"), ("1e400\n", "1" * 400 + "\n"), ("inf\n", "5\n"), ("nan\n", "0.5\n"),
+    ("1e999\n", "1e308\n"), ("-inf\n", "-1.5\n"), ("infinity\n", "1.0\n"), ("9" * 400 + "\n", "1.5\n"),
+    # not numbers in the expected output's syntax, though Python's int()/float() would read them
+    ("0x10\n", "16\n"), ("1_000\n", "1000\n"), ("\uff11\uff12\n", "12\n"), ("1_0.5\n", "10.5\n"),
+    ("9" * 4110 + "x\n", "9" * 4110 + "\n"), ("1.\n", "1\n"),
 ])
 def test_stdio_outputs_that_do_not_match(actual, expected):
     assert not stdio_output_matches(actual, expected)
@@ -54,7 +66,14 @@ def test_stdio_outputs_that_do_not_match(actual, expected):
 @pytest.mark.parametrize("actual, expected", [
     ([1, 5], [[1, 5]]), ([1, 5], [1, 5]), (3, [3]), ([[1, 2], [3]], [[[1, 2], [3]]]), ("ab", ["ab"]),
     (1.6666666666666667, [1.6666666666667]), (2, [2.0]), ({"a": [1, 2]}, [{"a": [1, 2]}]), (True, [1]),
-    (None, [None]),
+    (None, [None]), ((1, 2), [[1, 2]]), ([(1, 2)], [[[1, 2]]]),
+    # exactly equal, as Python (and APPS) compares them: a float that is exactly the integer
+    (2.0, [2]), (1e20, [10 ** 20]),
+    # issue 31, class 2: values a Python programmer returns, by value
+    (numpy.int64(3), [3]), (numpy.bool_(True), [True]), (numpy.float32(0.5), [0.5]), (numpy.uint8(7), 7),
+    (Counter({"a": 2}), [{"a": 2}]), (OrderedDict(b=1, a=2), [{"a": 2, "b": 1}]),
+    (defaultdict(int, a=1), [{"a": 1}]), ([numpy.int64(1), numpy.float64(2.5)], [[1, 2.5]]),
+    ({1: 2}, [{"1": 2}]), (Counter({3: 1}), {"3": 1}),  # APPS converts expected dict keys to int
 ])
 def test_call_outputs_that_match(actual, expected):
     assert call_output_matches(actual, expected)
@@ -62,7 +81,11 @@ def test_call_outputs_that_match(actual, expected):
 
 @pytest.mark.parametrize("actual, expected", [
     (1, [1, 2]), ([5, 1], [[1, 5]]), (1.67, [1.6666666666667]), ({"1": 2}, [{"2": 2}]), ("3", [3]),
-    ({"__unserialisable__": "set"}, [[1, 2]]), ([1, 2, 3], [[1, 2]]),
+    ([1, 2, 3], [[1, 2]]), ({1, 2}, [[1, 2]]), (deque([1, 2]), [[1, 2]]), (numpy.array([1, 2]), [[1, 2]]),
+    # issue 31, class 1: no float tolerance for an integer answer, nothing non-finite for a finite answer
+    (1000000000.0, [1000000007]), (1000000006.9999999, [1000000007]), (1e20, [10 ** 20 + 1]),
+    (float("inf"), [10 ** 400]), (float("inf"), [1.5e308]), (float("nan"), [0.5]), (float("nan"), [1]),
+    (1.5, [1]), (True, ["True"]), (None, [0]), (10 ** 400, [1e308]),
 ])
 def test_call_outputs_that_do_not_match(actual, expected):
     assert not call_output_matches(actual, expected)

@@ -13,47 +13,70 @@ A :class:`~dschat.utils.data.schema.CodeTask` is run in one of three styles, cho
 * APPS standard-io (otherwise): each test feeds its input on stdin and compares stdout with
   :func:`stdio_output_matches`.
 
-Comparison rules, after APPS' ``testing_util.run_test`` (Hendrycks et al., 2021), and where they differ:
+Comparison rules. How APPS decides (``testing_util.run_test``, Hendrycks et al., 2021): a standard-io output,
+captured as its lines, passes when (1) it equals the expected output after stripping, or its lines equal the
+expected output's non-blank lines; else (2) when every line is one number (``float()``) and they agree with the
+expected lines within ``numpy.allclose`` (``|a - e| <= 1e-8 + 1e-5 |e|``), whatever their syntax; else (3) when
+the *set* of its lines, each a set of tokens, equals the expected one's, as strings or with every token rounded to
+3 decimals. A call-based return value passes when ``output == expected`` in Python (a tuple made a list first),
+or ``output == expected[0]`` for any non-empty expected list, or a list of tuples equals it as lists; an
+expected dict's keys are converted to ``int`` first when they all are integers. Here:
 
-* standard-io: pass if the outputs are equal after stripping; else compare line by line, ignoring blank lines
-  and whitespace at the ends of and inside lines (each line a list of tokens); tokens match when equal, when
-  both are integers of equal value, or when both are numbers and one has a fraction or exponent and they agree
-  within ``|a - e| <= 1e-8 + 1e-5 |e|`` (``numpy.allclose``'s defaults, which APPS uses). Not reproduced: APPS'
-  last-resort comparison of *sets* of tokens (order- and repetition-blind, "1 2" passed for "2 1") and its
-  float conversion of integers (which let big integers that differ in the last digits pass).
-* call-based: the return value is compared as JSON data, so tuples equal lists at any depth (APPS converts
-  the top level and tuples inside a list); a one-element expected list also accepts its element (APPS'
-  unwrapping ``output == expected[0]``, which it applies to lists of any length - only the one-element case is
-  kept); floats match within the same tolerance (APPS compares call results exactly); dict keys must be
-  strings, as in JSON (APPS' conversion of an input dict's keys to ``int`` is not reproduced).
+* standard-io: pass if the outputs are equal after stripping (1); else compare token by token, line by line
+  (lines as ``str.splitlines`` cuts them, blank lines and whitespace ignored), stopping at the first
+  difference. An *integer* expected token (``[+-]digits``) is matched only by an integer token of the same value,
+  compared as digit strings (any length): APPS' (2) would pass ``1000000000.0`` or ``1000000008`` for
+  ``1000000007`` and one fixed huge exponent for every integer beyond float range, so a number with a fraction or
+  an exponent never passes for an integer here, not even ``3.0`` for ``3`` (which APPS passes: a deliberate,
+  tested difference). A *decimal* expected token (a fraction and/or an exponent) is matched by any number token
+  within APPS' tolerance, both finite (APPS' (2), per token rather than per one-number line). Numbers are
+  written ``[+-](digits[.digits]|.digits)[(e|E)[+-]digits]``, ASCII only (not ``inf``, ``nan``, ``1_000``,
+  ``0x10`` or other scripts' digits, which Python's ``float()`` reads). Not reproduced: APPS' (3), order- and
+  repetition-blind ("1 2" passed for "2 1").
+* call-based: the return value crosses as plain data (:mod:`~dschat.rewards.plain_data`) and is compared by
+  :func:`call_output_matches`: tuples equal lists at any depth; any ``dict`` type (``Counter``,
+  ``OrderedDict``, ``defaultdict``) equals an expected dict with the same keys and matching values (APPS'
+  integer keys included); numpy scalars by their value; an integer (or bool) answer is matched exactly, as
+  Python compares: an ``int``, or a ``float`` only when exactly equal (``2.0`` for ``2``, as APPS passes it;
+  never ``1000000000.0`` for ``1000000007``); a float answer by a finite number within the same tolerance (APPS
+  compares exactly: more lenient here, for floats only); nothing non-finite matches a finite answer; strings and
+  None by equality. A one-element expected list also accepts its element (APPS' unwrapping, only in the
+  one-element case: APPS passed ``3`` for ``[3, 5]``). A numpy array, set or deque never matches a list (APPS:
+  an error, or False); a value that is not plain data (a generator, an object) fails.
 * imports: like APPS, both APPS styles run after APPS' import header (``sys``, ``itertools``, ``collections``,
   ``math``, ``typing.List``, ``numpy as np``, ``heapq``...; LeetCode-style programs and starter code rely on
   it), executed in the program's namespace; only the header lines binding a name the program mentions are run
   (:func:`apps_prelude`), which spares each program up to ~30 ms of imports.
-* bounded cost: an output more than ``OUTPUT_LENGTH_FACTOR`` times as long as the expected one (plus
-  ``OUTPUT_LENGTH_SLACK`` bytes) fails without being parsed (APPS would compare it; no realistic correct output
-  is that much longer), a call's return value nested more than 100 deep fails unparsed, and integer tokens are
-  compared as digit strings (any length, linear time);
+* bounded cost: the parent reads at most ``OUTPUT_LENGTH_FACTOR`` times the expected output's length plus
+  ``OUTPUT_LENGTH_SLACK`` bytes of an output (:func:`output_read_limit`); a longer output is a runtime error,
+  unread (APPS would compare it; no realistic correct output is that much longer), and so is a standard output
+  that is not UTF-8 or a return value that is not a well-formed encoding: a malformed or oversized output never
+  scores better than a runtime error. Every parse is linear in the bytes read, with no backtracking regular
+  expression (``_TOKEN_OR_LINE_BREAKS`` is two disjoint character classes, each run matched whole);
 * verdicts: ``passed``, ``failed`` (wrong output), ``runtime_error`` (uncaught exception, non-zero exit
-  status, crash, output limit reached), ``timeout`` (wall clock or CPU time), and ``compile_error`` for the whole
-  program when it does not compile; APPS' "compile error" (-2) also covers exceptions while loading the
-  module, which here are runtime errors of the tests they happen in.
+  status, crash, output limit reached, output too long or malformed), ``timeout`` (wall clock or CPU time), and
+  ``compile_error`` for the whole program when it does not compile; APPS' "compile error" (-2) also covers
+  exceptions while loading the module, which here are runtime errors of the tests they happen in.
 """
 from __future__ import annotations
 
 import json
 import logging
+import math
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache, partial
-from typing import List, Optional, Sequence, Tuple
+from itertools import zip_longest
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 from dschat.utils.data.schema import CodeTask
 
-from .plain_data import nesting_depth
+from . import plain_data
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program
+from .sandbox_child import UNSERIALISABLE_MARKER
 from .verdict_child import TESTS_FILENAME
 
 logger = logging.getLogger(__name__)
@@ -62,10 +85,13 @@ FLOAT_RELATIVE_TOLERANCE = 1e-5
 FLOAT_ABSOLUTE_TOLERANCE = 1e-8
 OUTPUT_LENGTH_FACTOR = 8
 OUTPUT_LENGTH_SLACK = 4096
-_INTEGER = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER, _DECIMAL = "integer", "decimal"  # the two shapes of a number token
+_NEW_LINE = object()  # between the tokens of two lines
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines cuts (all whitespace)
+# A token, or a run of line breaks: two disjoint character classes, each run taken whole and nothing after it, so
+# a match never backtracks and finditer looks at each character once.
+_TOKEN_OR_LINE_BREAKS = re.compile(rf"[^\s]+|[{_LINE_BREAKS}]+")
 _MAX_DETAIL_CHARS = 300
-_MAX_CALL_OUTPUT_DEPTH = 100  # a return value nested deeper is failed unparsed (the parser would recurse)
 _APPS_PRELUDE = (  # APPS' import header (testing_util.py), line by line, with the names each line binds
     ("import sys", ("sys",)),
     ("import time", ("time",)),
@@ -242,26 +268,66 @@ def humaneval_test_prelude(prompt: str) -> str:
 
 
 def stdio_output_matches(actual: str, expected: str) -> bool:
-    """Whether a standard-io program's output matches the expected output (rules in the module docstring)."""
+    """Whether a standard-io program's output matches the expected output (rules in the module docstring): one
+    pass over both texts, token by token, stopping at the first difference (cost linear in the texts, memory one
+    token at a time)."""
     if actual.strip() == expected.strip():
         return True
-    actual_lines, expected_lines = _token_lines(actual), _token_lines(expected)
-    return len(actual_lines) == len(expected_lines) and all(
-        len(actual_tokens) == len(expected_tokens) and all(map(_tokens_match, actual_tokens, expected_tokens))
-        for actual_tokens, expected_tokens in zip(actual_lines, expected_lines))
+    for actual_token, expected_token in zip_longest(_tokens(actual), _tokens(expected)):
+        if actual_token is None or expected_token is None:  # one has more tokens or lines than the other
+            return False
+        if actual_token is _NEW_LINE or expected_token is _NEW_LINE:
+            if actual_token is not expected_token:
+                return False
+        elif not _tokens_match(actual_token, expected_token):
+            return False
+    return True
 
 
-def _token_lines(text: str) -> List[List[str]]:
-    return [line.split() for line in text.splitlines() if line.strip()]
+def _tokens(text: str) -> Iterator[object]:
+    """The whitespace-separated tokens of ``text``, with :data:`_NEW_LINE` between two lines that hold tokens
+    (lines as ``str.splitlines`` cuts them, blank ones ignored)."""
+    tokens_before = line_ended = False
+    for match in _TOKEN_OR_LINE_BREAKS.finditer(text):
+        item = match.group()
+        if item[0] in _LINE_BREAKS:
+            line_ended = tokens_before
+            continue
+        if line_ended:
+            yield _NEW_LINE
+            line_ended = False
+        tokens_before = True
+        yield item
 
 
 def _tokens_match(actual: str, expected: str) -> bool:
+    """Equal tokens; an integer expected token: an integer token of the same value (any number of digits); a
+    decimal expected token (a fraction or an exponent): a number within APPS' tolerance, both finite."""
     if actual == expected:
         return True
-    if _INTEGER.fullmatch(actual) and _INTEGER.fullmatch(expected):
-        return _canonical_integer(actual) == _canonical_integer(expected)
-    return bool(_NUMBER.fullmatch(actual) and _NUMBER.fullmatch(expected)) \
-        and _floats_close(float(actual), float(expected))
+    expected_shape = _number_shape(expected)
+    actual_shape = _number_shape(actual) if expected_shape else None
+    if actual_shape is None:
+        return False
+    if expected_shape is _INTEGER:
+        return actual_shape is _INTEGER and _canonical_integer(actual) == _canonical_integer(expected)
+    return _floats_close(float(actual), float(expected))
+
+
+def _number_shape(token: str) -> Optional[str]:
+    """``_INTEGER`` for ``[+-]digits``, ``_DECIMAL`` for a number with a fraction and/or an exponent
+    (``[+-](digits[.digits]|.digits)[(e|E)[+-]digits]``), None for anything else - in linear time (string
+    methods, no regular expression)."""
+    if not token.isascii():
+        return None
+    body = token[1:] if token[0] in "+-" else token
+    mantissa, exponent_mark, exponent = body.partition("e") if "e" in body else body.partition("E")
+    if exponent_mark and not (exponent[1:] if exponent[:1] in ("+", "-") else exponent).isdigit():
+        return None
+    whole, point, fraction = mantissa.partition(".")
+    if not (whole or fraction) or (whole and not whole.isdigit()) or (fraction and not fraction.isdigit()):
+        return None
+    return _DECIMAL if point or exponent_mark else _INTEGER
 
 
 def _canonical_integer(token: str) -> str:
@@ -271,74 +337,119 @@ def _canonical_integer(token: str) -> str:
     return "-" + digits if token.startswith("-") and digits != "0" else digits
 
 
-def _floats_close(actual: float, expected: float) -> bool:
+def _floats_close(actual, expected) -> bool:
+    """``numpy.allclose``'s test (APPS' tolerance) between two finite numbers; a non-finite one (or an integer
+    beyond float range) is close to nothing."""
     try:
-        return actual == expected or abs(actual - expected) <= \
-            FLOAT_ABSOLUTE_TOLERANCE + FLOAT_RELATIVE_TOLERANCE * abs(expected)
-    except OverflowError:  # an integer beyond float range against a float
+        actual, expected = float(actual), float(expected)
+    except OverflowError:
         return False
+    return math.isfinite(actual) and math.isfinite(expected) and \
+        abs(actual - expected) <= FLOAT_ABSOLUTE_TOLERANCE + FLOAT_RELATIVE_TOLERANCE * abs(expected)
 
 
 def call_output_matches(actual, expected) -> bool:
-    """Whether a call-based return value (as JSON data) matches the expected output (module docstring)."""
-    if _values_match(actual, expected):
-        return True
-    return isinstance(expected, (list, tuple)) and len(expected) == 1 and _values_match(actual, expected[0])
+    """Whether a call-based return value (decoded plain data) matches the expected output (JSON data; rules in
+    the module docstring)."""
+    candidates = [expected] + ([expected[0]] if type(expected) is list and len(expected) == 1 else [])
+    for candidate in candidates:
+        if _values_match(actual, candidate):
+            return True
+        if type(candidate) is dict:
+            integer_keyed = _integer_keys(candidate)
+            if integer_keyed is not None and _values_match(actual, integer_keyed):
+                return True
+    return False
+
+
+def _integer_keys(mapping: dict) -> Optional[dict]:
+    """APPS' conversion of an expected dict's keys to ``int`` (JSON keys are strings), or None if one is not an
+    integer."""
+    try:
+        return {int(key): item for key, item in mapping.items()}
+    except ValueError:
+        return None
 
 
 def _values_match(actual, expected) -> bool:
-    if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
-        return len(actual) == len(expected) and all(map(_values_match, actual, expected))
-    if isinstance(actual, dict) and isinstance(expected, dict):
-        return actual.keys() == expected.keys() and all(_values_match(actual[key], expected[key])
-                                                        for key in actual)
-    if _is_real(actual) and _is_real(expected) and (isinstance(actual, float) or isinstance(expected, float)):
-        return _floats_close(actual, expected)
-    return actual == expected
+    actual = _python_scalar(actual)
+    kind = type(expected)
+    if kind is list:
+        return type(actual) in (list, tuple) and len(actual) == len(expected) \
+            and all(map(_values_match, actual, expected))
+    if kind is dict:
+        return isinstance(actual, dict) and actual.keys() == expected.keys() \
+            and all(_values_match(actual[key], item) for key, item in expected.items())
+    if kind is float:
+        return type(actual) in (int, bool, float) and (actual == expected or _floats_close(actual, expected))
+    if kind in (int, bool):  # exactly, as Python compares them (a float passes only when exactly equal)
+        return type(actual) in (int, bool, float) and actual == expected
+    return type(actual) is kind and actual == expected  # str, None
 
 
-def _is_real(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _python_scalar(value):
+    """A decoded numpy scalar as the Python number it holds (APPS compares ``numpy.int64(3) == 3``)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.generic):
+        return value.item()
+    return value
 
 
-def _judge(mode: ProgramMode, run: TestRun, expected) -> TestOutcome:
-    """The verdict of one test run, comparing its output with ``expected`` (unused for HumanEval)."""
+def _judge(mode: ProgramMode, run: TestRun, expected) -> Tuple[TestOutcome, str]:
+    """The verdict of one test run, comparing its output with ``expected`` (unused for HumanEval), and why it is
+    an error when the output itself is (else "")."""
     if run.status is RunStatus.TIMED_OUT:
-        return TestOutcome.TIMEOUT
+        return TestOutcome.TIMEOUT, ""
     if mode is ProgramMode.HUMANEVAL:
         if run.status is RunStatus.RETURNED:
-            return TestOutcome.PASSED
-        return TestOutcome.FAILED if run.raised_in_tests else TestOutcome.RUNTIME_ERROR
+            return TestOutcome.PASSED, ""
+        return (TestOutcome.FAILED if run.raised_in_tests else TestOutcome.RUNTIME_ERROR), ""
     if run.status is not RunStatus.RETURNED:
-        return TestOutcome.RUNTIME_ERROR
+        return TestOutcome.RUNTIME_ERROR, ""
+    if run.output_size > len(run.output):  # the parent read no more than the comparison may look at
+        return TestOutcome.RUNTIME_ERROR, f"output of {run.output_size} bytes, more than this test's expected " \
+                                          f"output allows ({len(run.output)})"
     if mode is ProgramMode.STDIO:
-        expected_text = _stdio_text(expected)
-        matches = comparable_length(len(run.output), len(expected_text)) and stdio_output_matches(
-            run.output.decode("utf-8", errors="replace"), expected_text)
-    elif not comparable_length(len(run.output), len(json.dumps(expected))):
-        matches = False
-    else:
         try:
-            matches = nesting_depth(run.output) <= _MAX_CALL_OUTPUT_DEPTH \
-                and call_output_matches(json.loads(run.output), expected)
-        except (ValueError, RecursionError):  # truncated, or an integer too long for int/str conversion
-            matches = False
-    return TestOutcome.PASSED if matches else TestOutcome.FAILED
+            text = run.output.decode("utf-8")
+        except UnicodeDecodeError:
+            return TestOutcome.RUNTIME_ERROR, "the output is not UTF-8 text"
+        return (TestOutcome.PASSED if stdio_output_matches(text, _stdio_text(expected)) else TestOutcome.FAILED), ""
+    if run.output.startswith(UNSERIALISABLE_MARKER):
+        return TestOutcome.FAILED, "the return value is not plain data"
+    try:
+        value = plain_data.decode(run.output)
+    except plain_data.NotPlainData:
+        return TestOutcome.RUNTIME_ERROR, "malformed return value"
+    return (TestOutcome.PASSED if call_output_matches(value, expected) else TestOutcome.FAILED), ""
 
 
-def comparable_length(output_bytes: int, expected_chars: int) -> bool:
-    """Whether an output is short enough to be compared with an expected output of ``expected_chars``: at most
-    ``OUTPUT_LENGTH_FACTOR`` times as long plus ``OUTPUT_LENGTH_SLACK`` bytes (room for extra whitespace and
-    digits the comparison tolerates); longer ones fail unread, so judging costs the trainer time and memory
-    bounded by the expected output, whatever the program prints."""
-    return output_bytes <= OUTPUT_LENGTH_FACTOR * expected_chars + OUTPUT_LENGTH_SLACK
+def output_read_limit(expected_length: int) -> int:
+    """How many bytes of an output are read and compared against an expected output of ``expected_length``
+    (characters of standard output, or bytes of the expected value's plain-data encoding): at most
+    ``OUTPUT_LENGTH_FACTOR`` times as long plus ``OUTPUT_LENGTH_SLACK`` bytes (room for extra whitespace, digits
+    and encodings the comparison tolerates). A longer output is a runtime error, unread (APPS would compare it; no
+    realistic correct output is that much longer): judging costs the trainer time and memory bounded by the
+    expected output, whatever the program prints."""
+    return OUTPUT_LENGTH_FACTOR * expected_length + OUTPUT_LENGTH_SLACK
 
 
-def _describe_test(run: TestRun, outcome: TestOutcome, expected, mode: ProgramMode) -> str:
+def _expected_length(mode: ProgramMode, expected) -> int:
+    if mode is ProgramMode.STDIO:
+        return len(_stdio_text(expected))
+    try:
+        return len(plain_data.encode(expected))
+    except plain_data.NotPlainData:  # nested deeper than plain data goes: no return value can match it
+        return 0
+
+
+def _describe_test(run: TestRun, outcome: TestOutcome, reason: str, expected, mode: ProgramMode) -> str:
     """One line on a test that did not pass, for logs and sample inspection."""
-    if outcome is TestOutcome.FAILED and mode is not ProgramMode.HUMANEVAL:
+    if reason:
+        what = reason
+    elif outcome is TestOutcome.FAILED and mode is not ProgramMode.HUMANEVAL:
         what = (f"expected {_stdio_text(expected) if mode is ProgramMode.STDIO else expected!r:.100}, "
-                f"got {run.output.decode('utf-8', errors='replace')!r:.100}")
+                f"got {run.output[:200].decode('utf-8', errors='replace')!r:.100}")
     else:
         what = run.error or outcome.value
     return f"test {run.index}: {outcome.value}: {what}"[:_MAX_DETAIL_CHARS]
@@ -364,9 +475,11 @@ def _program_spec(task: CodeTask, code: str, mode: ProgramMode) -> ProgramSpec:
         return ProgramSpec(mode, humaneval_program(task, code), test_code=task.test_code,
                            entry_point=task.entry_point, test_prelude=humaneval_test_prelude(task.prompt))
     prelude = apps_prelude(code)
+    read_limits = tuple(output_read_limit(_expected_length(mode, expected)) for expected in task.outputs)
     if mode is ProgramMode.CALL:
-        return ProgramSpec(mode, code, prelude, call_args=tuple(task.inputs), fn_name=task.fn_name)
-    return ProgramSpec(mode, code, prelude,
+        return ProgramSpec(mode, code, prelude, call_args=tuple(task.inputs), fn_name=task.fn_name,
+                           read_limits=read_limits)
+    return ProgramSpec(mode, code, prelude, read_limits=read_limits,
                        stdin_inputs=tuple(_stdio_text(test_input) for test_input in task.inputs))
 
 
@@ -391,10 +504,10 @@ def execute_program(task: CodeTask, code: str, limits: SandboxLimits = SandboxLi
 
     def on_test(run: TestRun) -> bool:
         expected = task.outputs[run.index] if mode is not ProgramMode.HUMANEVAL else None
-        outcome = _judge(mode, run, expected)
+        outcome, reason = _judge(mode, run, expected)
         test_outcomes.append(outcome)
         if outcome is not TestOutcome.PASSED and not details:
-            details.append(_describe_test(run, outcome, expected, mode))
+            details.append(_describe_test(run, outcome, reason, expected, mode))
         return not _stops(stop, outcome)
 
     try:

@@ -7,11 +7,11 @@ B.5 (after Shojaee et al., 2023; Liu et al., 2023)::
               -0.6                                     if y receives a runtime error,
               -1.0                                     if y receives a compile error.
 
-A runtime error is any test raising (an uncaught exception, a non-zero exit status, a crash, the output or
-memory limit); a timeout counts as a runtime error too (the program did not terminate normally, as in
-CodeRL/PPOCoder, where a time-limit verdict shares the runtime-error code of APPS' harness), and so does a
-sandbox error (the sandbox could not vouch for the run, e.g. a child's isolation layers differed from those
-asked for: never a pass, logged and counted under ``sandbox_error``).
+A runtime error is any test raising (an uncaught exception, a non-zero exit status, a crash, the output or memory
+limit, an output too long to compare with the expected one, or malformed); a timeout counts as a runtime error too
+(the program did not terminate normally, as in CodeRL/PPOCoder, where a time-limit verdict shares the runtime-error
+code of APPS' harness), and so does a sandbox error (the sandbox could not vouch for the run, e.g. a child's
+isolation layers differed from those asked for: never a pass, logged and counted under ``sandbox_error``).
 """
 from __future__ import annotations
 

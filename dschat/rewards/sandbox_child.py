@@ -3,8 +3,9 @@ enforced): hardening, compiling the program, the two APPS test drivers and their
 program's side of a HumanEval test (answering the verdict interpreter's calls, ``verdict_child.py``).
 
 Started as ``python -I -S sandbox_child.py SPEC_FD`` by :func:`~dschat.rewards.sandbox.run_program`: everything
-else (the program, its tests' inputs, the limits, the descriptors of the channels, the report key) is read from that
-sealed memory file before the program runs, and never from the program's working directory. Kept apart from the
+else (the program, the limits, the descriptors of the channels, the report key) is read from that sealed memory
+file before the program runs, and never from the program's working directory; each test's input (standard input,
+or a call's arguments as JSON) is read from the input memory file, which holds that one test's input only. Kept apart from the
 parent's module and limited to light standard-library imports because every program pays for this module's
 import in its start-up time.
 """
@@ -16,7 +17,6 @@ import errno
 import gc
 import json
 import math
-import numbers
 import os
 import resource
 import signal
@@ -32,13 +32,8 @@ else:  # run as the child's script (python -I: its own directory is not on sys.p
 
 SOLUTION_FILENAME = "<solution>"
 PRELUDE_FILENAME = "<prelude>"
-UNSERIALISABLE_KEY = "__unserialisable__"
+UNSERIALISABLE_MARKER = b"!"  # a call's output: the return value is not plain data (then why), a failed test
 _MAX_ERROR_CHARS = 2000
-
-
-def input_path(workdir: str, index: int) -> str:
-    """Standard input of test ``index`` (written by the parent; read-only to the program)."""
-    return os.path.join(workdir, f"in_{index}.txt")
 
 
 def read_spec(spec_fd: int) -> dict:
@@ -60,10 +55,9 @@ def _child_main(spec_fd: int) -> None:
     sys.dont_write_bytecode = True
     builtins.exit = builtins.quit = _quit
     channel = _Channel(spec["report_fd"], spec["report_key"])
-    fds = _Descriptors(spec["output_fd"], spec["ack_fd"], os.open(os.devnull, os.O_RDWR))
+    fds = _Descriptors(spec["input_fd"], spec["output_fd"], spec["ack_fd"], os.open(os.devnull, os.O_RDWR))
     first_test = spec["first_test"]
     cpu_seconds = math.ceil(spec["limits"]["test_timeout_s"] * (spec["num_tests"] - first_test + 1)) + 1
-    tasks_fd = os.open("/proc/self/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # before Landlock
     channel.send(event="hardened", layers=_harden(spec["workdir"], spec["readable_paths"], spec["limits"],
                                                   cpu_seconds))
     try:
@@ -88,24 +82,30 @@ def _child_main(spec_fd: int) -> None:
         _truncate_stderr()
         fds.clear_output()
         status, error, in_tests = run_test(index)
-        threads_left = _join_user_threads(tasks_fd)
+        _join_user_threads()
         status, error = _flush_user_streams(status, error)
         state.restore()
-        channel.send(event="test", index=index, status=status, error=error, in_tests=in_tests,
-                     restart=threads_left)
-        if threads_left:  # threads would run on into the next test: continue in a fresh child
-            break
+        channel.send(event="test", index=index, status=status, error=error, in_tests=in_tests)
     os._exit(0)
 
 
 class _Descriptors:
     """The child's own handles (duplicated, so a program that closes or replaces fd 0/1/2 harms only its own
-    test): the output memory file, the parent's acknowledgement pipe and /dev/null."""
+    test): the input memory file (read-only; the parent writes each test's input before letting the test
+    start), the output memory file, the parent's acknowledgement pipe and /dev/null."""
 
-    def __init__(self, output_fd: int, ack_fd: int, devnull_fd: int):
+    def __init__(self, input_fd: int, output_fd: int, ack_fd: int, devnull_fd: int):
+        self.input = input_fd
         self.output = output_fd
         self.devnull = devnull_fd
         self._ack = ack_fd
+
+    def read_input(self) -> bytes:
+        chunks, offset = [], 0
+        while chunk := os.pread(self.input, 1 << 20, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+        return b"".join(chunks)
 
     def clear_output(self) -> None:
         """Empty the output file for the next test (the parent has read the previous one)."""
@@ -160,7 +160,12 @@ def _describe_exception(error: BaseException) -> str:
         text = f"{type(error).__name__}: {error}"
     except Exception:  # a __str__ that raises
         text = type(error).__name__
-    return text[:_MAX_ERROR_CHARS]
+    return _report_text(text)
+
+
+def _report_text(text: str) -> str:
+    """At most ``_MAX_ERROR_CHARS`` characters of valid Unicode (lone surrogates escaped), as reports carry."""
+    return text[:_MAX_ERROR_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _exit_outcome(exit_request: SystemExit) -> tuple[str, str]:
@@ -169,8 +174,11 @@ def _exit_outcome(exit_request: SystemExit) -> tuple[str, str]:
     if code is None or code == 0:
         return "returned", ""
     if isinstance(code, int):
-        return "raised", f"exit status {code}"
-    return "raised", f"exit status 1 ({str(code)[:_MAX_ERROR_CHARS]})"
+        return "raised", _report_text(f"exit status {code}")
+    try:
+        return "raised", _report_text(f"exit status 1 ({code})")
+    except Exception:  # a __str__ that raises
+        return "raised", "exit status 1"
 
 
 def _fresh_std_streams() -> None:
@@ -185,9 +193,8 @@ def _stdio_driver(prelude, program, spec: dict, fds: _Descriptors):
     output memory file as its stdout (fd 1), like ``python solution.py < input > output``."""
 
     def run_test(index: int) -> tuple[str, str, bool]:
-        input_fd = os.open(input_path(spec["workdir"], index), os.O_RDONLY | os.O_NOFOLLOW)
-        os.dup2(input_fd, 0)
-        os.close(input_fd)
+        os.lseek(fds.input, 0, os.SEEK_SET)
+        os.dup2(fds.input, 0)
         os.dup2(fds.output, 1)
         _fresh_std_streams()
         namespace = {"__name__": "__main__", "__builtins__": builtins, "__file__": "solution.py"}
@@ -207,8 +214,9 @@ def _stdio_driver(prelude, program, spec: dict, fds: _Descriptors):
 
 def _call_driver(prelude, program, spec: dict, fds: _Descriptors):
     """APPS call-based: the module runs once per child (as in APPS); each test calls ``fn_name`` - or
-    ``Solution().fn_name`` on a fresh instance (LeetCode style) - with its arguments and writes the return
-    value as JSON data into the output memory file; the parent compares it with the expected output."""
+    ``Solution().fn_name`` on a fresh instance (LeetCode style) - with its arguments (the input memory file's
+    JSON) and writes the return value as plain data (``plain_data``) into the output memory file, or
+    ``UNSERIALISABLE_MARKER`` and why it is not plain data; the parent compares it with the expected output."""
     module: dict[str, object] = {}
 
     def run_test(index: int) -> tuple[str, str, bool]:
@@ -216,13 +224,18 @@ def _call_driver(prelude, program, spec: dict, fds: _Descriptors):
         os.dup2(fds.devnull, 1)
         _fresh_std_streams()
         try:
+            arguments = json.loads(fds.read_input())
             if not module:
                 namespace = {"__name__": "solution", "__builtins__": builtins}
                 exec(prelude, namespace)
                 exec(program, namespace)
                 module.update(namespace=namespace)
-            value = _solution_callable(module["namespace"], spec["fn_name"])(*spec["call_args"][index])
-            payload = json.dumps(_json_value(value)).encode("utf-8")
+            value = _solution_callable(module["namespace"], spec["fn_name"])(*arguments)
+            del arguments
+            try:
+                payload = plain_data.encode(value).encode("utf-8")
+            except plain_data.NotPlainData as reason:
+                payload = UNSERIALISABLE_MARKER + str(reason).encode("utf-8", "replace")[:200]
         except BaseException as error:
             return "raised", _describe_exception(error), False
         try:
@@ -244,23 +257,6 @@ def _solution_callable(namespace: dict, fn_name: str):
     if isinstance(solution_class, type) and hasattr(solution_class, fn_name):
         return getattr(solution_class(), fn_name)
     raise NameError(f"the program defines no function {fn_name!r} and no Solution.{fn_name}")
-
-
-def _json_value(value):
-    """The return value as JSON data: tuples become lists (APPS compares them so), numbers that are not
-    ``int``/``float`` (numpy scalars) are converted, anything else JSON cannot hold becomes a marker that
-    equals no expected output."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
-    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
-        return {key: _json_value(item) for key, item in value.items()}
-    return {UNSERIALISABLE_KEY: type(value).__name__}
 
 
 def _humaneval_server(prelude, program, spec: dict, fds: _Descriptors) -> None:
@@ -333,18 +329,14 @@ def _humaneval_server(prelude, program, spec: dict, fds: _Descriptors) -> None:
 _DRIVERS = {"stdio": _stdio_driver, "call": _call_driver}
 
 
-def _join_user_threads(tasks_fd: int) -> bool:
-    """Wait for the program's non-daemon threads (as interpreter exit would); True if any other thread is left:
-    a daemon thread, or one started with ``_thread`` (which ``threading`` does not track), counted by the
-    kernel in ``/proc/self/task`` (``tasks_fd``: opened before Landlock)."""
+def _join_user_threads() -> None:
+    """Wait for the program's non-daemon threads (as interpreter exit would). Any thread still running after
+    the report (a daemon thread, or one started with ``_thread``, which ``threading`` does not track) is seen by
+    the parent, which counts the child's threads itself and then moves the next test to a fresh child."""
     current = threading.current_thread()
     for thread in threading.enumerate():
         if thread is not current and not thread.daemon:
             thread.join()
-    try:
-        return len(os.listdir(tasks_fd)) > 1
-    except OSError:  # cannot count: assume the worst
-        return True
 
 
 def _flush_user_streams(status: str, error: str) -> tuple[str, str]:
@@ -377,6 +369,7 @@ class _InterpreterState:
         self._handlers = {number: handler for number in signal.valid_signals()
                           if number not in (signal.SIGKILL, signal.SIGSTOP)
                           and (handler := signal.getsignal(number)) is not None}
+        self._soft_limits = {limit: resource.getrlimit(limit)[0] for limit in _RESTORED_LIMITS}
 
     def restore(self) -> None:
         builtins.__dict__.clear()
@@ -393,7 +386,17 @@ class _InterpreterState:
             self._setitimer(timer, 0)
         for number, handler in self._handlers.items():
             self._signal(number, handler)
+        for limit, soft in self._soft_limits.items():  # a program may move its soft limits within the hard ones
+            hard = resource.getrlimit(limit)[1]
+            try:
+                resource.setrlimit(limit, (soft, hard))
+            except (OSError, ValueError):  # it lowered the hard limit below the soft one: its own loss
+                resource.setrlimit(limit, (hard, hard))
         gc.collect()
+
+
+_RESTORED_LIMITS = (resource.RLIMIT_STACK, resource.RLIMIT_CPU, resource.RLIMIT_AS, resource.RLIMIT_FSIZE,
+                    resource.RLIMIT_NOFILE, resource.RLIMIT_DATA)
 
 
 # --------------------------------------------------------------------------------------- child: hardening
@@ -565,7 +568,7 @@ _X86_64_ALLOWED = {
     "sched_yield": 24, "nanosleep": 35, "getpid": 39, "exit": 60, "uname": 63, "gettimeofday": 96,
     "getrlimit": 97, "getrusage": 98, "sysinfo": 99, "times": 100, "getuid": 102, "getgid": 104,
     "geteuid": 107, "getegid": 108, "getppid": 110, "getpgrp": 111, "getgroups": 115, "getresuid": 118,
-    "getresgid": 120, "getpgid": 121, "getsid": 124, "gettid": 186, "time": 201, "futex": 202,
+    "getresgid": 120, "getpgid": 121, "getsid": 124, "setrlimit": 160, "gettid": 186, "time": 201, "futex": 202,
     "sched_getaffinity": 204, "set_tid_address": 218, "clock_gettime": 228, "clock_getres": 229,
     "clock_nanosleep": 230, "exit_group": 231, "set_robust_list": 273, "get_robust_list": 274, "getcpu": 309,
     "getrandom": 318, "rseq": 334,
@@ -634,7 +637,7 @@ def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
     open/openat only for reading (else EACCES; openat2, whose flags a filter cannot read, ENOSYS so that
     callers fall back to openat); ioctl only ``_ALLOWED_IOCTLS`` (else ENOTTY); fcntl only ``_ALLOWED_FCNTLS``
     and F_SETFL without O_ASYNC; clone only for threads (clone3 ENOSYS, so that glibc falls back to clone);
-    signals only to this process; prlimit64 only to read limits; every other call (processes, sockets, SysV
+    signals only to this process; prlimit64 only to read another process's limits; every other call (processes, sockets, SysV
     and POSIX IPC, inotify/fanotify, ptrace, scheduling and priority changes, file tree and metadata changes,
     memfd_create, io_uring, bpf, mount, the calls nobody thought of) fails with EPERM."""
     program = [
@@ -654,8 +657,11 @@ def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
     program += _argument_rule(_X86_64_CLONE, 0, _BPF_JSET, _CLONE_THREAD)
     for syscall in _X86_64_SIGNALS.values():
         program += _argument_rule(syscall, 0, _BPF_JEQ, own_pid)
-    program += [  # prlimit64(pid, resource, new_limit, old_limit): new_limit must be NULL
-        _bpf(_BPF_JEQ, _X86_64_PRLIMIT64, 0, 6), _bpf(_BPF_LOAD_WORD, 16 + 8 * 2), _bpf(_BPF_JEQ, 0, 0, 3),
+    program += [  # prlimit64(pid, resource, new_limit, old_limit): pid 0 or this process may set its own limits
+        # (the kernel keeps soft <= hard, and without capabilities a hard limit only goes down); another
+        # process's limits may only be read (new_limit NULL)
+        _bpf(_BPF_JEQ, _X86_64_PRLIMIT64, 0, 9), _bpf(_BPF_LOAD_WORD, 16), _bpf(_BPF_JEQ, 0, 5, 0),
+        _bpf(_BPF_JEQ, own_pid, 4, 0), _bpf(_BPF_LOAD_WORD, 16 + 8 * 2), _bpf(_BPF_JEQ, 0, 0, 3),
         _bpf(_BPF_LOAD_WORD, 16 + 8 * 2 + 4), _bpf(_BPF_JEQ, 0, 0, 1), _bpf(_BPF_RETURN, _SECCOMP_ALLOW),
         _bpf(_BPF_RETURN, _bpf_errno(errno.EPERM)),
     ]

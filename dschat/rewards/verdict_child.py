@@ -65,11 +65,13 @@ def read_spec(spec_fd: int) -> dict:
 
 
 def describe_exception(error: BaseException) -> str:
+    """What a report says of an exception: at most ``_MAX_ERROR_CHARS`` characters of valid Unicode (the message
+    may come from the program: lone surrogates are escaped)."""
     try:
         text = f"{type(error).__name__}: {error}"
     except Exception:  # a __str__ that raises
         text = type(error).__name__
-    return text[:_MAX_ERROR_CHARS]
+    return text[:_MAX_ERROR_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class Candidate:
@@ -85,6 +87,7 @@ class Candidate:
         self._reply_fd = reply_fd
         self._max_reply_bytes = max_reply_bytes
         self._buffer = bytearray()
+        self._searched = 0  # bytes of the buffer known to hold no newline: each byte is searched once
         self.program_errors: list = []
 
     def load(self) -> None:
@@ -110,11 +113,13 @@ class Candidate:
 
     def _read_line(self) -> bytes:
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._buffer.find(b"\n", self._searched)
             if newline >= 0:
                 line = bytes(self._buffer[:newline])
                 del self._buffer[:newline + 1]
+                self._searched = 0
                 return line
+            self._searched = len(self._buffer)
             if len(self._buffer) > self._max_reply_bytes:
                 raise OutputLimitExceeded(f"the return value exceeds the output limit of "
                                           f"{self._max_reply_bytes} bytes")
@@ -140,7 +145,7 @@ class Candidate:
                             f"({payload[:200].decode('utf-8', 'replace')})")
         if kind == b"M":
             raise NameError("the program defines no callable entry point")
-        if kind == b"E" and len(payload) <= _MAX_EXCEPTION_REPLY and plain_data.nesting_depth(payload) <= 1:
+        if kind == b"E" and len(payload) <= _MAX_EXCEPTION_REPLY:
             self._raise_for_program(self._program_error(payload))
         self._raise_for_program(ProgramError("the program's process sent a malformed reply"))
 
@@ -155,7 +160,7 @@ class Candidate:
             name, message, is_exception = fields["type"], fields["message"], fields["exception"]
             if type(name) is not str or type(message) is not str or type(is_exception) is not bool:
                 raise ValueError
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return ProgramError("malformed exception report")
         if not is_exception:
             return ProgramExit(f"{name}: {message}")
@@ -189,9 +194,8 @@ def run_check(spec: dict, candidate: Candidate) -> dict:
         message = describe_exception(error)
         if isinstance(error, OutputLimitExceeded):
             message = f"output limit exceeded ({message})"
-        return {"event": "test", "index": 0, "status": "raised", "error": message, "in_tests": own,
-                "restart": False}
-    return {"event": "test", "index": 0, "status": "returned", "error": "", "in_tests": False, "restart": False}
+        return {"event": "test", "index": 0, "status": "raised", "error": message, "in_tests": own}
+    return {"event": "test", "index": 0, "status": "returned", "error": "", "in_tests": False}
 
 
 def main(spec_fd: int) -> None:
