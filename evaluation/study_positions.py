@@ -72,6 +72,7 @@ def sample_responses(model_dir: Path, prompts: Sequence[str], max_new_tokens: in
     from transformers import AutoModelForCausalLM
 
     from dschat.rlhf.experience import SamplingConfig, decode_responses, rollout_masks
+    from dschat.rlhf.rollout import PlainModel
     from dschat.rlhf.rollout.hf import generate
     from dschat.utils.data import PromptCollator, PromptDataset
     from dschat.utils.model import load_tokenizer
@@ -82,15 +83,9 @@ def sample_responses(model_dir: Path, prompts: Sequence[str], max_new_tokens: in
     dataset = PromptDataset(prompts, tokenizer, 64)
     batch = PromptCollator.for_tokenizer(tokenizer)([dataset[i] for i in range(len(dataset))])
 
-    class Engine:  # what generate() reads of a DeepSpeed engine
-        module = model
-
-        @staticmethod
-        def zero_optimization_stage():
-            return 0
 
     with seeded_rng(seed):
-        seq = generate(Engine, batch["input_ids"], batch["attention_mask"],
+        seq = generate(PlainModel(model), batch["input_ids"], batch["attention_mask"],
                        SamplingConfig(max_new_tokens=max_new_tokens, temperature=0.8, top_k=50, top_p=1.0),
                        tokenizer.pad_token_id, tokenizer.eos_token_id)
     _, action_mask = rollout_masks(seq, batch["attention_mask"], tokenizer.eos_token_id)

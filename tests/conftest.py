@@ -34,6 +34,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.path.name == VLLM_TESTS)
 
 
+def save_tied_llama(out, hidden_size: int = 64, chat_template=None) -> str:
+    """A tiny Llama with tied embeddings saved in ``out`` with SmolLM2-135M-Instruct's conventions at toy size: the
+    shipped tokenizer with its pad set to its eos (and ``chat_template``, if given); seed 0."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from dschat.utils.model.loading import ASSET_TOKENIZER
+
+    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
+    tokenizer.pad_token = tokenizer.eos_token
+    if chat_template is not None:
+        tokenizer.chat_template = chat_template
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.eos_token_id)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
 def read_metrics(run_dir: str, timings: bool = False) -> list:
     """The records of a run's ``metrics.jsonl``; without ``timings`` the ``timing/*`` keys (wall-clock seconds,
     different in every run of the same computation) are left out."""

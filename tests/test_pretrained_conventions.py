@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+from conftest import save_tied_llama
 from dschat.utils.data import PairDataset, load_pairs
 from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer
-from dschat.utils.model.loading import ASSET_TOKENIZER
 
 CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
           "{{ '<bos>system\nYou are a helpful assistant<eos>\n' }}{% endif %}"
@@ -23,18 +23,7 @@ CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role']
 @pytest.fixture(scope="module")
 def pretrained_dir(tmp_path_factory):
     """A tiny tied-embedding Llama saved with a tokenizer whose pad is its eos and which has a ChatML template."""
-    out = tmp_path_factory.mktemp("pretrained")
-    tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
-    tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.chat_template = CHATML
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return str(out)
+    return save_tied_llama(tmp_path_factory.mktemp("pretrained"), chat_template=CHATML)
 
 
 def test_pad_equal_to_eos_gets_its_own_pad_and_the_lm_head_stays_tied(pretrained_dir):

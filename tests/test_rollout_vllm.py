@@ -12,36 +12,25 @@ import sys
 
 import pytest
 import torch
-from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from conftest import ROOT, read_metrics
+from conftest import ROOT, read_metrics, save_tied_llama
 from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.experience import SamplingConfig, rollout_masks, sequence_logprobs
+from dschat.rlhf.rollout import PlainModel
 from dschat.rlhf.rollout.hf import HFRolloutEngine
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.synthetic_task import generate_pairs
 from dschat.utils.model import load_causal_lm, load_tokenizer
-from dschat.utils.model.loading import ASSET_TOKENIZER
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine (an integer): these models need a few MiB
 
 
-class Plain:
-    """What a rollout engine reads of a DeepSpeed engine, for a model outside DeepSpeed."""
-
-    def __init__(self, module):
-        self.module = module
-
-    @staticmethod
-    def zero_optimization_stage() -> int:
-        return 0
-
 
 def vllm_engine(model, tokenizer, **options):
     from dschat.rlhf.rollout.vllm_engine import VLLMRolloutEngine
 
-    return VLLMRolloutEngine(Plain(model), tokenizer, max_model_len=96, **options)
+    return VLLMRolloutEngine(PlainModel(model), tokenizer, max_model_len=96, **options)
 
 
 def prompt_batch(tokenizer, count: int = 6):
@@ -66,18 +55,9 @@ def gemma():
 def tied_llama(tmp_path_factory):
     """A tiny Llama with tied embeddings saved with SmolLM2's conventions (pad = eos; step 3's loader adds a
     ``<pad>`` and grows the embedding), and its vLLM engine (head size 32: vLLM's CPU attention has no 16)."""
-    out = tmp_path_factory.mktemp("llama")
-    base = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
-    base.pad_token = base.eos_token
-    config = LlamaConfig(vocab_size=len(base), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True,
-                         bos_token_id=base.bos_token_id, eos_token_id=base.eos_token_id,
-                         pad_token_id=base.eos_token_id)
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(out)
-    base.save_pretrained(out)
-    tokenizer = load_tokenizer(str(out), padding_side="left")
-    model = load_causal_lm(str(out), tokenizer, "fp32", 0).eval()
+    out = save_tied_llama(tmp_path_factory.mktemp("llama"), hidden_size=128)
+    tokenizer = load_tokenizer(out, padding_side="left")
+    model = load_causal_lm(out, tokenizer, "fp32", 0).eval()
     assert tokenizer.pad_token_id != tokenizer.eos_token_id and model.config.tie_word_embeddings
     engine = vllm_engine(model, tokenizer)
     yield model, tokenizer, engine
@@ -86,7 +66,7 @@ def tied_llama(tmp_path_factory):
 
 
 def hf_rollout(model, tokenizer, prompts, mask, sampling):
-    return HFRolloutEngine(Plain(model), tokenizer.pad_token_id, tokenizer.eos_token_id).generate(
+    return HFRolloutEngine(PlainModel(model), tokenizer.pad_token_id, tokenizer.eos_token_id).generate(
         prompts, mask, sampling).seq
 
 
@@ -171,14 +151,14 @@ def test_lora_adapters_reach_the_engine_merged(gemma):
         for name, param in peft_model.named_parameters():
             if "lora_B" in name:
                 param.normal_(0, 0.3)
-    engine.actor = Plain(peft_model)
+    engine.actor = PlainModel(peft_model)
     engine.mark_stale()
     prompts, mask = prompt_batch(tokenizer)
     synced = engine.generate(prompts, mask, GREEDY).seq
     merged = peft_model.merge_and_unload()
     assert engine_total(engine) == pytest.approx(model_total(merged), rel=1e-6)
     assert torch.equal(synced, hf_rollout(merged, tokenizer, prompts, mask, GREEDY))
-    engine.actor = Plain(model)
+    engine.actor = PlainModel(model)
     engine.mark_stale()
 
 

@@ -26,21 +26,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from dschat.rlhf.experience import SamplingConfig  # noqa: E402
+from dschat.rlhf.rollout import PlainModel  # noqa: E402
 from dschat.rlhf.rollout.hf import HFRolloutEngine  # noqa: E402
 from dschat.utils.data import PromptCollator, PromptDataset  # noqa: E402
 from dschat.utils.data.synthetic_task import generate_pairs  # noqa: E402
 from dschat.utils.model import load_causal_lm, load_tokenizer  # noqa: E402
 
-
-class Plain:
-    """What a rollout engine reads of a DeepSpeed engine, for a model outside DeepSpeed."""
-
-    def __init__(self, module):
-        self.module = module
-
-    @staticmethod
-    def zero_optimization_stage() -> int:
-        return 0
 
 
 def prompts_of(tokenizer, count: int, max_prompt: int):
@@ -88,8 +79,8 @@ def main(argv=None) -> None:
                                    seed=seed, max_tokens=sampling.max_new_tokens, min_tokens=sampling.max_new_tokens,
                                    ignore_eos=True, detokenize=False, logprobs=0) for seed in seeds]
 
-    engines = {"hf": HFRolloutEngine(Plain(model), tokenizer.pad_token_id, never),
-               "vllm": FixedLength(Plain(model), tokenizer, "fp32",
+    engines = {"hf": HFRolloutEngine(PlainModel(model), tokenizer.pad_token_id, never),
+               "vllm": FixedLength(PlainModel(model), tokenizer, "fp32",
                                    max_model_len=args.max_prompt + max(new for _, new in shapes))}
     print(f"model {args.model}, fp32, {torch.get_num_threads()} thread(s), temperature {args.temperature}, "
           f"top-k {args.top_k}, top-p 1.0, every response exactly NEW tokens; {args.repeats} rotated repetitions")

@@ -9,7 +9,7 @@ measure and correct the gap (``--rollout_is``, :mod:`dschat.rlhf.macro_action.co
 """
 from __future__ import annotations
 
-from .base import Rollout, RolloutEngine
+from .base import PlainModel, Rollout, RolloutEngine
 
 
 def build_rollout_engine(args, actor, tokenizer, world_size: int) -> RolloutEngine:
@@ -29,4 +29,4 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int) -> RolloutEngi
                            compile=args.generation_compile)
 
 
-__all__ = ["Rollout", "RolloutEngine", "build_rollout_engine"]
+__all__ = ["PlainModel", "Rollout", "RolloutEngine", "build_rollout_engine"]

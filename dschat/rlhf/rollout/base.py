@@ -20,6 +20,18 @@ class Rollout:
     engine_logprobs: Optional[torch.Tensor] = None
 
 
+class PlainModel:
+    """What a rollout engine reads of a DeepSpeed engine, for a model outside DeepSpeed (tests, benchmarks and
+    evaluation tools that sample from a saved policy)."""
+
+    def __init__(self, module: torch.nn.Module):
+        self.module = module
+
+    @staticmethod
+    def zero_optimization_stage() -> int:
+        return 0
+
+
 class RolloutEngine:
     """Samples rollouts from the current actor. Subclasses implement :meth:`sample` and, when they hold their own
     copy of the weights, :meth:`load_weights`; :meth:`generate` loads them first whenever :meth:`mark_stale` was
