@@ -14,10 +14,12 @@
 #   NUM_GPUS     processes on this node (default: all visible GPUs, or 1)
 #   HOSTFILE     DeepSpeed hostfile for multi-node runs
 #   MASTER_PORT  rendezvous port (default 29500)
+#   MARLHF_THREADS  intra-op CPU threads per process (default 1, scripts/threads.sh)
 # Extra flags are passed to the stage and override the config (e.g. --termination parsing).
 # The run's output is also appended to OUTPUT_DIR/training.log.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/threads.sh"
 if [ $# -lt 3 ]; then awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}"; exit 2; fi
 STAGE=$1 MODEL=$2 TASK=$3; shift 3
 METHOD_FLAGS=()

@@ -54,13 +54,33 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+DEFAULT_THREADS = 1
+"""Intra-op CPU threads per process unless ``MARLHF_THREADS`` (or ``OMP_NUM_THREADS``) says otherwise; the same
+default as ``scripts/threads.sh``, which the demo, the launchers and the reproduce scripts source."""
+
+
+def apply_thread_default() -> int:
+    """Set OpenMP/MKL (and torch's, if already imported) intra-op threads to ``MARLHF_THREADS``, else
+    ``OMP_NUM_THREADS``, else :data:`DEFAULT_THREADS`, so an entry point run without the scripts never spins a
+    shared machine's cores either; returns the count."""
+    text = os.environ.get("MARLHF_THREADS") or os.environ.get("OMP_NUM_THREADS") or str(DEFAULT_THREADS)
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"MARLHF_THREADS {text}: expected a positive integer")
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = text
+    torch = sys.modules.get("torch")
+    if torch is not None:  # the environment is read when the OpenMP runtime loads: too late for this process
+        torch.set_num_threads(int(text))
+    return int(text)
+
+
 def run_cli(main: Callable[[], object]) -> None:
     """Run ``main``; a ValueError/FileNotFoundError (our errors for bad flags, files, rows) or a RunStopped (a
     non-finite loss, a full disk) prints ``error: <message>`` and exits 2; a run stopped by SIGTERM / SIGINT
     after saving its checkpoint prints ``stopped: <message>`` and exits 128 + the signal number (143, 130).
-    ``MARLHF_DEBUG=1`` shows the full traceback instead."""
+    ``MARLHF_DEBUG=1`` shows the full traceback instead. Threads: :func:`apply_thread_default`."""
     setup_logging()
     try:
+        apply_thread_default()
         main()
     except Exception as err:  # noqa: BLE001 -- re-raised below unless it is one of ours
         faults = sys.modules.get("dschat.utils.faults")  # these exist only once a run has imported them
