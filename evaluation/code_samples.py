@@ -11,7 +11,6 @@ them (``[bos] + prompt``, left-padded); tasks whose prompt exceeds ``--max_promp
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from dataclasses import asdict
@@ -19,7 +18,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from dschat.utils.cli import run_cli
+from dschat.utils.cli import ArgumentParser, run_cli
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.loading import load_code_tasks
 from dschat.utils.data.schema import CodeTask
@@ -64,7 +63,7 @@ def write_jsonl(rows: Sequence[dict], path: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--policy", action="append", required=True, metavar="NAME=DIR",
                         help="a policy (SFT directory or step-3 output directory); repeat")
     parser.add_argument("--data_name", default="apps", help="code dataset: apps or humaneval")

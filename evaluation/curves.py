@@ -12,7 +12,6 @@ divided by the step at which the method first reaches that score.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -22,6 +21,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dschat.utils.run_record import run_finished
 from evaluation.training_summary import read_metrics
+from dschat.utils.cli import ArgumentParser
 
 EVAL_SCORE = "eval/score"
 TRAIN_SCORE = "objective/score"
@@ -171,7 +171,7 @@ def parity_line(parity: Parity, method: str, baseline: str) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--run", action="append", required=True, metavar="NAME=DIR",
                         help="a training output directory (repeat; the same NAME again = another seed)")
     parser.add_argument("--baseline", default=None, help="NAME the parity speed-up is measured against "

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from dschat.utils.cli import ArgumentParser
 from evaluation.judge_prompts import JSON_CHOICE, JSON_CRITERIA, SINGLE_CHAR, JudgeTask, get_task, render, \
     render_single_char
 
@@ -528,7 +529,7 @@ def summary_table(tallies: Mapping[str, Tally], name_a: str, name_b: str) -> str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--task", required=True, choices=["tldr", "hh-rlhf", "webgpt"], help="F.1 prompt to use")
     parser.add_argument("--a", required=True, help="JSONL of the method being evaluated (prompt, response)")
     parser.add_argument("--b", required=True, help="JSONL of the baseline it is compared with")

@@ -15,12 +15,12 @@ from the text; numbers read off plots are not included.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 from collections import OrderedDict
 from typing import Dict, List, Mapping, Optional, Sequence
+from dschat.utils.cli import ArgumentParser
 
 # Table 2: test RM scores of vanilla PPO and MA-PPO (n = 5), (task, size) -> method -> score.
 TABLE2_RM_SCORE = {
@@ -224,7 +224,7 @@ def table3_paper(size: str) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     t2 = commands.add_parser("table2", help="test RM scores of PPO and MA-PPO beside Table 2")
     t2.add_argument("--result", action="append", required=True, metavar="TASK:METHOD=PATH",

@@ -11,7 +11,6 @@ sweeps (Fig. 8, 21) by ``python -m evaluation.best_of_n``. Score files are JSONL
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from dschat.utils.cli import ArgumentParser
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 ALL_METHODS_TITLE = "RM score distribution"
@@ -230,7 +230,7 @@ def distribution_panels(scores: Mapping[str, Sequence[float]], baseline: Optiona
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     dist = commands.add_parser("distributions", help="RM score histograms (Fig. 3, 10, 20)")
     dist.add_argument("--scores", nargs="+", required=True, metavar="NAME=JSONL")

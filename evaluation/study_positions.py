@@ -13,7 +13,6 @@ the gold score of the first and of the last third of the sentences. One line per
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -23,6 +22,7 @@ import torch
 
 from dschat.utils.data.synthetic_task import NEGATIVE_WORDS, POSITIVE_WORDS, WORD, synthetic_gold_score
 from evaluation.study import LAMBDA_SWEEP
+from dschat.utils.cli import ArgumentParser
 
 SEED = 4321
 PROMPTS = 128
@@ -82,7 +82,7 @@ def sample_responses(model_dir: Path, prompts: Sequence[str], max_new_tokens: in
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="the study's runs")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"))
     parser.add_argument("--arms", nargs="+", default=[*LAMBDA_SWEEP, "mappo", "mappo-entropy"],

@@ -36,6 +36,7 @@ from evaluation.curves import Series, ema, first_crossing_step, latest_run
 from evaluation.study import (ABLATION_ARMS, ARMS, CORE_ARMS, LAMBDA_SWEEP, MINI_BATCH_ARMS, N_SWEEP,
                               SWEEP_ARMS)
 from evaluation.training_summary import read_metrics
+from dschat.utils.cli import ArgumentParser
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
 N_BOOT = 10000
@@ -565,9 +566,7 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
 
 
 def main(argv=None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Re-render the study report from its compact run summaries.")
+    parser = ArgumentParser(description="Re-render the study report from its compact run summaries.")
     parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (the report is written beside it)")
     args = parser.parse_args(argv)
     if not args.runs_jsonl.is_file():

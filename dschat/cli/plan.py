@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Tuple
 
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.utils.cli import run_cli
+from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
 from dschat.utils.config import ConfigError
 from dschat.utils.memory_plan import (
     DTYPE_BYTES,
@@ -346,13 +346,13 @@ def positive(cast):
     return convert
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(ArgumentParser):
     def error(self, message: str):
-        raise ConfigError(message.replace("argument ", "", 1))
+        raise ConfigError(explain_usage_error(message, self).replace("argument ", "", 1))
 
 
 def main(argv=None) -> None:
-    parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(description=__doc__)
     parser.add_argument("config", help="stage YAML config (with --table: a folder of them, e.g. configs)")
     parser.add_argument("--num_gpus", type=positive(int), default=None, help="GPUs (processes) of the run")
     parser.add_argument("--gpu_memory_gb", type=positive(float), default=80.0, help="GiB per GPU (default: 80)")

@@ -5,11 +5,10 @@
 Without keys, every flag is printed as ``key: value``; with keys, one value per line (for shell scripts)."""
 from __future__ import annotations
 
-import argparse
 
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.utils.cli import run_cli
+from dschat.utils.cli import ArgumentParser, run_cli
 from dschat.utils.config import ConfigError, load_config
 
 
@@ -20,7 +19,7 @@ def resolved_config(stage: str, path: str) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("stage", choices=sorted(STAGE_CONFIGS))
     parser.add_argument("config", help="YAML config file")
     parser.add_argument("keys", nargs="*", help="flags to print (default: all)")

@@ -1,13 +1,55 @@
 """Entry-point wrapper: bad input ends with one clear line, not a traceback from deep inside."""
 from __future__ import annotations
 
+import argparse
 import contextlib
+import difflib
 import logging
 import os
+import re
 import sys
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the nearest X of ``known`` to a misspelt ``name`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def parser_options(parser: argparse.ArgumentParser) -> set:
+    """Every option string of ``parser`` and of its sub-commands."""
+    options = {name for name in parser._option_string_actions if name.startswith("--")}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                options |= parser_options(sub)
+    return options
+
+
+def explain_usage_error(message: str, parser: argparse.ArgumentParser) -> str:
+    """``message`` with a "did you mean" for each unrecognized ``--flag`` in it that is near a real one."""
+    match = re.match(r"unrecognized arguments: (.*)", message)
+    if not match:
+        return message
+    options = parser_options(parser)
+    flags = [token.split("=")[0] for token in match.group(1).split() if token.startswith("--")]
+    return message + "".join(did_you_mean(flag, options).replace("; did", f"; {flag}: did") for flag in flags)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse`` as every command line of the project uses it: no abbreviations (``--learning_rat`` is an
+    unknown flag, as the same key in a YAML config is), a "did you mean" for a near-miss flag, and the help text
+    laid out as written."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message: str):
+        super().error(explain_usage_error(message, self))
 
 
 class TqdmLoggingHandler(logging.Handler):
