@@ -93,3 +93,15 @@ def test_a_reward_model_row_without_rejected_names_file_and_row(tmp_path, capsys
     message = one_line_error(rm_main, ["--output_dir", str(tmp_path / "out"), "--data_name", "jsonl", "--data_path",
                                        str(data), "--model_name_or_path", "tiny-gemma", "--no_progress_bar"], capsys)
     assert message.startswith(f"error: {data}, row 7: no 'rejected' response")
+
+
+@pytest.mark.parametrize("stage", ["sft", "rm", "dpo", "ppo"])
+def test_a_data_path_without_a_dataset_is_read_as_jsonl(stage, tmp_path):
+    from dschat.cli import stage_parser
+
+    parse = stage_parser(stage).parse_config
+    flags = ["--output_dir", str(tmp_path), "--data_path", "rows.jsonl"]
+    assert parse(flags).data_name == "jsonl"
+    assert parse(flags + ["--data_name", "synthetic"]).data_name == "synthetic"  # named: as given
+    assert parse(flags + ["--data_name", "tldr"]).data_name == "tldr"
+    assert parse(["--output_dir", str(tmp_path)]).data_name == "synthetic"  # no file: the embedded default
