@@ -341,3 +341,72 @@ def test_logprobs_mode_fails_when_the_server_ignores_logprobs():
     settings = judge.JudgeSettings(constrain="logprobs")
     with pytest.raises(ValueError, match="returned no top_logprobs.*--constrain logit_bias"):
         judge.judge_pairs(pairs(2), get_task("tldr"), settings, make_client(fake))
+
+
+def judge_files(tmp_path, count=4):
+    rows_a = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(count)]
+    rows_b = [{"prompt": p.prompt, "response": p.response_b} for p in pairs(count)]
+    return write_jsonl(tmp_path / "a.jsonl", rows_a), write_jsonl(tmp_path / "b.jsonl", rows_b)
+
+
+def test_a_refused_model_is_one_line_after_one_request(tmp_path, monkeypatch, capsys):
+    """A wrong --model (HTTP 400 from the server): one request, one line, no traceback, nothing else sent."""
+    import httpx
+    import openai
+
+    def bad_request(message):
+        request = httpx.Request("POST", "http://localhost:1/v1/chat/completions")
+        return openai.BadRequestError(message, response=httpx.Response(400, request=request), body=None)
+
+    fake = FakeClient(prefers_good, failures=99, error=bad_request)
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
+    a, b = judge_files(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        judge.main(["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--model", "nope",
+                    "--cache", "", "--no_progress_bar"])
+    assert exit_info.value.code == 2 and len(fake.requests) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: judge server http://localhost:1/v1 answered HTTP 400 to --model nope on the first "
+                   "request: transient failure"]
+
+
+def test_output_folders_are_made_before_the_first_request(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(prefers_good)
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
+    a, b = judge_files(tmp_path)
+    base = ["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--no_progress_bar"]
+    (tmp_path / "taken").write_text("a file where a folder should be")
+    with pytest.raises(SystemExit):
+        judge.main(base + ["--summary", str(tmp_path / "taken" / "s.json")])
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path}/taken/s.json: cannot create its folder")
+    assert fake.requests == []  # checked before any request
+    judge.main(base + ["--output", str(tmp_path / "new" / "v.jsonl"), "--summary", str(tmp_path / "new" / "s.json")])
+    assert json.loads((tmp_path / "new" / "s.json").read_text())["pairs"] == 4
+    assert len((tmp_path / "new" / "v.jsonl").read_text().splitlines()) == 4
+
+
+def test_judge_prompt_file_is_a_users_own_task(tmp_path, monkeypatch, capsys):
+    prompt = tmp_path / "recipes.txt"
+    prompt.write_text("Which recipe answers {prompt} better?\nResponse A: {response_a}\nResponse B: {response_b}\n"
+                      "Answer with one character, A or B (E if equal). Format {{note}} stays literal.\n")
+    fake = FakeClient(prefers_good)
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
+    a, b = judge_files(tmp_path)
+    judge.main(["--judge_prompt", str(prompt), "--a", a, "--b", b, "--base_url", "http://localhost:1/v1",
+                "--cache", "", "--summary", str(tmp_path / "s.json"), "--no_progress_bar"])
+    assert fake.requests[0]["messages"][0]["content"].startswith("Which recipe answers post number 0 better?")
+    assert "Format {note} stays literal." in fake.requests[0]["messages"][0]["content"]
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert (summary["task"], summary["criteria"]["overall"]["win"]) == ("recipes", 4)
+    assert capsys.readouterr().out.startswith("judge ")
+    bad = tmp_path / "bad.txt"
+    for text, expected in [("Compare {response_a} and {response_b}.", "no {prompt} in it"),
+                           ("{prompt} {response_a} {response_b} {extra}", "unexpected placeholder 'extra'")]:
+        bad.write_text(text)
+        with pytest.raises(SystemExit):
+            judge.main(["--judge_prompt", str(bad), "--a", a, "--b", b, "--base_url", "x", "--cache", ""])
+        assert expected in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # neither --task nor --judge_prompt
+        judge.main(["--a", a, "--b", b, "--base_url", "x", "--cache", ""])
+    assert "give one of --task" in capsys.readouterr().err
