@@ -1,8 +1,8 @@
 """Sample program completions from policies for pass@k (paper Table 3, §4.5), in the JSONL format that
 ``python -m evaluation.pass_at_k --samples`` reads.
 
-    python -m evaluation.code_samples --policy PPO=outputs/ppo/codegemma-2b/apps/ppo \\
-        --policy MA-PPO=outputs/ppo/codegemma-2b/apps/mappo --data_name apps --split test --num_samples 5 \\
+    python -m evaluation.code_samples --policy PPO=outputs/runs/ppo/codegemma-2b/apps/ppo \\
+        --policy MA-PPO=outputs/runs/ppo/codegemma-2b/apps/mappo --data_name apps --split test --num_samples 5 \\
         --output_dir outputs/table3/codegemma-2b
 
 writes ``NAME.jsonl`` (``{"task_id", "completion"}``, ``--num_samples`` lines per task) per policy and

@@ -1,8 +1,8 @@
 """The numbers the paper (Chai et al., ICLR 2025) and its public review discussion report, and tables that print
 this run's results beside them.
 
-    python -m evaluation.paper_numbers table2 --size 2b --result tldr:ppo=outputs/ppo/gemma-2b/tldr/ppo \\
-        --result tldr:mappo=outputs/ppo/gemma-2b/tldr/mappo-fixed5
+    python -m evaluation.paper_numbers table2 --size 2b --result tldr:ppo=outputs/runs/ppo/gemma-2b/tldr/ppo \\
+        --result tldr:mappo=outputs/runs/ppo/gemma-2b/tldr/mappo-fixed5
     python -m evaluation.paper_numbers table2 --paper_task tldr --result synthetic:ppo=outputs/demo/ppo ...
     python -m evaluation.paper_numbers table7 --result tldr:sft=sft_scores.jsonl --result tldr:dpo=...
     python -m evaluation.paper_numbers table3 --size 7b

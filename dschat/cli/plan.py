@@ -275,7 +275,12 @@ def make_plan(path: Optional[str], world_size: int, stage: Optional[str] = None,
     if world_size < 1:
         raise ConfigError(f"--num_gpus {world_size}: expected a positive number of GPUs")
     stage, args = resolve_config(path, stage, list(overrides))
-    model = model or (config_model(path) if path else None)
+    return plan_for_args(stage, args, world_size, model or (config_model(path) if path else None))
+
+
+def plan_for_args(stage: str, args, world_size: int, model: Optional[str] = None) -> Plan:
+    """The :class:`Plan` of a parsed ``stage`` config on ``world_size`` GPUs (``model``: every role's model, else
+    the config's model flags)."""
     if stage != "ppo":
         return supervised_plan(stage, args, model or args.model_name_or_path, world_size)
     actor = model or args.actor_model_name_or_path

@@ -201,6 +201,9 @@ class LoopArgs(SeedArgs):
     works without a network; project: $WANDB_PROJECT, default ma-rlhf), none."""
     no_progress_bar: bool = False
     """Hide the tqdm progress bar."""
+    dry_run: bool = False
+    """Check what the run needs (GPUs, models, data, memory plan, output folder), list every missing thing, and
+    exit without starting or creating anything (dschat/cli/preflight.py)."""
     local_rank: int = -1
     """Passed by the deepspeed launcher."""
     explicit_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})
