@@ -158,8 +158,8 @@ def main(argv=None) -> None:
     with open(os.path.join(args.output_dir, "best_of_n.json"), "w") as handle:
         json.dump({name: {f"{t:g}": {str(n): v for n, v in row.items()} for t, row in table.items()}
                    for name, table in tables.items()}, handle, indent=2)
-    plot_best_of_n_heatmaps(tables, os.path.join(args.output_dir, "fig8.png"))
-    plot_temperature_sweep(sweeps, os.path.join(args.output_dir, "fig21.png"))
+    plot_best_of_n_heatmaps(tables, os.path.join(args.output_dir, "fig8.png"), scored, samples_per_prompt)
+    plot_temperature_sweep(sweeps, os.path.join(args.output_dir, "fig21.png"), scored)
     print(f"wrote {args.output_dir}/fig8.png and {args.output_dir}/fig21.png")
 
 

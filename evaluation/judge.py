@@ -30,7 +30,7 @@ import re
 import sys
 import threading
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -403,16 +403,25 @@ def shown_position(outcome: str, swapped: bool) -> Optional[str]:
     return "A" if (outcome == PREFER_A) != swapped else "B"
 
 
+POSITION_BIAS_SHARE = 0.9
+"""A judge that gives one letter for at least this share of the parsed pairs is reported as answering by position
+(the order is randomised per pair, so a content-following judge gives each position about half the wins)."""
+
+
 def position_bias_line(judgements: Sequence["PairJudgement"], criterion: str) -> Optional[str]:
-    """A warning when the judge gave the same letter for every parseable pair (e.g. always ``A``, the response
-    shown first): it then answers by position, not by content, and the win rates only echo the presentation
-    order; None otherwise."""
+    """A warning when the judge gave the same letter for every parseable pair, or nearly (at least
+    :data:`POSITION_BIAS_SHARE` of them; e.g. always ``A``, the response shown first): it then answers by position,
+    not by content, and the win rates only echo the presentation order; None otherwise."""
     letters = [shown_position(j.outcomes[criterion], j.swapped) for j in judgements]
     parsed = [letter for letter in letters if letter is not None]
-    if len(parsed) < 2 or len(set(parsed)) > 1:
+    if len(parsed) < 2:
         return None
-    where = {"A": "the response shown first", "B": "the response shown second", "E": "a tie"}[parsed[0]]
-    return (f"warning: position bias: the judge answered {parsed[0]} ({where}) for all {len(parsed)} parsed pairs, "
+    letter, count = Counter(parsed).most_common(1)[0]
+    if count < POSITION_BIAS_SHARE * len(parsed):
+        return None
+    where = {"A": "the response shown first", "B": "the response shown second", "E": "a tie"}[letter]
+    share = f"all {len(parsed)}" if count == len(parsed) else f"{count} of {len(parsed)}"
+    return (f"warning: position bias: the judge answered {letter} ({where}) for {share} parsed pairs, "
             f"whatever the responses; these rates reflect the presentation order, not quality")
 
 
@@ -678,7 +687,7 @@ def main(argv=None) -> None:
     if args.summary:
         with open(args.summary, "w") as handle:
             json.dump({"task": task.name, "model": label, "model_id": answered, "requested_model": args.model,
-                       "position_bias": bias is not None, "a": name_a,
+                       "position_bias": bias is not None, "position_bias_line": bias, "a": name_a,
                        "b": name_b, "pairs": len(judgements),
                        "headline": task.headline,
                        "criteria": {c: t.as_dict() for c, t in tallies.items()}}, handle, indent=2)

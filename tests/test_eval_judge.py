@@ -410,3 +410,39 @@ def test_judge_prompt_file_is_a_users_own_task(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):  # neither --task nor --judge_prompt
         judge.main(["--a", a, "--b", b, "--base_url", "x", "--cache", ""])
     assert "give one of --task" in capsys.readouterr().err
+
+
+def test_a_judge_that_nearly_always_picks_one_position_is_flagged_and_the_plot_says_so(tmp_path, monkeypatch,
+                                                                                     capsys):
+    """19 of 20 verdicts "A" (the first shown): flagged (>= 90%), written to the summary, marked on the winrates
+    bar with the pair count and warned about by `plots winrates`; 17 of 20 is not flagged."""
+    from evaluation import plots
+
+    rows = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(20)]
+    a, b = write_jsonl(tmp_path / "a.jsonl", rows), write_jsonl(tmp_path / "b.jsonl", rows)
+    summary = tmp_path / "s.json"
+    argv = ["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--summary", str(summary), "--no_progress_bar", "--concurrency", "1"]
+
+    def answers(b_count):
+        calls = []
+
+        def answer(request):
+            calls.append(request)
+            return fake_response("B" if len(calls) <= b_count + 1 and len(calls) > 1 else "A")
+        return answer  # request 1 is the lone first pair (A), then b_count pairs answer B, the rest A
+    for b_count, flagged in ((1, True), (3, False)):
+        monkeypatch.setattr(judge, "make_openai_client", lambda *args, b_count=b_count: FakeClient(answers(b_count)))
+        judge.main(argv)
+        out = capsys.readouterr().out
+        assert ("for 19 of 20 parsed pairs" in out) == flagged and json.loads(summary.read_text())["position_bias"] \
+            == flagged
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: FakeClient(answers(1)))
+    judge.main(argv)
+    capsys.readouterr()
+    captured = {}
+    monkeypatch.setattr(plots.plt, "close", lambda fig: captured.setdefault("fig", fig))
+    plots.main(["winrates", "--summary", str(summary), "--out", str(tmp_path / "w.png")])
+    labels = [label.get_text() for label in captured["fig"].axes[0].get_yticklabels()]
+    assert labels == ["tldr: a vs b (n=20)\nPOSITION BIAS: one letter for nearly every pair"]
+    assert "warning: " + str(summary) + ": warning: position bias" in capsys.readouterr().err
