@@ -17,7 +17,6 @@ The agreement of two sources is the fraction of the pairs both judged on which t
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import os
@@ -26,6 +25,7 @@ from collections import defaultdict
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from evaluation.judge import PREFER_A, PREFER_B, TIE, UNPARSEABLE, judge_label
+from dschat.utils.cli import ArgumentParser
 
 PairKey = Tuple[str, int]
 HUMAN_LABELS = {"a": PREFER_A, "b": PREFER_B, "tie": TIE, "e": TIE, "equal": TIE, "draw": TIE}
@@ -156,7 +156,7 @@ def read_human_preferences(path: str) -> Dict[PairKey, str]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--rm_a", help="RM scores of response A (JSONL: prompt, score)")
     parser.add_argument("--rm_b", help="RM scores of response B")
     parser.add_argument("--judge", help="evaluation.judge --output verdicts (JSONL)")

@@ -13,13 +13,13 @@ score, which is Fig. 21's temperature sweep. The paper's grid is N in {4, 8, 16,
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import statistics
 import sys
 from typing import Dict, List, Mapping, Sequence, Tuple
+from dschat.utils.cli import ArgumentParser
 
 PAPER_NS = (4, 8, 16, 32)
 PAPER_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
@@ -113,7 +113,7 @@ def _ints(text: str) -> Tuple[int, ...]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--policy", action="append", required=True, metavar="NAME=DIR",
                         help="a policy (SFT directory or step-3 output directory); repeat")
     parser.add_argument("--reward_model", required=True, help="reward model directory (step 2 output)")
@@ -158,8 +158,8 @@ def main(argv=None) -> None:
     with open(os.path.join(args.output_dir, "best_of_n.json"), "w") as handle:
         json.dump({name: {f"{t:g}": {str(n): v for n, v in row.items()} for t, row in table.items()}
                    for name, table in tables.items()}, handle, indent=2)
-    plot_best_of_n_heatmaps(tables, os.path.join(args.output_dir, "fig8.png"))
-    plot_temperature_sweep(sweeps, os.path.join(args.output_dir, "fig21.png"))
+    plot_best_of_n_heatmaps(tables, os.path.join(args.output_dir, "fig8.png"), scored, samples_per_prompt)
+    plot_temperature_sweep(sweeps, os.path.join(args.output_dir, "fig21.png"), scored)
     print(f"wrote {args.output_dir}/fig8.png and {args.output_dir}/fig21.png")
 
 

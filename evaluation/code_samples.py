@@ -1,8 +1,8 @@
 """Sample program completions from policies for pass@k (paper Table 3, §4.5), in the JSONL format that
 ``python -m evaluation.pass_at_k --samples`` reads.
 
-    python -m evaluation.code_samples --policy PPO=outputs/ppo/codegemma-2b/apps/ppo \\
-        --policy MA-PPO=outputs/ppo/codegemma-2b/apps/mappo --data_name apps --split test --num_samples 5 \\
+    python -m evaluation.code_samples --policy PPO=outputs/runs/ppo/codegemma-2b/apps/ppo \\
+        --policy MA-PPO=outputs/runs/ppo/codegemma-2b/apps/mappo --data_name apps --split test --num_samples 5 \\
         --output_dir outputs/table3/codegemma-2b
 
 writes ``NAME.jsonl`` (``{"task_id", "completion"}``, ``--num_samples`` lines per task) per policy and
@@ -11,7 +11,6 @@ them (``[bos] + prompt``, left-padded); tasks whose prompt exceeds ``--max_promp
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from dataclasses import asdict
@@ -19,7 +18,7 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from dschat.utils.cli import run_cli
+from dschat.utils.cli import ArgumentParser, run_cli
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.loading import load_code_tasks
 from dschat.utils.data.schema import CodeTask
@@ -64,7 +63,7 @@ def write_jsonl(rows: Sequence[dict], path: str) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--policy", action="append", required=True, metavar="NAME=DIR",
                         help="a policy (SFT directory or step-3 output directory); repeat")
     parser.add_argument("--data_name", default="apps", help="code dataset: apps or humaneval")

@@ -12,7 +12,6 @@ divided by the step at which the method first reaches that score.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -22,6 +21,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dschat.utils.run_record import run_finished
 from evaluation.training_summary import read_metrics
+from dschat.utils.cli import ArgumentParser
 
 EVAL_SCORE = "eval/score"
 TRAIN_SCORE = "objective/score"
@@ -161,17 +161,25 @@ def group_runs(specs: Sequence[str]) -> "OrderedDict[str, List[str]]":
     return groups
 
 
-def parity_line(parity: Parity, method: str, baseline: str) -> str:
+def seeds_note(method: str, method_runs: int, baseline: str, baseline_runs: int) -> str:
+    """How many runs (seeds) a comparison rests on: ``n = 3 mappo, 3 ppo``, and that one seed has no spread."""
+    note = f"n = {method_runs} {method}, {baseline_runs} {baseline} (seeds)"
+    return note + ("; one seed: no spread, no error bar" if min(method_runs, baseline_runs) == 1 else "")
+
+
+def parity_line(parity: Parity, method: str, baseline: str, method_runs: int, baseline_runs: int) -> str:
+    """The parity verdict of ``method`` against ``baseline`` with the number of runs (seeds) behind each."""
+    seeds = seeds_note(method, method_runs, baseline, baseline_runs)
     if parity.speedup is None:
         reached = "never reaches" if parity.method_step is None else "starts at or above"
-        return f"parity: {method} {reached} {baseline}'s final score {parity.target:.3f}"
+        return f"parity: {method} {reached} {baseline}'s final score {parity.target:.3f} [{seeds}]"
     return (f"parity: {method} reaches {baseline}'s final score {parity.target:.3f} at step "
             f"{parity.method_step:.0f}, {baseline} at step {parity.baseline_step:.0f} -> "
-            f"{parity.speedup:.2f}x faster (paper: 1.7-2x)")
+            f"{parity.speedup:.2f}x faster (paper: 1.7-2x) [{seeds}]")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--run", action="append", required=True, metavar="NAME=DIR",
                         help="a training output directory (repeat; the same NAME again = another seed)")
     parser.add_argument("--baseline", default=None, help="NAME the parity speed-up is measured against "
@@ -201,7 +209,7 @@ def main(argv=None) -> None:
               f"(step {c.eval_score.steps[0]:.0f}) -> {c.eval_score.values[-1]:.3f} (step {c.eval_score.steps[-1]:.0f}"
               f"{', unfinished' if c.unfinished else ''})")
     for name, parity in parities.items():
-        line = parity_line(parity, name, baseline)
+        line = parity_line(parity, name, baseline, by_name[name].runs, by_name[baseline].runs)
         print(line + (f" [{baseline} unfinished: against its latest score]" if by_name[baseline].unfinished else ""))
     if args.out or args.norms_out:
         from evaluation import plots

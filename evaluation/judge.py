@@ -30,12 +30,13 @@ import re
 import sys
 import threading
 import time
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from evaluation.judge_prompts import JSON_CHOICE, JSON_CRITERIA, SINGLE_CHAR, JudgeTask, get_task, render, \
+from dschat.utils.cli import ArgumentParser
+from evaluation.judge_prompts import JSON_CHOICE, JSON_CRITERIA, SINGLE_CHAR, TASKS, JudgeTask, get_task, render, \
     render_single_char
 
 LETTERS = ("A", "B", "E")
@@ -402,16 +403,25 @@ def shown_position(outcome: str, swapped: bool) -> Optional[str]:
     return "A" if (outcome == PREFER_A) != swapped else "B"
 
 
+POSITION_BIAS_SHARE = 0.9
+"""A judge that gives one letter for at least this share of the parsed pairs is reported as answering by position
+(the order is randomised per pair, so a content-following judge gives each position about half the wins)."""
+
+
 def position_bias_line(judgements: Sequence["PairJudgement"], criterion: str) -> Optional[str]:
-    """A warning when the judge gave the same letter for every parseable pair (e.g. always ``A``, the response
-    shown first): it then answers by position, not by content, and the win rates only echo the presentation
-    order; None otherwise."""
+    """A warning when the judge gave the same letter for every parseable pair, or nearly (at least
+    :data:`POSITION_BIAS_SHARE` of them; e.g. always ``A``, the response shown first): it then answers by position,
+    not by content, and the win rates only echo the presentation order; None otherwise."""
     letters = [shown_position(j.outcomes[criterion], j.swapped) for j in judgements]
     parsed = [letter for letter in letters if letter is not None]
-    if len(parsed) < 2 or len(set(parsed)) > 1:
+    if len(parsed) < 2:
         return None
-    where = {"A": "the response shown first", "B": "the response shown second", "E": "a tie"}[parsed[0]]
-    return (f"warning: position bias: the judge answered {parsed[0]} ({where}) for all {len(parsed)} parsed pairs, "
+    letter, count = Counter(parsed).most_common(1)[0]
+    if count < POSITION_BIAS_SHARE * len(parsed):
+        return None
+    where = {"A": "the response shown first", "B": "the response shown second", "E": "a tie"}[letter]
+    share = f"all {len(parsed)}" if count == len(parsed) else f"{count} of {len(parsed)}"
+    return (f"warning: position bias: the judge answered {letter} ({where}) for {share} parsed pairs, "
             f"whatever the responses; these rates reflect the presentation order, not quality")
 
 
@@ -421,6 +431,8 @@ def judge_pairs(pairs: Sequence[ResponsePair], task: JudgeTask, settings: JudgeS
     """Judge every pair with at most ``concurrency`` requests in flight; results in input order."""
     from tqdm.auto import tqdm
 
+    if pairs:  # the first pair alone: a wrong model or server fails on one request, before the others are sent
+        judge_pair(0, pairs[0], task, settings, client, seed)  # cached: the pool below reads it back
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         futures = [pool.submit(judge_pair, i, pair, task, settings, client, seed) for i, pair in enumerate(pairs)]
         return [future.result() for future in tqdm(futures, desc="judge", disable=not progress)]
@@ -528,8 +540,12 @@ def summary_table(tallies: Mapping[str, Tally], name_a: str, name_b: str) -> str
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", required=True, choices=["tldr", "hh-rlhf", "webgpt"], help="F.1 prompt to use")
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("--task", choices=sorted(TASKS), default=None,
+                        help="F.1 prompt to use (required unless --judge_prompt)")
+    parser.add_argument("--judge_prompt", default=None, metavar="FILE",
+                        help="your own task's judge prompt instead: a text file with {prompt}, {response_a} and "
+                             "{response_b}, asking for one character, A, B or E (tie); reported as 'overall'")
     parser.add_argument("--a", required=True, help="JSONL of the method being evaluated (prompt, response)")
     parser.add_argument("--b", required=True, help="JSONL of the baseline it is compared with")
     parser.add_argument("--name_a", default=None, help="label of --a (default: its file name)")
@@ -569,8 +585,54 @@ def make_openai_client(base_url: Optional[str], api_key: Optional[str], timeout:
     return openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
 
 
+def custom_task(path: str) -> JudgeTask:
+    """The judge task of ``--judge_prompt FILE``: its text with the three placeholders, one-character answers."""
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except OSError as err:
+        raise ValueError(f"--judge_prompt {path}: cannot read it ({err.strerror})") from None
+    missing = [name for name in ("prompt", "response_a", "response_b") if "{" + name + "}" not in text]
+    if missing:
+        raise ValueError(f"--judge_prompt {path}: no {', '.join('{' + m + '}' for m in missing)} in it (expected "
+                         "{prompt}, {response_a} and {response_b}; write other braces as {{ and }})")
+    try:
+        text.format(prompt="", response_a="", response_b="")
+    except (KeyError, IndexError, ValueError) as err:
+        raise ValueError(f"--judge_prompt {path}: unexpected placeholder {err} (only {{prompt}}, {{response_a}} "
+                         "and {response_b}; write other braces as {{ and }})") from None
+    name = os.path.splitext(os.path.basename(path))[0]
+    return JudgeTask(name, text, SINGLE_CHAR, ("overall",), "overall")
+
+
+def output_files_ready(*paths: Optional[str]) -> None:
+    """Create the folders of the files the run will write, before the first request: a path that cannot be
+    written is one line now, not a traceback after the work is done."""
+    for path in filter(None, paths):
+        if os.path.isdir(path):
+            raise ValueError(f"{path} is a directory (expected a file path)")
+        folder = os.path.dirname(os.path.abspath(path))
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"{path}: cannot create its folder {folder} ({err.strerror})") from None
+        if not os.access(folder, os.W_OK):
+            raise ValueError(f"{path}: its folder {folder} is not writable")
+
+
+def server_error(err: BaseException, args) -> ValueError:
+    """One line for an API error that retries did not cure (a wrong --model, --base_url or key)."""
+    where = args.base_url or "the OpenAI API"
+    status = getattr(err, "status_code", None)
+    detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+    if status is not None:
+        return ValueError(f"judge server {where} answered HTTP {status} to --model {args.model} on the first "
+                          f"request: {detail}")
+    return ValueError(f"judge server {where}: {detail} (after {args.max_retries} retries)")
+
+
 def run(args) -> Tuple[Dict[str, Tally], List[PairJudgement], CachedJudgeClient]:
-    task = get_task(args.task)
+    task = args.task_spec
     token_ids: Tuple[int, ...] = ()
     if args.verdict_token_ids:
         token_ids = tuple(int(x) for x in args.verdict_token_ids.split(","))
@@ -582,8 +644,13 @@ def run(args) -> Tuple[Dict[str, Tally], List[PairJudgement], CachedJudgeClient]
     pairs = pairs[:args.limit] if args.limit else pairs
     client = CachedJudgeClient(make_openai_client(args.base_url, args.api_key, args.timeout), args.cache or None,
                                max_retries=args.max_retries)
-    judgements = judge_pairs(pairs, task, settings, client, seed=args.seed, concurrency=args.concurrency,
-                             progress=not args.no_progress_bar)
+    import openai
+
+    try:
+        judgements = judge_pairs(pairs, task, settings, client, seed=args.seed, concurrency=args.concurrency,
+                                 progress=not args.no_progress_bar)
+    except openai.APIError as err:
+        raise server_error(err, args) from None
     return tally_by_criterion(judgements, task.criteria), judgements, client
 
 
@@ -592,6 +659,10 @@ def main(argv=None) -> None:
     name_a = args.name_a or os.path.splitext(os.path.basename(args.a))[0]
     name_b = args.name_b or os.path.splitext(os.path.basename(args.b))[0]
     try:
+        if (args.task is None) == (args.judge_prompt is None):
+            raise ValueError("give one of --task (the paper's prompts) or --judge_prompt FILE (your own)")
+        args.task_spec = custom_task(args.judge_prompt) if args.judge_prompt else get_task(args.task)
+        output_files_ready(args.output, args.summary)
         tallies, judgements, client = run(args)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -599,25 +670,26 @@ def main(argv=None) -> None:
     answered = answering_model(judgements, args.model)
     label = judge_label(answered)
     asked = "" if answered == args.model else f" (asked for {judge_label(args.model)})"
-    print(f"judge {label}{asked} on {args.task}: {len(judgements)} pairs, order seed {args.seed}, "
+    task = args.task_spec
+    print(f"judge {label}{asked} on {task.name}: {len(judgements)} pairs, order seed {args.seed}, "
           f"{client.api_calls} API calls (the rest from the cache)")
     print(summary_table(tallies, name_a, name_b))
-    bias = position_bias_line(judgements, get_task(args.task).headline)
+    bias = position_bias_line(judgements, task.headline)
     if bias:
         print(bias)
     if args.output:
         with open(args.output, "w") as handle:
             for j in judgements:
                 handle.write(json.dumps({"index": j.index, "prompt": j.prompt, "swapped": j.swapped,
-                                         "verdict": j.outcomes[get_task(args.task).headline],
+                                         "verdict": j.outcomes[task.headline],
                                          "criteria": j.outcomes, "judge_answers": j.judge_answers,
                                          "judge_model": "+".join(j.judge_models) or None}) + "\n")
     if args.summary:
         with open(args.summary, "w") as handle:
-            json.dump({"task": args.task, "model": label, "model_id": answered, "requested_model": args.model,
-                       "position_bias": bias is not None, "a": name_a,
+            json.dump({"task": task.name, "model": label, "model_id": answered, "requested_model": args.model,
+                       "position_bias": bias is not None, "position_bias_line": bias, "a": name_a,
                        "b": name_b, "pairs": len(judgements),
-                       "headline": get_task(args.task).headline,
+                       "headline": task.headline,
                        "criteria": {c: t.as_dict() for c, t in tallies.items()}}, handle, indent=2)
 
 

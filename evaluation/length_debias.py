@@ -14,13 +14,13 @@ Rows of ``evaluation.rm_score`` carry "response_tokens", the policy's own token 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from dschat.utils.cli import ArgumentParser
 
 LENGTH_KEYS = ("response_tokens", "length", "response_length")
 
@@ -114,7 +114,7 @@ def format_debiased(results: Mapping[str, DebiasedScore], fit: Tuple[float, floa
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--scores", nargs="+", required=True, metavar="NAME=JSONL",
                         help="score files of the methods to report (rows: response, score)")
     parser.add_argument("--reference", nargs="*", default=[], metavar="JSONL",

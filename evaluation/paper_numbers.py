@@ -1,8 +1,8 @@
 """The numbers the paper (Chai et al., ICLR 2025) and its public review discussion report, and tables that print
 this run's results beside them.
 
-    python -m evaluation.paper_numbers table2 --size 2b --result tldr:ppo=outputs/ppo/gemma-2b/tldr/ppo \\
-        --result tldr:mappo=outputs/ppo/gemma-2b/tldr/mappo-fixed5
+    python -m evaluation.paper_numbers table2 --size 2b --result tldr:ppo=outputs/runs/ppo/gemma-2b/tldr/ppo \\
+        --result tldr:mappo=outputs/runs/ppo/gemma-2b/tldr/mappo-fixed5
     python -m evaluation.paper_numbers table2 --paper_task tldr --result synthetic:ppo=outputs/demo/ppo ...
     python -m evaluation.paper_numbers table7 --result tldr:sft=sft_scores.jsonl --result tldr:dpo=...
     python -m evaluation.paper_numbers table3 --size 7b
@@ -15,12 +15,13 @@ from the text; numbers read off plots are not included.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
 from collections import OrderedDict
 from typing import Dict, List, Mapping, Optional, Sequence
+from dschat.utils.cli import ArgumentParser
+from evaluation.methods import method_key, method_label
 
 # Table 2: test RM scores of vanilla PPO and MA-PPO (n = 5), (task, size) -> method -> score.
 TABLE2_RM_SCORE = {
@@ -108,7 +109,6 @@ APPS_TERMINATION_PASS_AT_1 = {
     "ppl": {"interview": 3.04, "introductory": 16.36, "competition": 0.80, "all": 5.26},
 }
 
-METHOD_LABELS = {"sft": "SFT", "dpo": "DPO", "rloo": "RLOO", "ppo": "Vanilla PPO", "mappo": "MA-PPO (n=5)"}
 TASK_LABELS = {"tldr": "TL;DR", "hh-rlhf": "HH-RLHF", "webgpt": "WebGPT"}
 DIFFICULTY_LABELS = (("interview", "Inter."), ("introductory", "Intro."), ("competition", "Comp."), ("all", "All"))
 
@@ -148,14 +148,15 @@ def mean_test_score(paths: Sequence[str], allow_unfinished: bool = False) -> flo
 
 def parse_results(specs: Sequence[str]) -> "OrderedDict[str, Dict[str, List[str]]]":
     """``TASK:METHOD=PATH`` arguments → task → method → paths (first-seen order; a repeated TASK:METHOD adds a
-    run whose score is averaged in); task and method names are case-insensitive."""
+    run whose score is averaged in); task names are case-insensitive, method names matched through
+    :mod:`evaluation.methods` (``MA-PPO`` is ``mappo``)."""
     results: "OrderedDict[str, Dict[str, List[str]]]" = OrderedDict()
     for spec in specs:
         key, sep, path = spec.partition("=")
         task, colon, method = key.partition(":")
         if not sep or not colon or not task or not method or not path:
             raise ValueError(f"--result {spec!r}: expected TASK:METHOD=PATH (e.g. tldr:mappo=outputs/mappo)")
-        results.setdefault(task.lower(), {}).setdefault(method.lower(), []).append(path)  # PPO = ppo
+        results.setdefault(task.lower(), {}).setdefault(method_key(method), []).append(path)
     return results
 
 
@@ -170,14 +171,17 @@ def _gain_cell(value: Optional[float], reference: Optional[float], width: int = 
 
 
 def score_table(title: str, this_run: Mapping[str, float], paper: Mapping[str, Optional[float]],
-                methods: Sequence[str], reference_method: str = "ppo") -> str:
-    """Rows = methods; columns = this run's score and gain over ``reference_method``, then the paper's."""
-    lines = [title, f"{'method':<16}{'this run':>9}{'gain':>8}   {'paper':>9}{'gain':>8}"]
+                methods: Sequence[str], reference_method: str = "ppo", runs: Optional[Mapping[str, int]] = None) -> str:
+    """Rows = methods; columns = this run's score (the mean over its runs, their count in ``runs``) and gain over
+    ``reference_method``, then the paper's."""
+    runs = runs or {}
+    lines = [title, f"{'method':<16}{'this run':>9}{'gain':>8}{'runs':>6}   {'paper':>9}{'gain':>8}"]
     for method in methods:
         ours, theirs = this_run.get(method), paper.get(method)
         ours_gain = _gain_cell(ours, this_run.get(reference_method)) if method != reference_method else " " * 8
         paper_gain = _gain_cell(theirs, paper.get(reference_method)) if method != reference_method else " " * 8
-        lines.append(f"{METHOD_LABELS.get(method, method):<16}{_cell(ours)}{ours_gain}   {_cell(theirs)}{paper_gain}")
+        count = f"{runs[method]:>6}" if method in runs else f"{'-':>6}"
+        lines.append(f"{method_label(method):<16}{_cell(ours)}{ours_gain}{count}   {_cell(theirs)}{paper_gain}")
     return "\n".join(lines)
 
 
@@ -191,7 +195,8 @@ def table2(results: Mapping[str, Mapping[str, Sequence[str]]], size: str, paper_
         scores = {method: mean_test_score(runs, allow_unfinished) for method, runs in paths.items()}
         methods = ["ppo", "mappo"] + [m for m in scores if m not in ("ppo", "mappo")]
         source = f"paper: {TASK_LABELS.get(reference_task, reference_task)}, Gemma-{size.upper()}"
-        blocks.append(score_table(f"Table 2 - test RM score on {task} ({source})", scores, paper, methods))
+        blocks.append(score_table(f"Table 2 - test RM score on {task} ({source})", scores, paper, methods,
+                                  runs={method: len(runs) for method, runs in paths.items()}))
     return "\n\n".join(blocks)
 
 
@@ -207,7 +212,7 @@ def table7(results: Mapping[str, Mapping[str, Sequence[str]]], paper_task: Optio
         methods += [m for m in scores if m not in methods]
         label = TASK_LABELS.get(reference_task, reference_task)
         blocks.append(score_table(f"Table 7 - test RM score on {task} (paper: {label}, Gemma-2B)", scores, paper,
-                                  methods))
+                                  methods, runs={method: len(runs) for method, runs in paths.items()}))
     return "\n\n".join(blocks)
 
 
@@ -224,7 +229,7 @@ def table3_paper(size: str) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     t2 = commands.add_parser("table2", help="test RM scores of PPO and MA-PPO beside Table 2")
     t2.add_argument("--result", action="append", required=True, metavar="TASK:METHOD=PATH",

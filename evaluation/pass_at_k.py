@@ -26,6 +26,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from dschat.rewards import (ExecutionResult, ProgramOutcome, SandboxLimits, StopPolicy, execute_programs,
                             extract_code)
 from dschat.utils.data.schema import CodeTask
+from dschat.utils.cli import ArgumentParser
 
 ALL_PROBLEMS = "all"
 TABLE_ROWS = (("interview", "Inter."), ("introductory", "Intro."), ("competition", "Comp."),
@@ -157,7 +158,7 @@ def evaluate_samples(samples: Sequence[dict], tasks_by_id: Mapping[str, CodeTask
 
 
 def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m evaluation.pass_at_k",
         description="Execute sampled programs against their tests and print pass@k per difficulty "
                     "(paper Table 3 layout; estimator of Chen et al., 2021).")

@@ -13,7 +13,6 @@ committed under ``docs/`` (``docs/demo/record.json``, ``docs/smollm2/record.json
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -24,6 +23,7 @@ import yaml
 
 from evaluation.study_report import mean_estimate, paired_difference
 from evaluation.training_summary import eval_endpoints, read_metrics
+from dschat.utils.cli import ArgumentParser
 
 FIGURES = {"perplexity": "response perplexity", "accuracy": "pair accuracy", "score": "RM score",
            "gold": "gold score"}
@@ -173,7 +173,7 @@ def readme_table(record: dict) -> List[str]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     gather = commands.add_parser("collect", help="record a pipeline's output directory and print its table")
     gather.add_argument("out_dir", help="the pipeline's output directory ($OUT)")

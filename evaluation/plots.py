@@ -11,7 +11,6 @@ sweeps (Fig. 8, 21) by ``python -m evaluation.best_of_n``. Score files are JSONL
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -21,6 +20,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from evaluation.methods import method_color  # noqa: E402
+from dschat.utils.cli import ArgumentParser
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 ALL_METHODS_TITLE = "RM score distribution"
@@ -37,7 +38,8 @@ def plot_training_curves(curves, baseline: str, parities: Mapping, path: str, ti
     """Fig. 2: test RM score vs PPO step per method (markers; band = ±1 std across runs when there are several),
     the smoothed training reward (dashed), the baseline's final score (dotted) and the parity steps."""
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for color, c in zip(COLORS, curves):
+    for c in curves:
+        color = method_color(c.name)
         label = f"{c.name} test RM score" + (f" (mean of {c.runs} runs)" if c.runs > 1 else "")
         ax.plot(c.eval_score.steps, c.eval_score.values, "o-", color=color, label=label)
         if c.eval_score_std is not None:
@@ -50,17 +52,19 @@ def plot_training_curves(curves, baseline: str, parities: Mapping, path: str, ti
     base = next(c for c in curves if c.name == baseline)
     ax.axhline(base.eval_score.values[-1], color="gray", linestyle=":", label=f"{baseline} {base.last_label}")
     notes = []
-    for color, c in zip(COLORS, curves):
+    for c in curves:
+        color = method_color(c.name)
         parity = parities.get(c.name)
         if parity is None:
             continue
-        ax.axvline(parity.baseline_step, color=COLORS[[x.name for x in curves].index(baseline)], linestyle=":",
-                   alpha=0.7)
+        ax.axvline(parity.baseline_step, color=method_color(baseline), linestyle=":", alpha=0.7)
         if parity.method_step is not None:
             ax.axvline(parity.method_step, color=color, linestyle=":", alpha=0.9)
-        notes.append(f"{c.name} reaches {baseline}'s final score at step {parity.method_step:.0f} vs "
-                     f"{parity.baseline_step:.0f}: {parity.speedup:.2f}x faster"
-                     if parity.speedup else f"{c.name}: no parity speed-up measurable")
+        base_runs = next(x.runs for x in curves if x.name == baseline)
+        notes.append((f"{c.name} reaches {baseline}'s final score at step {parity.method_step:.0f} vs "
+                      f"{parity.baseline_step:.0f}: {parity.speedup:.2f}x faster"
+                      if parity.speedup else f"{c.name}: no parity speed-up measurable")
+                     + f" (n = {c.runs} / {base_runs} seeds)")
     if notes:
         ax.text(0.02, 0.97, "\n".join(notes), transform=ax.transAxes, va="top", fontsize=9,
                 bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8})
@@ -76,9 +80,9 @@ def plot_l2_norms(curves, path: str) -> None:
     """Fig. 11: L2 norm of the token advantages (left) and of the Q-values / returns (right) over training."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, attribute, label in zip(axes, ("advantage_l2", "return_l2"), ("advantages", "Q-values (returns)")):
-        for color, c in zip(COLORS, curves):
+        for c in curves:
             series = getattr(c, attribute)
-            ax.plot(series.steps, series.values, "o-", color=color, markersize=3, label=c.name)
+            ax.plot(series.steps, series.values, "o-", color=method_color(c.name), markersize=3, label=c.name)
         ax.set_xlabel("PPO step")
         ax.set_ylabel(f"L2 norm of {label}")
         ax.set_title(f"L2 norm of {label} (EMA; cf. paper Fig. 11)")
@@ -100,7 +104,8 @@ def plot_score_histograms(panels: Sequence[Tuple[str, Mapping[str, Sequence[floa
         every = [s for scores in groups.values() for s in scores]
         low, high = min(every), max(every)
         bins = [low + (high - low) * i / 25 for i in range(26)] if high > low else 10
-        for color, (name, scores) in zip(COLORS, groups.items()):
+        for name, scores in groups.items():
+            color = method_color(name)
             mean = sum(scores) / len(scores)
             ax.hist(scores, bins=bins, color=color, alpha=0.45, label=f"{name} (mean {mean:.2f}, n={len(scores)})")
             ax.axvline(mean, color=color, linestyle="--")
@@ -117,12 +122,15 @@ def plot_score_histograms(panels: Sequence[Tuple[str, Mapping[str, Sequence[floa
 
 def plot_win_rates(summaries: Sequence[Mapping], path: str) -> None:
     """Fig. 4 / 17: stacked horizontal win / tie / loss bars of A against B, one bar per (comparison,
-    criterion), from ``evaluation.judge --summary`` files."""
+    criterion), from ``evaluation.judge --summary`` files; each bar names its pair count, and a judge that answered
+    by position (the summary's ``position_bias``) is marked on its bar."""
     rows = []
     for summary in summaries:
         for criterion, counts in summary["criteria"].items():
             suffix = "" if len(summary["criteria"]) == 1 else f" [{criterion}]"
-            rows.append((f"{summary['task']}: {summary['a']} vs {summary['b']}{suffix}", counts))
+            bias = "\nPOSITION BIAS: one letter for nearly every pair" if summary.get("position_bias") else ""
+            rows.append((f"{summary['task']}: {summary['a']} vs {summary['b']}{suffix} "
+                         f"(n={summary.get('pairs', '?')}){bias}", counts))
     fig, ax = plt.subplots(figsize=(8, 0.55 * len(rows) + 1.8), layout="constrained")
     for y, (label, counts) in enumerate(reversed(rows)):
         left = 0.0
@@ -143,9 +151,10 @@ def plot_win_rates(summaries: Sequence[Mapping], path: str) -> None:
     plt.close(fig)
 
 
-def plot_best_of_n_heatmaps(tables: Mapping[str, Mapping[float, Mapping[int, float]]], path: str) -> None:
+def plot_best_of_n_heatmaps(tables: Mapping[str, Mapping[float, Mapping[int, float]]], path: str, prompts: int,
+                            samples: int) -> None:
     """Fig. 8: expected best-of-N RM score per temperature (rows) and N (columns), one heat map per method,
-    on a shared colour scale."""
+    on a shared colour scale; the title says over how many prompts (``samples`` each per temperature)."""
     methods = list(tables)
     values = [v for t in tables.values() for row in t.values() for v in row.values()]
     fig, axes = plt.subplots(1, len(methods), figsize=(4.3 * len(methods) + 1, 4.2), squeeze=False,
@@ -168,23 +177,26 @@ def plot_best_of_n_heatmaps(tables: Mapping[str, Mapping[float, Mapping[int, flo
             ax.set_ylabel("sampling temperature")
         ax.set_title(method)
     fig.colorbar(image, ax=list(axes[0]), shrink=0.85, label="RM score")
-    fig.suptitle("Best-of-N RM score vs temperature (cf. paper Fig. 8)")
+    fig.suptitle(f"Best-of-N RM score vs temperature (cf. paper Fig. 8): mean over {prompts} prompts, "
+                 f"{samples} samples each per temperature")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def plot_temperature_sweep(sweeps: Mapping[str, Mapping[float, Tuple[float, float]]], path: str) -> None:
+def plot_temperature_sweep(sweeps: Mapping[str, Mapping[float, Tuple[float, float]]], path: str,
+                           prompts: int) -> None:
     """Fig. 21: mean RM score of single samples vs sampling temperature per method (error bars: standard error
-    over prompts)."""
+    over the ``prompts`` prompts, as the figure says)."""
     fig, ax = plt.subplots(figsize=(6, 4))
-    for color, (method, sweep) in zip(COLORS, sweeps.items()):
+    for method, sweep in sweeps.items():
         temperatures = sorted(sweep)
         ax.errorbar(temperatures, [sweep[t][0] for t in temperatures], yerr=[sweep[t][1] for t in temperatures],
-                    fmt="o-", color=color, capsize=3, label=method)
+                    fmt="o-", color=method_color(method), capsize=3, label=method)
     ax.set_xlabel("sampling temperature")
     ax.set_ylabel("mean RM score (N = 1)")
-    ax.set_title("RM score vs sampling temperature (cf. paper Fig. 21)")
+    ax.set_title(f"RM score vs sampling temperature (cf. paper Fig. 21)\n{prompts} prompts; error bars: "
+                 "±1 standard error over prompts", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend()
     save_figure(fig, path)
@@ -230,7 +242,7 @@ def distribution_panels(scores: Mapping[str, Sequence[float]], baseline: Optiona
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     dist = commands.add_parser("distributions", help="RM score histograms (Fig. 3, 10, 20)")
     dist.add_argument("--scores", nargs="+", required=True, metavar="NAME=JSONL")
@@ -252,6 +264,9 @@ def main(argv=None) -> None:
                     raise FileNotFoundError(f"{path}: no such file")
                 with open(path) as handle:
                     summaries.append(json.load(handle))
+                if summaries[-1].get("position_bias"):
+                    print(f"warning: {path}: {summaries[-1].get('position_bias_line') or 'position bias'} "
+                          "(marked on its bar)", file=sys.stderr)
             plot_win_rates(summaries, args.out)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -22,7 +22,6 @@ Conventions (each reads the checkpoint with ``AutoTokenizer`` / ``AutoModelForSe
 """
 from __future__ import annotations
 
-import argparse
 import json
 from typing import Callable, Dict, List, Sequence, Tuple
 
@@ -30,6 +29,7 @@ import torch
 
 from dschat.utils.data import PairCollator, PairDataset, PreferencePair, load_pairs
 from dschat.utils.model import load_reward_model, load_tokenizer, sequence_scores, text_reward_function
+from dschat.utils.cli import ArgumentParser
 
 Scores = Tuple[torch.Tensor, torch.Tensor]
 
@@ -154,7 +154,7 @@ def ranking_report(reward_path: str, pairs: Sequence[PreferencePair], convention
 
 
 def main(argv=None) -> Dict[str, Dict[str, float]]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--reward_model", required=True, help="reward model directory (step 2 output)")
     parser.add_argument("--data_name", default="synthetic")
     parser.add_argument("--data_path", default=None)

@@ -22,7 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from dschat.rlhf.experience import decode_responses, rollout_masks
-from dschat.utils.cli import run_cli
+from dschat.utils.cli import ArgumentParser, run_cli
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.config import ConfigError
 from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer, policy_model_dir, sequence_scores
@@ -134,7 +134,7 @@ def table_lines(summaries: Dict[str, Dict[str, float]]) -> List[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--policy", type=named_policy, action="append", required=True,
                         help="NAME=PATH of a policy: a model directory (HF format) or a step-3 output directory "
                         "(its actor/); repeat for several")

@@ -23,7 +23,6 @@ is trained again from scratch; a run that exceeds ``--run_timeout_minutes`` is k
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -36,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+from dschat.utils.cli import ArgumentParser
 
 MARKER = "study_run.json"
 ROOT = Path(__file__).resolve().parents[1]
@@ -360,7 +360,7 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("command", choices=("run", "plan", "report", "verify"))
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="where the runs go")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"), help="where the report goes")

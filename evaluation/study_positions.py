@@ -21,7 +21,6 @@ tabulates it per arm.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
@@ -30,6 +29,8 @@ from typing import Dict, List, Sequence
 import torch
 
 from dschat.utils.data.synthetic_task import NEGATIVE_WORDS, POSITIVE_WORDS, WORD, synthetic_gold_score
+from dschat.utils.cli import ArgumentParser
+
 SEED = 4321
 PROMPTS = 128
 FIRST_K = (3, 10)
@@ -95,7 +96,7 @@ def sample_responses(model_dir: Path, prompts: Sequence[str], max_new_tokens: in
 def main(argv=None) -> None:
     from evaluation.study import ARMS
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="the study's runs")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"))
     parser.add_argument("--arms", nargs="+", default=list(ARMS), metavar="ARM",

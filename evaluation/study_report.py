@@ -39,6 +39,7 @@ from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MA
                                         VARIATION_COVERED, Equivalence, best_arm, collapse, format_p,
                                         held_out_best_vs_best, holm, paired_t_p, seeds_for_equivalence, tost)
 from evaluation.training_summary import read_metrics
+from dschat.utils.cli import ArgumentParser
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
 N_BOOT = 10000
@@ -1102,9 +1103,7 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
 
 
 def main(argv=None) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser(description="Re-render the study report from its compact run summaries.")
+    parser = ArgumentParser(description="Re-render the study report from its compact run summaries.")
     parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (the report is written beside it)")
     args = parser.parse_args(argv)
     if not args.runs_jsonl.is_file():

@@ -4,10 +4,10 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+from dschat.utils.cli import ArgumentParser
 
 
 def read_metrics(run_dir: str) -> list:
@@ -41,7 +41,7 @@ def summary_lines(run_dirs: list) -> list:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("run_dirs", nargs="+", help="training output directories")
     args = parser.parse_args(argv)
     try:

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # README's first command: create/refresh the environment, then run the whole pipeline on the embedded default
 # (synthetic review-sentiment preferences, a tiny Gemma, CPU): SFT -> reward model -> PPO and MA-PPO (n=5),
-# the reward model under plain transformers / TRL scoring, and the summary. About 3 minutes on 2 idle CPU cores.
+# the reward model under plain transformers / TRL scoring, and the summary. Its time is in its record
+# (docs/demo/record.json, the README's demo table); one intra-op thread per process (scripts/threads.sh).
 # Outputs in $DEMO_DIR (default outputs/demo); record.json there is what the README's demo table is rendered from
 # (docs/demo/record.json, python -m evaluation.pipeline_record).
 set -euo pipefail
 bash "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
-source "$(dirname "${BASH_SOURCE[0]}")/reproduce/env.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/reproduce/env.sh"  # also scripts/threads.sh
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 OUT="${DEMO_DIR:-outputs/demo}"
 mkdir -p "$OUT"

@@ -8,16 +8,23 @@
 #   MODEL_PATH   base model for sft (default: the hub id in configs/sft/MODEL.yaml)
 #   SFT_PATH     SFT checkpoint for rm/dpo/ppo (default: OUTPUT_ROOT/sft/MODEL/TASK)
 #   RM_PATH      reward model for ppo (default: OUTPUT_ROOT/rm/MODEL/TASK; unused for code tasks)
-#   OUTPUT_ROOT  default: outputs
+#   OUTPUT_ROOT  default: outputs/runs (apart from the README's outputs/sft, outputs/rm, ...: no run lands inside
+#                another stage's model folder)
 #   OUTPUT_DIR   default: OUTPUT_ROOT/STAGE/MODEL/TASK, for ppo/mappo OUTPUT_ROOT/ppo/MODEL/TASK/RUN_NAME
 #   RUN_NAME     ppo/mappo run folder (default: ppo or mappo, plus the method flags given, e.g. mappo-parsing)
 #   NUM_GPUS     processes on this node (default: all visible GPUs, or 1)
 #   HOSTFILE     DeepSpeed hostfile for multi-node runs
 #   MASTER_PORT  rendezvous port (default 29500)
+#   MARLHF_THREADS  intra-op CPU threads per process (default 1, scripts/threads.sh)
+#   PREFLIGHT    0 skips the pre-flight: before anything starts or any folder is made, the stage's --dry_run checks
+#                GPUs, models (gated Gemma: token and licence), data, the memory plan and the output folder, and
+#                lists every missing thing at once (exit 2)
+#   PYTHON       the interpreter of the pre-flight (default: the deepspeed's environment, else .venv)
 # Extra flags are passed to the stage and override the config (e.g. --termination parsing).
 # The run's output is also appended to OUTPUT_DIR/training.log.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/threads.sh"
 if [ $# -lt 3 ]; then awk 'NR > 1 && !/^#/ {exit} NR > 1' "${BASH_SOURCE[0]}"; exit 2; fi
 STAGE=$1 MODEL=$2 TASK=$3; shift 3
 METHOD_FLAGS=()
@@ -47,7 +54,7 @@ run_suffix() {
   echo "$suffix"
 }
 
-OUTPUT_ROOT=${OUTPUT_ROOT:-outputs}
+OUTPUT_ROOT=${OUTPUT_ROOT:-outputs/runs}
 SFT_PATH=${SFT_PATH:-$OUTPUT_ROOT/sft/$MODEL/$TASK}
 RM_PATH=${RM_PATH:-$OUTPUT_ROOT/rm/$MODEL/$TASK}
 case $STAGE in
@@ -68,6 +75,12 @@ DEEPSPEED=$(command -v deepspeed || echo "$ROOT/.venv/bin/deepspeed")
 LAUNCH=("$DEEPSPEED" --num_gpus "$NUM_GPUS" --master_port "${MASTER_PORT:-29500}")
 [ -n "${HOSTFILE:-}" ] && LAUNCH=("$DEEPSPEED" --hostfile "$HOSTFILE" --master_port "${MASTER_PORT:-29500}")
 cd "$ROOT"
+if [ "${PREFLIGHT:-1}" != 0 ]; then
+  PY=${PYTHON:-$(dirname "$DEEPSPEED")/python}
+  [ -x "$PY" ] || PY="$ROOT/.venv/bin/python"
+  WORLD_SIZE=$NUM_GPUS "$PY" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" \
+    "${METHOD_FLAGS[@]}" "$@" --dry_run || exit 2
+fi
 mkdir -p "$OUTPUT_DIR"
 # everything the run prints (the command first) also goes to OUTPUT_DIR/training.log, appended across resumes
 COMMAND=("${LAUNCH[@]}" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" "${METHOD_FLAGS[@]}" "$@")

@@ -7,15 +7,15 @@ The tasks, their ground-truth rule and the sizes are documented in dschat/utils/
 and dschat/utils/data/synthetic_long_task.py (long; same vocabulary, so the tokenizer is trained on the short
 task's texts only and stays as it was).
 """
-import argparse
 from pathlib import Path
 
 from dschat.utils.data.synthetic_long_task import write_long_assets
 from dschat.utils.data.synthetic_task import ASSETS_DIR, write_synthetic_assets
+from dschat.utils.cli import ArgumentParser
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__)
     parser.add_argument("--out-dir", type=Path, default=ASSETS_DIR, help="assets folder to write into")
     args = parser.parse_args()
     write_long_assets(args.out_dir)

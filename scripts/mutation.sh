@@ -13,8 +13,8 @@ TESTS=("$@")
 [ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/test_wires.py tests/test_layering.py tests/test_macro_termination.py
   tests/test_parsing_termination.py tests/test_viewer.py::test_options_mean_what_step3_makes_of_them
   tests/test_entropy_termination.py::test_cli_flags_reach_the_rule_options)
-# The default functions: about 80 mutants, ~30-60 min on 2 busy cores (a mutant runs the selected tests that call
-# its function: 2 short step-3 runs for estimate_advantages).
+# The default functions: about 80 mutants (a mutant runs the selected tests that call its function: 2 short step-3
+# runs for estimate_advantages).
 FUNCTIONS=${FUNCTIONS:-"*estimate_advantages* *termination_options* *ngram_length* *_row_lengths*"}
 WORK=${MUTATION_DIR:-$(mktemp -d)}
 mkdir -p "$WORK"

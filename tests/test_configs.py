@@ -152,3 +152,33 @@ def test_every_field_has_a_docstring():
     for config in STAGE_CONFIGS.values():
         missing = [spec.name for spec in flag_specs(config) if not spec.help]
         assert not missing, (config.__name__, missing)
+
+
+def test_show_config_names_the_layer_of_every_value_and_the_warmup_that_wins(capsys):
+    """Each value's layer is the last YAML file of the inherit chain that holds its key (read here from the files
+    themselves), else ``default``; a flag after ``--`` is ``flag``; the warmup line says which of the two wins."""
+    import yaml
+
+    from dschat.cli import show_config
+    from dschat.utils.config import config_layers
+
+    path = os.path.join(ROOT, "configs", "ppo", "gemma-2b", "tldr.yaml")
+    expected = {}
+    for layer_path, raw in config_layers(path):
+        with open(layer_path) as handle:
+            assert set(raw) <= set(yaml.safe_load(handle))
+        expected.update({key.replace("-", "_"): layer_path for key in raw})
+    show_config.main(["ppo", path, "--", "--temperature", "0.7", "--warmup_steps", "none"])
+    lines = capsys.readouterr().out.splitlines()
+    layers = dict(line.rsplit("  [", 1) for line in lines if "  [" in line)
+    layers = {entry.split(":")[0]: layer.rstrip("]") for entry, layer in layers.items()}
+    assert layers["temperature"] == "flag" and layers["warmup_steps"] == "flag"
+    for key, layer in layers.items():
+        if key not in ("temperature", "warmup_steps", "output_dir"):
+            assert layer == expected.get(key, "default"), key
+    assert layers["output_dir"] == "required flag, not given"
+    assert len(set(expected.values())) >= 2  # the chain really has layers
+    assert lines[-1].startswith("warmup: --warmup_ratio 0.1 [default] of the optimizer steps")
+    show_config.main(["ppo", path])
+    assert capsys.readouterr().out.splitlines()[-1] == ("warmup: --warmup_steps 200 [default] wins; --warmup_ratio "
+                                                         "0.1 [default] is not used")

@@ -56,16 +56,15 @@ def test_sft_collator_right_pads_with_pad_id_and_ignored_labels(tokenizer):
 
 
 def test_pair_collator_puts_chosen_rows_first_then_rejected(tokenizer, caplog):
-    pairs = [PreferencePair("q1", " r1 r2", " x"), PreferencePair("q2", " r1"), PreferencePair("q2", " r2", " x x")]
-    with caplog.at_level(logging.WARNING):
-        dataset = PairDataset(pairs, tokenizer, max_seq_len=16)
-    assert dataset.num_skipped == 1 and "no rejected response: 1 (e.g. pair 1)" in caplog.text
+    pairs = [PreferencePair("q1", " r1 r2", " x"), PreferencePair("q2", " r2", " x x")]
+    dataset = PairDataset(pairs, tokenizer, max_seq_len=16)
+    assert dataset.num_skipped == 0
     batch = PairCollator.for_tokenizer(tokenizer)([dataset[0], dataset[1]])
     assert batch["input_ids"].tolist() == [
         [BOS, 4, 6, 7, EOS],        # chosen of pair 0
-        [BOS, 5, 7, EOS, PAD],      # chosen of pair 2
+        [BOS, 5, 7, EOS, PAD],      # chosen of pair 1
         [BOS, 4, 8, EOS, PAD],      # rejected of pair 0
-        [BOS, 5, 8, 8, EOS],        # rejected of pair 2
+        [BOS, 5, 8, 8, EOS],        # rejected of pair 1
     ]
     assert batch["attention_mask"].tolist() == [[1] * 5, [1, 1, 1, 1, 0], [1, 1, 1, 1, 0], [1] * 5]
 
@@ -161,3 +160,12 @@ def test_a_10_mb_row_is_measured_and_skipped_in_bounded_memory(tmp_path):
     probe = json.loads(result.stdout.strip().splitlines()[-1])
     assert probe["sizes"] == [189, 189, 189]  # 190 training rows (5% of 200 held out) less the long one
     assert probe["grew_mib"] < 64, probe
+
+
+def test_a_pair_without_rejected_is_an_error_naming_its_row(tokenizer):
+    pairs = [PreferencePair("q1", " r1 r2", " x"), PreferencePair("q2", " r1", origin="pairs.jsonl, row 7")]
+    with pytest.raises(DataError) as error:
+        PairDataset(pairs, tokenizer, max_seq_len=16)
+    assert str(error.value).startswith("pairs.jsonl, row 7: no 'rejected' response")
+    with pytest.raises(DataError, match="^pair 2: no 'rejected' response"):  # a pair built in code: its position
+        PairDataset(pairs[:1] + [PreferencePair("q2", " r1")], tokenizer, max_seq_len=16)

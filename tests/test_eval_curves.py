@@ -42,13 +42,15 @@ def test_parity_speedup_matches_the_papers_reading_of_fig2():
     assert parity.target == 0.84
     assert (parity.baseline_step, parity.method_step) == (3700, 1700)
     assert parity.speedup == pytest.approx(3700 / 1700)
-    assert "2.18x faster" in curves.parity_line(parity, "mappo", "ppo")
+    assert curves.parity_line(parity, "mappo", "ppo", 1, 1).endswith(
+        "2.18x faster (paper: 1.7-2x) [n = 1 mappo, 1 ppo (seeds); one seed: no spread, no error bar]")
+    assert curves.parity_line(parity, "mappo", "ppo", 3, 2).endswith("[n = 3 mappo, 2 ppo (seeds)]")
 
 
 def test_parity_when_the_method_never_catches_up():
     parity = curves.parity_speedup(Series((0, 10), (0.0, 1.0)), Series((0, 10), (0.0, 0.5)))
     assert parity.method_step is None and parity.speedup is None
-    assert "never reaches" in curves.parity_line(parity, "mappo", "ppo")
+    assert "never reaches" in curves.parity_line(parity, "mappo", "ppo", 1, 1)
     with pytest.raises(ValueError):
         curves.parity_speedup(Series((), ()), Series((0,), (1.0,)))
 
@@ -107,3 +109,41 @@ def test_plots_cli_distributions_and_win_rates(tmp_path, capsys):
     with pytest.raises(SystemExit):
         plots.main(["distributions", "--scores", f"x={tmp_path / 'bad.jsonl'}", "--out", str(out)])
     assert "bad.jsonl row 2: needs a numeric 'score'" in capsys.readouterr().err
+
+
+def captured_figure(monkeypatch):
+    from evaluation import plots
+
+    figures = []
+    monkeypatch.setattr(plots.plt, "close", figures.append)
+    return figures
+
+
+def test_one_colour_per_method_across_figures_whatever_their_order(tmp_path, monkeypatch):
+    """mappo is orange in a histogram that lists it first and in a sweep that lists it second (the colour comes
+    from evaluation.methods, not from the position); MA-PPO is the same method as mappo."""
+    from matplotlib.colors import to_hex
+
+    from evaluation import plots
+    from evaluation.methods import METHODS, method_color, method_key
+
+    assert method_key("MA-PPO") == method_key("ma_ppo") == method_key("MAPPO") == "mappo"
+    assert method_key("Vanilla PPO") == "ppo" and method_color("MA-PPO") == METHODS["mappo"][1]
+    assert method_color("my-variant") == method_color("My-Variant") not in {c for _, c in METHODS.values()}
+    figures = captured_figure(monkeypatch)
+    plots.plot_score_histograms([("t", {"mappo": [1.0, 2.0], "ppo": [0.5, 1.5]})], str(tmp_path / "h.png"))
+    plots.plot_temperature_sweep({"ppo": {0.5: (1.0, 0.1)}, "mappo": {0.5: (2.0, 0.1)}}, str(tmp_path / "s.png"), 8)
+    histogram = {patch.get_label().split()[0]: to_hex(patch.get_facecolor()) for patch in figures[0].axes[0].patches
+                 if not patch.get_label().startswith("_")}
+    sweep = {bars.get_label(): to_hex(bars.lines[0].get_color()) for bars in figures[1].axes[0].containers}
+    assert histogram == sweep == {"mappo": METHODS["mappo"][1], "ppo": METHODS["ppo"][1]}
+
+
+def test_best_of_n_figures_say_their_prompt_count_and_error_bars(tmp_path, monkeypatch):
+    from evaluation import plots
+
+    figures = captured_figure(monkeypatch)
+    plots.plot_best_of_n_heatmaps({"mappo": {0.5: {1: 1.0, 2: 1.5}}}, str(tmp_path / "h.png"), 12, 4)
+    plots.plot_temperature_sweep({"mappo": {0.5: (1.0, 0.1)}}, str(tmp_path / "s.png"), 12)
+    assert figures[0]._suptitle.get_text().endswith("mean over 12 prompts, 4 samples each per temperature")
+    assert figures[1].axes[0].get_title().endswith("12 prompts; error bars: ±1 standard error over prompts")

@@ -341,3 +341,108 @@ def test_logprobs_mode_fails_when_the_server_ignores_logprobs():
     settings = judge.JudgeSettings(constrain="logprobs")
     with pytest.raises(ValueError, match="returned no top_logprobs.*--constrain logit_bias"):
         judge.judge_pairs(pairs(2), get_task("tldr"), settings, make_client(fake))
+
+
+def judge_files(tmp_path, count=4):
+    rows_a = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(count)]
+    rows_b = [{"prompt": p.prompt, "response": p.response_b} for p in pairs(count)]
+    return write_jsonl(tmp_path / "a.jsonl", rows_a), write_jsonl(tmp_path / "b.jsonl", rows_b)
+
+
+def test_a_refused_model_is_one_line_after_one_request(tmp_path, monkeypatch, capsys):
+    """A wrong --model (HTTP 400 from the server): one request, one line, no traceback, nothing else sent."""
+    import httpx
+    import openai
+
+    def bad_request(message):
+        request = httpx.Request("POST", "http://localhost:1/v1/chat/completions")
+        return openai.BadRequestError(message, response=httpx.Response(400, request=request), body=None)
+
+    fake = FakeClient(prefers_good, failures=99, error=bad_request)
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
+    a, b = judge_files(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        judge.main(["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--model", "nope",
+                    "--cache", "", "--no_progress_bar"])
+    assert exit_info.value.code == 2 and len(fake.requests) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: judge server http://localhost:1/v1 answered HTTP 400 to --model nope on the first "
+                   "request: transient failure"]
+
+
+def test_output_folders_are_made_before_the_first_request(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(prefers_good)
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
+    a, b = judge_files(tmp_path)
+    base = ["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--no_progress_bar"]
+    (tmp_path / "taken").write_text("a file where a folder should be")
+    with pytest.raises(SystemExit):
+        judge.main(base + ["--summary", str(tmp_path / "taken" / "s.json")])
+    assert capsys.readouterr().err.startswith(f"error: {tmp_path}/taken/s.json: cannot create its folder")
+    assert fake.requests == []  # checked before any request
+    judge.main(base + ["--output", str(tmp_path / "new" / "v.jsonl"), "--summary", str(tmp_path / "new" / "s.json")])
+    assert json.loads((tmp_path / "new" / "s.json").read_text())["pairs"] == 4
+    assert len((tmp_path / "new" / "v.jsonl").read_text().splitlines()) == 4
+
+
+def test_judge_prompt_file_is_a_users_own_task(tmp_path, monkeypatch, capsys):
+    prompt = tmp_path / "recipes.txt"
+    prompt.write_text("Which recipe answers {prompt} better?\nResponse A: {response_a}\nResponse B: {response_b}\n"
+                      "Answer with one character, A or B (E if equal). Format {{note}} stays literal.\n")
+    fake = FakeClient(prefers_good)
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
+    a, b = judge_files(tmp_path)
+    judge.main(["--judge_prompt", str(prompt), "--a", a, "--b", b, "--base_url", "http://localhost:1/v1",
+                "--cache", "", "--summary", str(tmp_path / "s.json"), "--no_progress_bar"])
+    assert fake.requests[0]["messages"][0]["content"].startswith("Which recipe answers post number 0 better?")
+    assert "Format {note} stays literal." in fake.requests[0]["messages"][0]["content"]
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert (summary["task"], summary["criteria"]["overall"]["win"]) == ("recipes", 4)
+    assert capsys.readouterr().out.startswith("judge ")
+    bad = tmp_path / "bad.txt"
+    for text, expected in [("Compare {response_a} and {response_b}.", "no {prompt} in it"),
+                           ("{prompt} {response_a} {response_b} {extra}", "unexpected placeholder 'extra'")]:
+        bad.write_text(text)
+        with pytest.raises(SystemExit):
+            judge.main(["--judge_prompt", str(bad), "--a", a, "--b", b, "--base_url", "x", "--cache", ""])
+        assert expected in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # neither --task nor --judge_prompt
+        judge.main(["--a", a, "--b", b, "--base_url", "x", "--cache", ""])
+    assert "give one of --task" in capsys.readouterr().err
+
+
+def test_a_judge_that_nearly_always_picks_one_position_is_flagged_and_the_plot_says_so(tmp_path, monkeypatch,
+                                                                                     capsys):
+    """19 of 20 verdicts "A" (the first shown): flagged (>= 90%), written to the summary, marked on the winrates
+    bar with the pair count and warned about by `plots winrates`; 17 of 20 is not flagged."""
+    from evaluation import plots
+
+    rows = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(20)]
+    a, b = write_jsonl(tmp_path / "a.jsonl", rows), write_jsonl(tmp_path / "b.jsonl", rows)
+    summary = tmp_path / "s.json"
+    argv = ["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--summary", str(summary), "--no_progress_bar", "--concurrency", "1"]
+
+    def answers(b_count):
+        calls = []
+
+        def answer(request):
+            calls.append(request)
+            return fake_response("B" if len(calls) <= b_count + 1 and len(calls) > 1 else "A")
+        return answer  # request 1 is the lone first pair (A), then b_count pairs answer B, the rest A
+    for b_count, flagged in ((1, True), (3, False)):
+        monkeypatch.setattr(judge, "make_openai_client", lambda *args, b_count=b_count: FakeClient(answers(b_count)))
+        judge.main(argv)
+        out = capsys.readouterr().out
+        assert ("for 19 of 20 parsed pairs" in out) == flagged and json.loads(summary.read_text())["position_bias"] \
+            == flagged
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: FakeClient(answers(1)))
+    judge.main(argv)
+    capsys.readouterr()
+    captured = {}
+    monkeypatch.setattr(plots.plt, "close", lambda fig: captured.setdefault("fig", fig))
+    plots.main(["winrates", "--summary", str(summary), "--out", str(tmp_path / "w.png")])
+    labels = [label.get_text() for label in captured["fig"].axes[0].get_yticklabels()]
+    assert labels == ["tldr: a vs b (n=20)\nPOSITION BIAS: one letter for nearly every pair"]
+    assert "warning: " + str(summary) + ": warning: position bias" in capsys.readouterr().err

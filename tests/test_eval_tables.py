@@ -175,8 +175,8 @@ def test_table2_cli_from_a_run_directory_and_a_score_file(tmp_path, capsys):
                         "--result", f"synthetic:mappo={scores}"])
     out = capsys.readouterr().out
     assert "paper: TL;DR, Gemma-2B" in out
-    assert "Vanilla PPO         0.500               0.840" in out
-    assert "MA-PPO (n=5)        0.700    +40%       1.410    +68%" in out
+    assert "Vanilla PPO         0.500             1       0.840" in out
+    assert "MA-PPO (n=5)        0.700    +40%     1       1.410    +68%" in out
     paper_numbers.main(["table3", "--size", "7b"])
     assert "pass@1  All         6.98     9.48" in capsys.readouterr().out
     with pytest.raises(SystemExit):

@@ -147,3 +147,13 @@ def test_safe_to_change_names_real_flags_and_new_flags_are_compared():
     saved = config_record(Extended(output_dir="a"))
     current = config_record(Extended(output_dir="b", brand_new_rule_option=0.7, eval_steps=3, gamma=0.9))
     assert experiment_changes(saved, current) == ["brand_new_rule_option: 0.5 -> 0.7", "gamma: 1.0 -> 0.9"]
+
+
+def test_resume_with_no_checkpoint_says_it_starts_from_step_zero(tmp_path, capsys):
+    from conftest import SFT_FLAGS
+    from dschat.cli.sft import main as sft_main
+
+    sft_main(SFT_FLAGS + ["--output_dir", str(tmp_path), "--max_steps", "1", "--max_eval_samples", "16",
+                          "--max_train_samples", "64", "--resume"])
+    out = capsys.readouterr().out
+    assert f"--resume: no checkpoint in {tmp_path}/checkpoints; starting from step 0" in out

@@ -34,7 +34,8 @@ def launch(launcher: str, num_gpus: int, fake_bin: str, tmp_path, *flags, **env)
     overrides = ("MODEL_PATH", "SFT_PATH", "RM_PATH", "OUTPUT_DIR", "RUN_NAME", "HOSTFILE")  # the launcher's env
     environment = {key: value for key, value in os.environ.items() if key not in overrides}
     environment.update(PATH=f"{fake_bin}:{os.environ['PATH']}", CAPTURE=str(capture), NUM_GPUS=str(num_gpus),
-                       MASTER_PORT="29555", OUTPUT_ROOT=str(tmp_path / "outputs"), **env)
+                       MASTER_PORT="29555", OUTPUT_ROOT=str(tmp_path / "outputs"), PREFLIGHT="0", **env)
+    # the pre-flight is tested below; here the checkpoints it would miss are made after the expansion
     subprocess.run(["bash", os.path.join(ROOT, launcher), *flags], env=environment, check=True,
                    capture_output=True, text=True, cwd=tmp_path)
     return capture.read_text().splitlines()
@@ -134,7 +135,8 @@ def test_launcher_tees_the_run_to_training_log_and_keeps_its_exit_status(tmp_pat
     (bin_dir / "deepspeed").write_text('#!/usr/bin/env bash\necho "step 1 | loss=2.5"\necho "warning" >&2\nexit 3\n')
     (bin_dir / "deepspeed").chmod(0o755)
     out = tmp_path / "run"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NUM_GPUS": "1", "OUTPUT_DIR": str(out)}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "NUM_GPUS": "1", "OUTPUT_DIR": str(out),
+           "PREFLIGHT": "0"}
     result = subprocess.run(["bash", os.path.join(ROOT, "scripts", "launch.sh"), "sft", "gemma-2b", "tldr"],
                             env=env, capture_output=True, text=True)
     assert result.returncode == 3
@@ -142,3 +144,54 @@ def test_launcher_tees_the_run_to_training_log_and_keeps_its_exit_status(tmp_pat
     log = (out / "training.log").read_text().splitlines()
     assert log[0].startswith("+ ") and "training/step1_supervised_finetuning/main.py" in log[0]
     assert log[1:] == ["step 1 | loss=2.5", "warning"]
+
+
+def preflight_launch(tmp_path, fake_bin, launcher, **env):
+    """Run ``launcher`` with its pre-flight on, no GPU, no hub token and no network (HF_HUB_OFFLINE)."""
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("DS_ACCELERATOR", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "CUDA_VISIBLE_DEVICES")}
+    environment.update(PATH=f"{fake_bin}:{os.environ['PATH']}", CAPTURE=str(tmp_path / "argv.txt"), NUM_GPUS="1",
+                       OUTPUT_ROOT=str(tmp_path / "outputs"), PYTHON=sys.executable, PYTHONPATH=ROOT,
+                       HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"), **env)
+    return subprocess.run(["bash", os.path.join(ROOT, launcher)], env=environment, capture_output=True, text=True,
+                          cwd=tmp_path)
+
+
+def test_preflight_lists_every_missing_thing_before_anything_starts(fake_deepspeed, tmp_path):
+    """Step 3 on a machine without GPUs, SFT model, reward model or cached data: one line for each, exit 2, no
+    deepspeed started, no folder made."""
+    result = preflight_launch(tmp_path, fake_deepspeed, "scripts/step3_rlhf/gemma-2b_tldr_mappo.sh")
+    assert result.returncode == 2, result.stderr
+    missing = [line for line in result.stdout.splitlines() if line.startswith("MISSING")]
+    outputs = tmp_path / "outputs"
+    assert [line.split()[1] for line in missing] == ["GPUs:", "model", "model", "data"], result.stdout
+    assert f"--actor_model_name_or_path no such directory {outputs}/sft/gemma-2b/tldr" in missing[1]
+    assert f"--critic_model_name_or_path no such directory {outputs}/rm/gemma-2b/tldr" in missing[2]
+    assert "HF_HUB_OFFLINE is set" in missing[3] and "hf download openai/summarize_from_feedback" in missing[3]
+    assert result.stderr.strip().splitlines()[-1].startswith("error: pre-flight: 4 thing(s) missing")
+    assert not (tmp_path / "argv.txt").exists() and not outputs.exists()
+
+
+def test_preflight_names_gemma_as_gated_and_passes_a_cpu_run_that_has_everything(fake_deepspeed, tmp_path):
+    result = preflight_launch(tmp_path, fake_deepspeed, "scripts/step1_sft/gemma-2b_tldr.sh", DS_ACCELERATOR="cpu")
+    assert result.returncode == 2
+    assert ("MISSING model --model_name_or_path google/gemma-2b: not in the hub cache, and a gated model: accept its "
+            "licence at https://huggingface.co/google/gemma-2b and log in") in result.stdout
+    assert "ok      GPUs: not used (DS_ACCELERATOR=cpu)" in result.stdout
+    result = preflight_launch(tmp_path, fake_deepspeed, "scripts/step1_sft/gemma-2b_tldr.sh", DS_ACCELERATOR="cpu",
+                              MODEL_PATH="tiny-gemma")
+    assert "MISSING data tldr" in result.stdout and not (tmp_path / "argv.txt").exists()
+
+
+def test_preflight_refuses_a_run_inside_another_stages_model_folder(tmp_path):
+    from dschat.cli.preflight import output_check
+
+    model = tmp_path / "outputs" / "sft"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    check = output_check(str(model / "gemma-2b" / "tldr"), ["google/gemma-2b"])
+    assert not check.ok and "inside the model folder" in check.line
+    check = output_check(str(tmp_path / "outputs"), ["tiny-gemma"])  # a run folder that holds a model
+    assert not check.ok and "holds another model folder" in check.line
+    assert output_check(str(tmp_path / "runs" / "sft"), ["tiny-gemma"]).ok
+    assert not output_check(str(model), [str(model)]).ok  # writing over its own input model

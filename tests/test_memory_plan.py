@@ -114,8 +114,20 @@ def test_cli_on_a_real_config(capsys):
     plan = plan_cli.make_plan(os.path.join(ROOT, "configs/sft/gemma-2b/tldr.yaml"), 8)
     assert plan.states == pytest.approx(2 * psi + 18 * psi / 8)
     assert "train: 8 x 1024 tokens" in out and "policy" in out and "gemma-2b" in out
-    verdict = "fits" if plan.peak <= 80 * 2 ** 30 else "does NOT fit"
-    assert f"peak per GPU {plan.peak / 2 ** 30:.2f} GiB of 80 GiB: {verdict}" in out
+    verdict = "fits" if plan.peak + 3 * 2 ** 30 <= 80 * 2 ** 30 else "does NOT fit"  # the 3 GiB reserve
+    assert f"peak per GPU {plan.peak / 2 ** 30:.2f} GiB + 3 GiB reserve of 80 GiB: {verdict}" in out
+
+
+def test_the_reserve_turns_a_plan_at_the_edge_into_does_not_fit(capsys):
+    """PPO Gemma 7B on 8 GPUs peaks at 79.09 of 80 GiB: with the CUDA context and fragmentation it does not fit;
+    with no reserve it would."""
+    path = os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml")
+    plan = plan_cli.make_plan(path, 8)
+    assert 77 * 2 ** 30 < plan.peak <= 80 * 2 ** 30
+    plan_cli.main([path, "--num_gpus", "8"])
+    assert "+ 3 GiB reserve of 80 GiB: does NOT fit" in capsys.readouterr().out
+    plan_cli.main([path, "--num_gpus", "8", "--reserve_gb", "0"])
+    assert "+ 0 GiB reserve of 80 GiB: fits" in capsys.readouterr().out
 
 
 def test_ppo_plan_has_the_four_models():

@@ -4,9 +4,11 @@ The blocks run with bash, in README order, in a scratch directory that links the
 stand-in at ``.venv/bin/python`` (and ``.venv/bin/transformers``) which records each command line:
 
 - ``test_every_readme_command_parses`` (default suite): the stand-in only records; each recorded Python command is
-  then parsed by its own entry point's argparse parser (in this process, stopped right after ``parse_args``):
-  every flag exists, required flags are given, values have their types. A ``bash scripts/X.sh`` line is not run
-  (those scripts install into ``.venv``); its script must exist.
+  then parsed by its own entry point's argparse parser (in this process, in the scratch directory, stopped right
+  after ``parse_args``): every flag exists, required flags are given, values have their types. What an earlier
+  README command writes (its ``--output_dir``: a HF checkpoint, for step 3 ``actor``/``critic`` inside) is made
+  as a stand-in before a later command is parsed, so the verdict never depends on the repository's ``outputs/``.
+  A ``bash scripts/X.sh`` line is not run (those scripts install into ``.venv``); its script must exist.
 - ``test_readme_commands_run`` (``-m slow``: 7 processes, 3–7 min on 2 busy cores): the stand-in runs the real
   interpreter, with the documented override ``--max_steps 2 --max_eval_samples 16`` appended to every
   ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets:
@@ -135,8 +137,19 @@ def test_readme_has_the_commands_this_test_checks():
         assert any(entry in line for line in commands), f"no README command runs {entry}"
 
 
+def stand_in_outputs(sandbox: Path, argv: List[str]) -> None:
+    """What ``argv``'s training stage leaves in its ``--output_dir`` (a HF checkpoint; step 3: ``actor`` and
+    ``critic``), as empty-config stand-ins under ``sandbox``, for the README commands that read it later."""
+    if not (argv and argv[0].startswith("training/") and "--output_dir" in argv):
+        return
+    output_dir = sandbox / argv[argv.index("--output_dir") + 1]
+    for final in [output_dir / "actor", output_dir / "critic"] if "step3" in argv[0] else [output_dir]:
+        final.mkdir(parents=True, exist_ok=True)
+        (final / "config.json").write_text("{}")
+
+
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
-def test_every_readme_command_parses(sandbox, capsys):
+def test_every_readme_command_parses(sandbox, capsys, monkeypatch):
     expected = 0
     for block in BLOCKS:
         for line in logical_lines(block):
@@ -148,6 +161,7 @@ def test_every_readme_command_parses(sandbox, capsys):
         assert result.returncode == 0, f"README block failed:\n{block}\n{result.stderr}"
     commands = recorded(sandbox)
     assert len(commands) == expected  # every command line was seen
+    monkeypatch.chdir(sandbox)  # relative paths resolve in the scratch directory, never in the repository
     for command in commands:
         placeholders = [arg for arg in command["argv"] if arg in ("...", "…") or re.fullmatch(r"<[^>]+>", arg)]
         assert not placeholders, f"README command {command['argv']} has placeholders {placeholders}"
@@ -159,6 +173,7 @@ def test_every_readme_command_parses(sandbox, capsys):
             assert command["argv"][0] == "serve"
             continue
         parse_only(command["argv"], capsys)
+        stand_in_outputs(sandbox, command["argv"])
 
 
 @pytest.mark.slow

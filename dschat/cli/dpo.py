@@ -10,6 +10,7 @@ on the preference pairs of the RM phase with the sigmoid loss −log σ(β·[(lo
 from __future__ import annotations
 
 from dschat.stages.configs import DPOConfig
+from dschat.cli.preflight import parse_stage_flags
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 
@@ -20,7 +21,7 @@ def build_parser() -> ConfigParser:
 
 def main(argv=None) -> dict:
     """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.dpo.run`)."""
-    args = build_parser().parse_config(argv)
+    args = parse_stage_flags(build_parser(), argv)  # --dry_run: the pre-flight report, then exit
     from dschat.stages.dpo import run  # torch, DeepSpeed and transformers load once the flags are good
 
     return run(args)

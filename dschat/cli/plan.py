@@ -2,7 +2,8 @@
 DPO: policy + reference; PPO: actor, reference, critic, reward model) its parameters, gradients and optimizer
 states under the config's ZeRO stage, offload, dtype and LoRA, the activations of each phase (training micro
 batch, scoring, generation, evaluation) at the config's batch sizes and sequence lengths, the peak per GPU,
-and whether it fits:
+and whether it fits with :data:`RESERVE_GIB` (3 GiB, ``--reserve_gb``) kept free for the CUDA context and
+fragmentation:
 
     python -m dschat.cli.plan configs/ppo/gemma-7b/tldr.yaml --num_gpus 8 [--gpu_memory_gb 80]
 
@@ -24,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.utils.cli import run_cli
+from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
 from dschat.utils.config import ConfigError
 from dschat.utils.memory_plan import (
     DTYPE_BYTES,
@@ -56,6 +57,15 @@ TABLE_GPUS = (1, 8, 16)
 """GPU counts of ``--table``'s columns."""
 SEARCH_GPUS = (1, 2, 4, 8, 16, 32, 64)
 """GPU counts ``--table`` tries for the smallest that fits."""
+RESERVE_GIB = 3.0
+"""GiB per GPU the plan leaves free besides its peak: the CUDA context (outside PyTorch's allocator, ~0.5 GiB per
+process) and the caching allocator's fragmentation (reserved - allocated: 0.9 GiB in the measured Gemma-2B step-3
+run of docs/memory_plan.md), with margin. ``--reserve_gb`` changes it."""
+
+
+def fits(peak_bytes: float, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) -> bool:
+    """Whether a plan's peak per GPU plus the reserve fits in ``gpu_memory_gib``."""
+    return peak_bytes + reserve_gib * GIB <= gpu_memory_gib * GIB
 
 
 # ------------------------------------------------------------------------------------------------ model shapes
@@ -282,7 +292,13 @@ def make_plan(path: Optional[str], world_size: int, stage: Optional[str] = None,
     if world_size < 1:
         raise ConfigError(f"--num_gpus {world_size}: expected a positive number of GPUs")
     stage, args = resolve_config(path, stage, list(overrides))
-    model = model or (config_model(path) if path else None)
+    return plan_for_args(stage, args, world_size, model or (config_model(path) if path else None), gpu_memory_gib)
+
+
+def plan_for_args(stage: str, args, world_size: int, model: Optional[str] = None, gpu_memory_gib: float = 80.0
+                  ) -> Plan:
+    """The :class:`Plan` of a parsed ``stage`` config on ``world_size`` GPUs (``model``: every role's model, else
+    the config's model flags; ``gpu_memory_gib``: the GPU a vLLM rollout engine takes its share of)."""
     if stage != "ppo":
         return supervised_plan(stage, args, model or args.model_name_or_path, world_size)
     actor = model or args.actor_model_name_or_path
@@ -298,7 +314,7 @@ def gib(bytes_: float) -> str:
     return f"{bytes_ / GIB:.2f}"
 
 
-def report(plan: Plan, gpu_memory_gib: float) -> str:
+def report(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) -> str:
     """The plan as text: one row per model, one per phase, the peak per GPU and over all GPUs, and the verdict."""
     lines = [f"{plan.stage} on {plan.world_size} GPU(s), {plan.dtype}; GiB per GPU",
              f"{'model':<13} {'checkpoint':<22} {'params':>8} {'trained':>8} {'ZeRO':>4} {'params':>8} "
@@ -314,11 +330,14 @@ def report(plan: Plan, gpu_memory_gib: float) -> str:
     lines.append(f"{'model states':<60} {gib(plan.states):>8}")
     for name, bytes_ in plan.phases:
         lines.append(f"activations, {name:<47} {gib(bytes_):>8}")
-    fits = plan.peak <= gpu_memory_gib * GIB
-    lines.append(f"peak per GPU {gib(plan.peak)} GiB of {gpu_memory_gib:g} GiB: "
-                 f"{'fits' if fits else 'does NOT fit'}; all {plan.world_size} GPU(s): "
+    lines.append(f"peak per GPU {gib(plan.peak)} GiB + {reserve_gib:g} GiB reserve of {gpu_memory_gib:g} GiB: "
+                 f"{verdict(plan, gpu_memory_gib, reserve_gib)}; all {plan.world_size} GPU(s): "
                  f"{gib(plan.peak * plan.world_size)} GiB; host (offload) per GPU: {gib(plan.host)} GiB")
     return "\n".join(lines)
+
+
+def verdict(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) -> str:
+    return "fits" if fits(plan.peak, gpu_memory_gib, reserve_gib) else "does NOT fit"
 
 
 def smallest_fit(path: str, gpu_memory_gib: float) -> Optional[int]:
@@ -326,7 +345,7 @@ def smallest_fit(path: str, gpu_memory_gib: float) -> Optional[int]:
     batch cannot be split over are skipped."""
     for n in SEARCH_GPUS:
         try:
-            if make_plan(path, n, gpu_memory_gib=gpu_memory_gib).peak <= gpu_memory_gib * GIB:
+            if fits(make_plan(path, n, gpu_memory_gib=gpu_memory_gib).peak, gpu_memory_gib):
                 return n
         except ConfigError:
             continue
@@ -363,16 +382,18 @@ def positive(cast):
     return convert
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(ArgumentParser):
     def error(self, message: str):
-        raise ConfigError(message.replace("argument ", "", 1))
+        raise ConfigError(explain_usage_error(message, self).replace("argument ", "", 1))
 
 
 def main(argv=None) -> None:
-    parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(description=__doc__)
     parser.add_argument("config", help="stage YAML config (with --table: a folder of them, e.g. configs)")
     parser.add_argument("--num_gpus", type=positive(int), default=None, help="GPUs (processes) of the run")
     parser.add_argument("--gpu_memory_gb", type=positive(float), default=80.0, help="GiB per GPU (default: 80)")
+    parser.add_argument("--reserve_gb", type=float, default=RESERVE_GIB,
+                        help=f"GiB per GPU kept free for the CUDA context and fragmentation (default: {RESERVE_GIB:g})")
     parser.add_argument("--stage", choices=sorted(STAGE_CONFIGS), help="default: the configs/STAGE/ folder")
     parser.add_argument("--model", help="model of every role: a known name "
                         f"({', '.join(sorted(KNOWN_MODELS))}), an offline name or a checkpoint (default: from the "
@@ -387,7 +408,7 @@ def main(argv=None) -> None:
     if args.num_gpus is None:
         raise ConfigError("--num_gpus: required (the GPUs of the run)")
     plan = make_plan(args.config, args.num_gpus, args.stage, args.model, tuple(overrides), args.gpu_memory_gb)
-    print(report(plan, args.gpu_memory_gb))
+    print(report(plan, args.gpu_memory_gb, args.reserve_gb))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ whole response as one macro action (§3.2.3) and build no critic.
 from __future__ import annotations
 
 from dschat.stages.configs import RLHFConfig
+from dschat.cli.preflight import parse_stage_flags
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 
@@ -22,7 +23,7 @@ def build_parser() -> ConfigParser:
 
 def main(argv=None) -> dict:
     """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.ppo.run`)."""
-    args = build_parser().parse_config(argv)
+    args = parse_stage_flags(build_parser(), argv)  # --dry_run: the pre-flight report, then exit
     from dschat.stages.ppo import run  # torch, DeepSpeed and transformers load once the flags are good
 
     return run(args)

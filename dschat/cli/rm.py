@@ -9,6 +9,7 @@ call (``tok(prompt + response)`` adds bos and eos) gives the same scores.
 from __future__ import annotations
 
 from dschat.stages.configs import RMConfig
+from dschat.cli.preflight import parse_stage_flags
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 
@@ -19,7 +20,7 @@ def build_parser() -> ConfigParser:
 
 def main(argv=None) -> dict:
     """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.rm.run`)."""
-    args = build_parser().parse_config(argv)
+    args = parse_stage_flags(build_parser(), argv)  # --dry_run: the pre-flight report, then exit
     from dschat.stages.rm import run  # torch, DeepSpeed and transformers load once the flags are good
 
     return run(args)

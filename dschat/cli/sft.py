@@ -7,6 +7,7 @@ Runs with plain ``python``, ``torchrun`` or ``deepspeed``, on CPU (gloo) or GPU 
 from __future__ import annotations
 
 from dschat.stages.configs import SFTConfig
+from dschat.cli.preflight import parse_stage_flags
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 
@@ -17,7 +18,7 @@ def build_parser() -> ConfigParser:
 
 def main(argv=None) -> dict:
     """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.sft.run`)."""
-    args = build_parser().parse_config(argv)
+    args = parse_stage_flags(build_parser(), argv)  # --dry_run: the pre-flight report, then exit
     from dschat.stages.sft import run  # torch, DeepSpeed and transformers load once the flags are good
 
     return run(args)

@@ -68,7 +68,8 @@ class DataArgs:
     """data"""
 
     data_name: Annotated[str, OneOf(known_datasets)] = "synthetic"
-    """Dataset adapter: synthetic, synthetic-long, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl."""
+    """Dataset adapter: synthetic, synthetic-long, tldr, hh-rlhf, webgpt, apps, humaneval, jsonl (the default
+    when --data_path is given without --data_name)."""
     data_path: Optional[str] = None
     """Local file in the dataset's schema (required for jsonl; otherwise the hub is read)."""
     eval_data_path: Optional[str] = None
@@ -91,6 +92,14 @@ class DataArgs:
     """WebGPT prompt: dschat = ' Human: {q} Assistant:' (the authors), hh = the HH-RLHF template."""
     tldr_cnndm: TldrCnndm = DataOptions.tldr_cnndm
     """TL;DR validation's CNN/DailyMail rows: keep (the authors) or drop (Reddit posts only)."""
+
+    def __post_init__(self):
+        """A --data_path with no dataset named (the default, not given on the command line) is the user's own rows:
+        jsonl, never the embedded synthetic task (whose gold score would be computed for them)."""
+        if (self.data_path is not None and self.data_name == DataArgs.data_name
+                and "data_name" not in getattr(self, "explicit_flags", frozenset())):
+            self.data_name = "jsonl"
+        getattr(super(), "__post_init__", lambda: None)()
 
 
 @dataclass
@@ -192,6 +201,9 @@ class LoopArgs(SeedArgs):
     works without a network; project: $WANDB_PROJECT, default ma-rlhf), none."""
     no_progress_bar: bool = False
     """Hide the tqdm progress bar."""
+    dry_run: bool = False
+    """Check what the run needs (GPUs, models, data, memory plan, output folder), list every missing thing, and
+    exit without starting or creating anything (dschat/cli/preflight.py)."""
     local_rank: int = -1
     """Passed by the deepspeed launcher."""
     explicit_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})

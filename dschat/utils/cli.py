@@ -1,13 +1,55 @@
 """Entry-point wrapper: bad input ends with one clear line, not a traceback from deep inside."""
 from __future__ import annotations
 
+import argparse
 import contextlib
+import difflib
 import logging
 import os
+import re
 import sys
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean X?"`` for the nearest X of ``known`` to a misspelt ``name`` (difflib), else ``""``."""
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def parser_options(parser: argparse.ArgumentParser) -> set:
+    """Every option string of ``parser`` and of its sub-commands."""
+    options = {name for name in parser._option_string_actions if name.startswith("--")}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                options |= parser_options(sub)
+    return options
+
+
+def explain_usage_error(message: str, parser: argparse.ArgumentParser) -> str:
+    """``message`` with a "did you mean" for each unrecognized ``--flag`` in it that is near a real one."""
+    match = re.match(r"unrecognized arguments: (.*)", message)
+    if not match:
+        return message
+    options = parser_options(parser)
+    flags = [token.split("=")[0] for token in match.group(1).split() if token.startswith("--")]
+    return message + "".join(did_you_mean(flag, options).replace("; did", f"; {flag}: did") for flag in flags)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """``argparse`` as every command line of the project uses it: no abbreviations (``--learning_rat`` is an
+    unknown flag, as the same key in a YAML config is), a "did you mean" for a near-miss flag, and the help text
+    laid out as written."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message: str):
+        super().error(explain_usage_error(message, self))
 
 
 class TqdmLoggingHandler(logging.Handler):
@@ -54,13 +96,33 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+DEFAULT_THREADS = 1
+"""Intra-op CPU threads per process unless ``MARLHF_THREADS`` (or ``OMP_NUM_THREADS``) says otherwise; the same
+default as ``scripts/threads.sh``, which the demo, the launchers and the reproduce scripts source."""
+
+
+def apply_thread_default() -> int:
+    """Set OpenMP/MKL (and torch's, if already imported) intra-op threads to ``MARLHF_THREADS``, else
+    ``OMP_NUM_THREADS``, else :data:`DEFAULT_THREADS`, so an entry point run without the scripts never spins a
+    shared machine's cores either; returns the count."""
+    text = os.environ.get("MARLHF_THREADS") or os.environ.get("OMP_NUM_THREADS") or str(DEFAULT_THREADS)
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"MARLHF_THREADS {text}: expected a positive integer")
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = text
+    torch = sys.modules.get("torch")
+    if torch is not None:  # the environment is read when the OpenMP runtime loads: too late for this process
+        torch.set_num_threads(int(text))
+    return int(text)
+
+
 def run_cli(main: Callable[[], object]) -> None:
     """Run ``main``; a ValueError/FileNotFoundError (our errors for bad flags, files, rows) or a RunStopped (a
     non-finite loss, a full disk) prints ``error: <message>`` and exits 2; a run stopped by SIGTERM / SIGINT
     after saving its checkpoint prints ``stopped: <message>`` and exits 128 + the signal number (143, 130).
-    ``MARLHF_DEBUG=1`` shows the full traceback instead."""
+    ``MARLHF_DEBUG=1`` shows the full traceback instead. Threads: :func:`apply_thread_default`."""
     setup_logging()
     try:
+        apply_thread_default()
         main()
     except Exception as err:  # noqa: BLE001 -- re-raised below unless it is one of ours
         faults = sys.modules.get("dschat.utils.faults")  # these exist only once a run has imported them

@@ -27,6 +27,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
+from dschat.utils.cli import ArgumentParser, did_you_mean, explain_usage_error
+
 logger = logging.getLogger(__name__)
 
 class ConfigError(ValueError):
@@ -288,12 +290,12 @@ def add_flag(group, spec: FlagSpec) -> None:
     group.add_argument(*names, **kwargs)
 
 
-class ConfigParser(argparse.ArgumentParser):
+class ConfigParser(ArgumentParser):
     """An ``argparse`` parser generated from a config dataclass; usage errors raise :class:`ConfigError`
     (one line, no usage dump) and ``--help`` shows every default."""
 
     def __init__(self, config_class: type, description: Optional[str] = None):
-        super().__init__(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+        super().__init__(description=description)
         self.config_class = config_class
         self.specs = {spec.name: spec for spec in flag_specs(config_class)}
         groups: Dict[str, argparse._ArgumentGroup] = {}
@@ -305,13 +307,14 @@ class ConfigParser(argparse.ArgumentParser):
                                "flags win (default: none)")
 
     def error(self, message: str):
+        message = explain_usage_error(message, self)
         match = re.match(r"argument ([^:]+): (--\S+ .*)", message)
         raise ConfigError(match.group(2) if match else message.replace("argument ", "", 1))
 
     def parse_config(self, argv: Optional[Sequence[str]] = None):
         """Parse ``argv`` (after the ``--config`` files) into an instance of the config dataclass."""
         argv = list(sys.argv[1:] if argv is None else argv)
-        pre = argparse.ArgumentParser(add_help=False)
+        pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
         pre.add_argument("--config", action="append", default=[])
         known, _ = pre.parse_known_args(argv)
         values: Dict[str, Any] = {}
@@ -375,7 +378,8 @@ def check_layer(path: str, values: dict, specs: Dict[str, FlagSpec]) -> Dict[str
     for key, raw in values.items():
         name = str(key).replace("-", "_")
         if name not in specs:
-            raise ConfigError(f"--config {path}: unknown key {key!r} (not a flag of this stage)")
+            raise ConfigError(f"--config {path}: unknown key {key!r} (not a flag of this stage"
+                              f"{did_you_mean(name, specs)})")
         typed[name] = specs[name].convert_yaml(raw, f"--config {path}: {key}")
     return typed
 

@@ -206,9 +206,11 @@ def resume(args, engines: Dict[str, Any], stateful: Dict[str, Any], metric_logge
     compared with ``args`` (an experiment-defining change refused unless ``--allow_config_change``, then logged
     and written to the metrics), its engines, RNG and ``stateful`` objects restored; None when there is none.
     A ``stateful`` object the checkpoint has no state for (e.g. ``--termination randomized`` over a fixed-rule
-    run, accepted with ``--allow_config_change``) starts fresh, and says so."""
+    run, accepted with ``--allow_config_change``) starts fresh, and says so; so does a run with no checkpoint."""
     chosen = resumable_checkpoint(args.output_dir, next(iter(engines.values())).device)
     if chosen is None:
+        if is_main_process():
+            print(f"--resume: no checkpoint in {checkpoint_dir(args.output_dir)}; starting from step 0", flush=True)
         return None
     changes = check_resume_config(chosen[1].get("config"), args, args.allow_config_change, chosen[0])
     state, extra = load_checkpoint(args.output_dir, engines, chosen)

@@ -17,7 +17,7 @@ from .config import ConfigError
 
 SAFE_TO_CHANGE = frozenset({
     "output_dir", "tensorboard_dir",  # where outputs go (a run directory may be moved or copied)
-    "resume", "allow_config_change",  # how this invocation starts
+    "resume", "allow_config_change", "dry_run",  # how this invocation starts
     "log_steps", "log_samples", "no_progress_bar",  # logging
     "eval_steps", "per_device_eval_batch_size",  # evaluation cadence and throughput
     "save_steps",  # checkpoint cadence

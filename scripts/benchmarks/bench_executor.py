@@ -71,7 +71,7 @@ def spread(values: Sequence[float]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", choices=["humaneval", "stdio"], default="humaneval")
     parser.add_argument("--workers", type=int, default=2, help="programs executed in parallel (default: 2)")
     parser.add_argument("--limit", type=int, default=164, help="HumanEval problems to run (default: all 164)")

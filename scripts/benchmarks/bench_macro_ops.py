@@ -41,7 +41,8 @@ CLIP, VALUE_CLIP = 0.2, 0.2
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=64, help="batch size B")
     parser.add_argument("--tokens", type=int, default=512, help="log-prob positions T per row")
     parser.add_argument("--ngram", type=int, default=5, help="n of the fixed n-gram rule")

@@ -95,7 +95,7 @@ def bench(name: str, parser: str, texts: List[str], tokenizer, batch_size: int, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("--responses", type=int, default=200, help="responses per kind (default 200)")
     parser.add_argument("--batch-size", type=int, default=16, help="responses per parsing_segments call")
     parser.add_argument("--cutoff", type=int, default=5, help="C of the parsing rule (paper: 5)")

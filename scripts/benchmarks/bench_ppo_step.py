@@ -80,7 +80,8 @@ def parse_variants(specs: list, parser) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=6, help="timed repetitions (one step of every variant each)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed repetitions first")
     parser.add_argument("--actor", default="tiny-gemma", help="actor / reference checkpoint (an SFT model)")

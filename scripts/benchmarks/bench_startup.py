@@ -62,7 +62,8 @@ def spread(values: Sequence[float]) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkout", action="append", default=[], help="a clone to time (repeatable; default: this)")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)

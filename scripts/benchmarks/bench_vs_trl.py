@@ -345,7 +345,8 @@ def prompt_ids(actor: str, max_prompt_len: int) -> list:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", choices=["grpo", "ppo"], default="grpo",
                         help="grpo: vs TRL's GRPOTrainer; ppo: token-level PPO vs TRL's PPOTrainer")
     parser.add_argument("--actor", help="actor checkpoint directory (HF format, with tokenizer)")

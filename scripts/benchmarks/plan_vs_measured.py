@@ -154,7 +154,8 @@ def single_process_env() -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=["tiny", "smollm2"], choices=["tiny", "smollm2"])
     parser.add_argument("--out", required=True, help="folder for the runs' outputs")
     parser.add_argument("--only", nargs="*", default=None, help="run only these stages (sft rm dpo ppo)")

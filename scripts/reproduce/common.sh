@@ -1,5 +1,5 @@
 # Shared by scripts/reproduce/{table2,table3,fig2,fig4,fig5,fig6,fig8}.sh (sourced, not run): train what is
-# missing with the launchers of scripts/step*/ (Table 5 hyper-parameters, outputs/STAGE/MODEL/TASK[/RUN]) and
+# missing with the launchers of scripts/step*/ (Table 5 hyper-parameters, outputs/runs/STAGE/MODEL/TASK[/RUN]) and
 # score policies on held-out prompts. Every launcher honours NUM_GPUS, HOSTFILE and MASTER_PORT (scripts/launch.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
@@ -14,9 +14,9 @@ paper_size() {
 # config_value STAGE MODEL TASK KEY -> KEY's value for configs/STAGE/MODEL/TASK.yaml (its layers and defaults)
 config_value() { "$PY" -m dschat.cli.show_config "$1" "configs/$1/$2/$3.yaml" "$4"; }
 
-sft_dir() { echo "outputs/sft/$1/$2"; }
-rm_dir() { echo "outputs/rm/$1/$2"; }
-run_dir() { echo "outputs/ppo/$1/$2/$3"; }
+sft_dir() { echo "outputs/runs/sft/$1/$2"; }
+rm_dir() { echo "outputs/runs/rm/$1/$2"; }
+run_dir() { echo "outputs/runs/ppo/$1/$2/$3"; }
 
 # ensure_sft_rm MODEL TASK: step 1 and (for text tasks) step 2 unless their final models exist
 ensure_sft_rm() {

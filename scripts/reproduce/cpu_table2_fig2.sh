@@ -9,8 +9,8 @@
 # Environment: DEMO_DIR (default outputs/demo: its sft/ and rm/ are reused when present, else trained into $OUT
 # with the demo's flags), OUT (default outputs/reproduce/cpu_table2_fig2), SEEDS (default "1234"; several, e.g.
 # "1 2 3", train one PPO and one MA-PPO run per seed: Fig. 2 then shows mean ± std across runs).
-# Time: the same two step-3 runs as scripts/demo.sh (~10 minutes for the whole demo on idle cores) plus scoring
-# 400 prompts per policy; measured 58 minutes for one seed on 2 CPU cores shared with other jobs (load 4-6).
+# Work: the same two step-3 runs as scripts/demo.sh (their times are in docs/demo/record.json) plus scoring 400
+# prompts per policy.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 DEMO="${DEMO_DIR:-outputs/demo}"

@@ -1,8 +1,9 @@
 # Sourced by every script of scripts/reproduce/ (not run): strict mode, the repository root as working
 # directory, the project's Python in PY (the environment is created when missing), and `have DIR` (a final HF
-# model exists in DIR), `timed NAME CMD...` (wall and CPU seconds of a stage).
+# model exists in DIR), `timed NAME CMD...` (wall and CPU seconds of a stage); threads from scripts/threads.sh.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$ROOT/scripts/threads.sh"
 [ -x "$ROOT/.venv/bin/python" ] || bash "$ROOT/scripts/setup_env.sh"
 cd "$ROOT"
 PY="$ROOT/.venv/bin/python"

@@ -7,7 +7,6 @@
 # $OUT (default outputs/table7) and scores every policy on the validation prompts with evaluation/rm_score.py
 # (one sample per prompt at temperature 0.8, the reward model of step 2; responses in $OUT/scores/*.jsonl).
 # RLOO / GRPO sample 8 prompts x K = 4 per step: the same 32 rollouts and optimizer steps per iteration as PPO.
-# About 40 minutes on 2 CPU cores when nothing is reused.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 DEMO="${DEMO_DIR:-outputs/demo}"

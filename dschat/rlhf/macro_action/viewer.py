@@ -36,6 +36,7 @@ from dschat.rlhf.macro_action.termination import (SegmentationBatch, Termination
 from dschat.rlhf.ppo_config import SamplingArgs
 from dschat.utils.config import add_flag, flag_specs, select
 from dschat.utils.seeding import SeedArgs
+from dschat.utils.cli import ArgumentParser
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
 SEPARATOR = "@@"
@@ -52,7 +53,7 @@ MODEL_RULES = ("ppl", "entropy")
 def build_arg_parser() -> argparse.ArgumentParser:
     """The rule's flags are step 3's own (:class:`TerminationConfig`, ``--seed`` and ``--temperature``: same
     spelling, types, checks and defaults); the rest are the viewer's."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m dschat.rlhf.macro_action.viewer", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Print a text cut into macro actions by a termination rule ('@@' after each macro).")
     rule = parser.add_argument_group("termination rule (as in step 3)")

@@ -20,6 +20,8 @@ class PreferencePair:
     prompt: str
     chosen: str
     rejected: Optional[str] = None
+    origin: Optional[str] = field(default=None, compare=False, repr=False)
+    """Where the row came from (``file, row N``), for an error about it later (a pair without ``rejected``)."""
 
 
 @dataclass

@@ -21,7 +21,8 @@ Items (lists of ids become 1-D ``torch.long`` tensors):
 
 * :class:`SFTDataset`: ``input_ids``, ``attention_mask``, ``labels`` (``-100`` on bos and prompt tokens:
   the loss covers response tokens and eos only);
-* :class:`PairDataset`: ``chosen_input_ids``, ``rejected_input_ids`` (pairs without ``rejected`` are skipped),
+* :class:`PairDataset`: ``chosen_input_ids``, ``rejected_input_ids`` (a pair without ``rejected`` is a
+  DataError naming its file and row),
   and ``chosen_prompt_length``, ``rejected_prompt_length`` (0-dim: how many leading ids, bos included, are the
   prompt's, so that DPO can sum log-probs over the response and eos only);
 * :class:`PromptDataset`: ``input_ids`` (bos + prompt) and ``index``, the prompt's position in the list the
@@ -167,8 +168,8 @@ class PairDataset(Dataset):
         limit, complete = character_limit(tokenizer, max_seq_len), []
         for position, pair in enumerate(pairs):
             if pair.rejected is None:
-                self.skips.skip("no rejected response", f"pair {position}")
-                continue
+                raise DataError(f"{pair.origin or f'pair {position + 1}'}: no 'rejected' response (the reward model "
+                                "and DPO train on pairs: each row needs \"rejected\")")
             characters = len(pair.prompt) + max(len(pair.chosen), len(pair.rejected))
             if characters > limit:
                 self.skips.skip(f"longer than max_seq_len={max_seq_len}", f"pair {position} ({characters} characters)")

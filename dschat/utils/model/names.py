@@ -3,8 +3,10 @@ HF checkpoint directory, a hub id ``org/name``, or an offline name. A local path
 naming it — never a hub lookup with retries."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
+from typing import Dict, Iterator, Optional
 
 from dschat.utils.config import ConfigError
 
@@ -12,6 +14,19 @@ from .smollm2 import SMOLLM2
 
 TINY_GEMMA = "tiny-gemma"
 OFFLINE_NAMES = (TINY_GEMMA, SMOLLM2)
+_deferred: Optional[Dict[str, str]] = None
+
+
+@contextlib.contextmanager
+def deferred_checks() -> Iterator[Dict[str, str]]:
+    """Within it, :func:`check_model_name` lets a bad name through and records ``{name: problem}`` in the
+    yielded dict instead of raising: the pre-flight (``--dry_run``) lists it with every other missing thing."""
+    global _deferred
+    _deferred = {}
+    try:
+        yield _deferred
+    finally:
+        _deferred = None
 
 
 def looks_like_hub_id(name: str) -> bool:
@@ -24,7 +39,17 @@ def looks_like_hub_id(name: str) -> bool:
 
 def check_model_name(name: str) -> str:
     """``name`` if it is an offline name, a local HF checkpoint directory or shaped like a hub id; otherwise a
-    :class:`ConfigError` saying what is missing."""
+    :class:`ConfigError` saying what is missing (recorded instead within :func:`deferred_checks`)."""
+    try:
+        return _check_model_name(name)
+    except ConfigError as err:
+        if _deferred is None:
+            raise
+        _deferred[name] = str(err)
+        return name
+
+
+def _check_model_name(name: str) -> str:
     if name in OFFLINE_NAMES or looks_like_hub_id(name):
         return name
     if os.path.isdir(name):

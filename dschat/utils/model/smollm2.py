@@ -60,11 +60,9 @@ def main(argv=None) -> None:
     """``python -m dschat.utils.model.smollm2``: convert once, print the HF directory (e.g. for
     ``transformers serve "$(python -m dschat.utils.model.smollm2)"``): the directory is the only line on stdout;
     logs and the libraries' warnings go to stderr."""
-    import argparse
+    from dschat.utils.cli import ArgumentParser, stdout_to_stderr
 
-    from dschat.utils.cli import stdout_to_stderr
-
-    parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=main.__doc__)
     parser.add_argument("--output_dir", default=None,
                         help="where to write it (default: $MARLHF_CACHE or ~/.cache/ma-rlhf, + /smollm2-135m-instruct)")
     args = parser.parse_args(argv)

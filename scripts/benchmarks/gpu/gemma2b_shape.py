@@ -50,7 +50,8 @@ def spread(values) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=2, help="training micro batch (configs/ppo/gemma-2b.yaml)")
     parser.add_argument("--prompt_len", type=int, default=512)
     parser.add_argument("--new_tokens", type=int, default=512)

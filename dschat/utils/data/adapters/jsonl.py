@@ -4,7 +4,8 @@
 
 The texts are used verbatim (no template is applied): ``prompt`` is the full formatted prompt and the
 responses are what follows it (start them with a space for natural language); no end-of-sequence token
-(tokenisation appends the tokenizer's own). Rows without ``rejected`` are SFT/PPO-only data. ``data_path``
+(tokenisation appends the tokenizer's own). Rows without ``rejected`` are SFT/PPO-only data (the reward model
+and DPO refuse them, naming file and row). ``data_path``
 is required: a file (JSON, JSONL or parquet, rows in this schema) or a directory holding ``{split}.jsonl``.
 A single file without ``eval_data_path`` is split: the last 5% of a seeded shuffle are the evaluation rows
 (:mod:`dschat.utils.data.holdout`), so evaluation never reads training rows.
@@ -45,6 +46,7 @@ def canonical_pair(record: Dict[str, Any], source: str, number: int) -> Preferen
         prompt=prompt,
         chosen=nonempty_response(chosen),
         rejected=None if rejected is None else nonempty_response(rejected),
+        origin=f"{source}, row {number}",
     )
 
 
