@@ -288,6 +288,15 @@ def check_algo(algo: str, others: Tuple[str, ...]):
     return check
 
 
+def test_estimator_names_a_bad_reinforce_baseline():
+    """A programmatic config the CLI would refuse gets a one-line error naming the flag and the choices."""
+    from dschat.rlhf.baselines import build_advantage_estimator
+    from dschat.rlhf.ppo_config import PPOConfig
+
+    with pytest.raises(ValueError, match=r"--reinforce_baseline 'mean': expected one of \('none', 'batch_mean'\)"):
+        build_advantage_estimator(PPOConfig(algo="reinforce", reinforce_baseline="mean"))
+
+
 def check_group_layout(run):
     """K samples per prompt in contiguous rows (also checked for every row of the table by the runner)."""
     assert run.args.num_samples_per_prompt == 2 and run.experience.seq.shape[0] == 2 * 4
