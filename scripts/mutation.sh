@@ -1,21 +1,39 @@
 #!/usr/bin/env bash
-# Mutation testing of step 3's wires (flags -> trainer -> maths) with mutmut (requirements-dev.txt):
+# Mutation testing of step 3's wires (flags -> trainer -> maths) and DPO's beta with mutmut (requirements-dev.txt):
 #   bash scripts/mutation.sh [TEST ...]
 # mutates the functions FUNCTIONS names (globs over mutmut's mutant names; default below) of the files in
 # scripts/mutation.cfg, runs each mutant against the selected tests (default: TESTS below; mutmut runs, per mutant,
 # only the selected tests that call the mutated function, stopping at the first failure) in a scratch copy of the
 # project (nothing in the checkout changes), and prints the mutation score and every surviving mutant.
-# CPU-heavy: runs under nice, one mutant at a time; MUTATION_DIR keeps the copy.
+# CPU-heavy: runs under nice, one mutant at a time (MUTATION_CHILDREN=N for more); MUTATION_DIR keeps the copy;
+# PYTHON picks the interpreter (default .venv/bin/python; mutmut may also come from PYTHONPATH);
+# MUTATION_MIN_SCORE=P exits non-zero when the score is below P percent (for CI).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="$ROOT/.venv/bin/python"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
 TESTS=("$@")
-[ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/test_wires.py tests/test_layering.py tests/test_macro_termination.py
-  tests/test_parsing_termination.py tests/test_viewer.py::test_options_mean_what_step3_makes_of_them
-  tests/test_entropy_termination.py::test_cli_flags_reach_the_rule_options)
-# The default functions: about 80 mutants (a mutant runs the selected tests that call its function: 2 short step-3
-# runs for estimate_advantages).
-FUNCTIONS=${FUNCTIONS:-"*estimate_advantages* *termination_options* *ngram_length* *_row_lengths*"}
+[ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/test_wires.py tests/test_wires_constants.py tests/test_layering.py
+  tests/test_macro_termination.py tests/test_parsing_termination.py
+  tests/test_viewer.py::test_options_mean_what_step3_makes_of_them
+  tests/test_entropy_termination.py::test_cli_flags_reach_the_rule_options tests/test_dpo.py::test_loss_and_implicit_rewards_match_a_hand_computation
+  tests/test_dpo.py::test_non_positive_beta_is_rejected)
+# The default functions, every one a flag passes through on its way to the maths of step 3 and DPO:
+# round 1 (issue 17): the per-token rewards, the termination flags -> rule options, the --ngram parser, the parsing
+# rule's fallback; round 2 (issue 32): the estimator construction of each --algo, micro_batch_losses, the engine
+# config of step 3's models (role_config) and DeepSpeed's (get_train_ds_config), the stage's sampling configs, trainer
+# and reward sources, and DPO's loss. FUNCTIONS=ROUND1 / ROUND2 selects one round; CI's slow stage runs FAST.
+ROUND1="*estimate_advantages* *termination_options* *ngram_length* *_row_lengths*"
+ROUND2="*micro_batch_losses* *MacroGAEEstimator*__call__* *x__macro_gae__* *x__sequence_baseline__* *x__reinforce__*
+  *build_advantage_estimator* *role_config* *get_train_ds_config* *sampling_configs* *make_trainer*
+  *make_reward_sources* *x_dpo_loss__* *x_implicit_rewards__* *x_dpo_batch__*"
+FAST="*x__macro_gae__* *x__sequence_baseline__* *x__reinforce__* *build_advantage_estimator* *sampling_configs*
+  *x_dpo_loss__* *x_implicit_rewards__* *x_dpo_batch__*"
+case "${FUNCTIONS:-ALL}" in
+  ALL) FUNCTIONS="$ROUND1 $ROUND2" ;;
+  ROUND1) FUNCTIONS="$ROUND1" ;;
+  ROUND2) FUNCTIONS="$ROUND2" ;;
+  FAST) FUNCTIONS="$FAST" ;;
+esac
 WORK=${MUTATION_DIR:-$(mktemp -d)}
 mkdir -p "$WORK"
 for path in dschat tests training configs scripts pytest.ini setup.py; do
@@ -27,13 +45,13 @@ find "$WORK" -name __pycache__ -prune -exec rm -rf {} +
   > "$WORK/setup.cfg"
 cd "$WORK"
 mkdir -p mutants  # on sys.path from the start: a folder missing when Python starts is never searched later
-export PYTHONPATH="$WORK/mutants" DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
+export PYTHONPATH="$WORK/mutants${PYTHONPATH:+:$PYTHONPATH}" DS_ACCELERATOR=cpu OMP_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false \
        TORCH_EXTENSIONS_DIR="$ROOT/.torch_ext"
 # shellcheck disable=SC2086  # FUNCTIONS is a list of globs
 nice -n 10 "$PY" -m mutmut run --max-children "${MUTATION_CHILDREN:-1}" $FUNCTIONS > "$WORK/run.log" 2>&1 \
   || { tail -30 "$WORK/run.log"; exit 1; }
 "$PY" -m mutmut results --all true > "$WORK/results.txt" 2>&1 || true
-"$PY" - "$WORK/results.txt" <<'PYEOF'
+"$PY" - "$WORK/results.txt" "${MUTATION_MIN_SCORE:-0}" <<'PYEOF'
 import re, sys
 rows = [line.split(": ") for line in open(sys.argv[1]) if re.match(r"\s*\S+__mutmut_\d+: ", line)]
 status = {name.strip(): state.strip() for name, state in rows if state.strip() != "not checked"}  # FUNCTIONS' only
@@ -44,5 +62,8 @@ print(f"mutation score: {killed}/{len(status)} killed ({100 * killed / max(len(s
       f"{len(survived)} survived (no test failed, or none ran it), {len(other)} other {sorted(set(other.values()))}")
 for name in survived:
     print(f"{status[name]}: {name}")
+floor = float(sys.argv[2] or 0)
+if 100 * killed / max(len(status), 1) < floor:
+    sys.exit(f"mutation score below MUTATION_MIN_SCORE {floor:g}%")
 PYEOF
 echo "mutants and logs: $WORK (mutmut show NAME there prints a mutant's diff)"

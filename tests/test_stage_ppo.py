@@ -65,13 +65,11 @@ def experience_tokenizer():
     return load_tokenizer("tiny-gemma", padding_side="left")
 
 
-def micro_batch_macros_per_response(experience, micro: int = 4) -> float:
-    """``macro/macros_per_response`` as the trainer logs it: per micro-batch of the update, averaged."""
-    ratios = []
-    for start in range(0, experience.seq.shape[0], micro):
-        ids, mask = experience.segment_ids[start:start + micro], experience.action_mask[start:start + micro]
-        ratios.append(float((ids.max(dim=1).values + 1).sum()) / max(int((mask.sum(dim=1) > 0).sum()), 1))
-    return sum(ratios) / len(ratios)
+def macros_per_response(experience) -> float:
+    """``macro/macros_per_response`` as the trainer logs it: over the whole rollout, whichever path (on-policy
+    micro-batches or recomputed forwards) estimated the advantages."""
+    ids, mask = experience.segment_ids, experience.action_mask
+    return float((ids.max(dim=1).values + 1).sum()) / max(int((mask.sum(dim=1) > 0).sum()), 1)
 
 
 @pytest.mark.parametrize("rule", [["--termination", "fixed", "--ngram", "5"],
@@ -93,7 +91,7 @@ def test_every_termination_rule_runs_end_to_end(sft_rm, tmp_path, monkeypatch, r
         assert all(torch.isfinite(torch.tensor(v)) for v in record.values())
         assert experience.segment_ids.tolist() == segment_ids
         assert record["macro/fallback_samples"] == fallbacks < experience.seq.shape[0] / 2
-        assert record["macro/macros_per_response"] == pytest.approx(micro_batch_macros_per_response(experience))
+        assert record["macro/macros_per_response"] == pytest.approx(macros_per_response(experience))
     assert os.path.exists(tmp_path / "actor" / "config.json") and os.path.exists(tmp_path / "critic" / "config.json")
 
 

@@ -261,7 +261,8 @@ class PPOTrainer:
 
         Exactly on-policy (:func:`reuses_training_forward`) the micro-batch's old log-probs and values ARE these
         forwards' outputs, detached, and its rewards and advantages are estimated from them here: the ratio is
-        identically 1 and the gradients are those of the recomputed-forward path (test_ppo_speed)."""
+        identically 1 and the gradients are those of the recomputed-forward path (test_ppo_speed). The
+        estimator's statistics are left to :meth:`train_on_experience`, over the whole rollout."""
         cfg = self.config
         actor, critic = self.engines.actor, self.engines.critic
         actor.train()
@@ -273,7 +274,7 @@ class PPOTrainer:
         if self.on_policy:
             micro.logprobs = logprobs.detach()
             micro.values = values.detach() if values is not None else torch.zeros_like(micro.logprobs)
-            stats.update(self.estimate_advantages(micro))
+            self.estimate_advantages(micro)
         weights = None
         if cfg.rollout_is != "none":
             weights = importance_weights(micro.logprobs, micro.engine_logprobs, micro.action_mask, cfg.rollout_is,
@@ -307,7 +308,9 @@ class PPOTrainer:
         """``ppo_epochs`` passes over the rollout, one optimizer step per mini-batch (gradients accumulated over its
         micro-batches; DeepSpeed's accumulation boundary is the mini-batch's last micro-batch). Exactly on-policy,
         the experience is completed from the training forwards (old log-probs, values, rewards, advantages,
-        returns), so the caller sees the same experience either way."""
+        returns), so the caller sees the same experience either way, and the same estimator statistics
+        (``ppo/values_mean``, ``macro/*``, ``baseline/*``): those of the whole rollout, token-weighted, not a mean
+        of micro-batch means."""
         actor, critic = self.engines.actor, self.engines.critic
         history, micros = [], []
         for _ in range(self.config.ppo_epochs):
@@ -323,9 +326,12 @@ class PPOTrainer:
                         critic.step()
                     history.append(stats)
                     micros.append(micro)
+        stats = {key: torch.stack([torch.as_tensor(h[key]).float() for h in history]).mean() for key in history[0]}
         if self.on_policy:
             experience.fill_from(micros)
-        return {key: torch.stack([torch.as_tensor(h[key]).float() for h in history]).mean() for key in history[0]}
+            stats.update(self.advantage_estimator(experience.values, experience.rewards, experience.segment_ids,
+                                                  experience.action_mask)[2])
+        return stats
 
     def step(self, batch: dict) -> tuple:
         """One PPO iteration; returns ``(metrics averaged over processes, experience)``."""
