@@ -6,7 +6,6 @@ the README to contain them verbatim, so a sentence cannot outlive its data.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from pathlib import Path
@@ -20,6 +19,8 @@ from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds
                                      ordering_agreement,
                                      parity_by_stop, plateau, position_groups, reading, sampling_noise,
                                      seed_split, unseen_seed_check)
+
+from dschat.utils.cli import ArgumentParser
 
 
 def _finals(groups, arm, metric, seeds) -> List[float]:
@@ -316,7 +317,7 @@ def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> Lis
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description="Print the README's study bullets from the committed summaries.")
+    parser = ArgumentParser(description="Print the README's study bullets from the committed summaries.")
     parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (positions.jsonl is read beside it)")
     args = parser.parse_args(argv)
     if not args.runs_jsonl.is_file():

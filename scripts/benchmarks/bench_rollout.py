@@ -54,7 +54,8 @@ def spread(values) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
+    summary = __doc__.split("\n\n")[0]
+    parser = argparse.ArgumentParser(description=summary, allow_abbrev=False,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct", help="policy: a directory or an offline name")
     parser.add_argument("--shapes", nargs="+", default=["8x64", "32x64", "64x128"], help="PROMPTSxNEW_TOKENS")

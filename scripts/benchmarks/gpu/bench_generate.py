@@ -27,7 +27,8 @@ def spread(values) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--rows", type=int, nargs="+", default=[8, 64], help="prompts generated at once")
     parser.add_argument("--prompt_len", type=int, default=512)
     parser.add_argument("--new_tokens", type=int, default=128)
