@@ -84,7 +84,7 @@ def _repack(worker) -> None:
 
 def _checksums(worker) -> dict:
     """float64 sum of every parameter of the engine's model (its own, fused names)."""
-    return {name: float(param.double().sum()) for name, param in worker.model_runner.model.named_parameters()}
+    return {name: float(param.detach().double().sum()) for name, param in worker.model_runner.model.named_parameters()}
 
 
 def engine_directory(model: torch.nn.Module, tokenizer) -> str:
