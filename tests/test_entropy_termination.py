@@ -102,3 +102,20 @@ def test_rollout_entropies_equal_an_independent_forward_and_reach_the_rule(tmp_p
     on = experience.action_mask.bool()
     assert torch.equal(experience.segment_ids, entropy_segments(expected, on, quantile=0.3))
     assert stats["policy/entropy"] == pytest.approx(float(expected[on].mean()), abs=1e-4)
+
+
+def test_a_rollout_without_recorded_entropies_gets_them_from_an_actor_forward(tmp_path):
+    """An engine that records no entropy (vLLM): the trainer computes them by an actor forward at the sampling
+    temperature, and the entropy rule cuts exactly as on the entropies the HF engine recorded while sampling."""
+    trainer = build_trainer(tmp_path, ["--termination", "entropy", "--entropy_quantile", "0.3",
+                                       "--temperature", "0.7", "--max_new_tokens", "12"])
+    torch.manual_seed(1)
+    prompt_ids = torch.randint(10, 200, (8, 6))
+    prompt_mask = torch.ones_like(prompt_ids)
+    rollout, attention_mask, action_mask = trainer.sample(prompt_ids, prompt_mask, record_entropy=True)
+    recorded, _ = trainer.experience_from_rollout(rollout.seq, attention_mask, action_mask, entropy=rollout.entropy)
+    computed, stats = trainer.experience_from_rollout(rollout.seq, attention_mask, action_mask)
+    assert recorded.segment_ids.max() > 0
+    assert torch.equal(computed.segment_ids, recorded.segment_ids)
+    expected = (rollout.entropy * action_mask).sum() / action_mask.sum()
+    assert stats["policy/entropy"].item() == pytest.approx(expected.item(), rel=1e-5)

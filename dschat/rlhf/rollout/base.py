@@ -37,9 +37,6 @@ class RolloutEngine:
     copy of the weights, :meth:`load_weights`; :meth:`generate` loads them first whenever :meth:`mark_stale` was
     called since the last load (after every update that changed the actor)."""
 
-    records_entropy = True
-    """Whether :meth:`sample` can record the policy's entropy per sampled token at no extra forward."""
-
     def __init__(self, actor):
         self.actor = actor
         self.stale = True

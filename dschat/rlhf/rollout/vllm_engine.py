@@ -24,6 +24,7 @@ cache released between phases) runs on GPUs only; on CPU vLLM does not support i
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import tempfile
@@ -93,11 +94,10 @@ def engine_directory(model: torch.nn.Module, tokenizer) -> str:
     from transformers import GenerationConfig
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = base.config.to_dict()
     directory = tempfile.mkdtemp(prefix="ma-rlhf-vllm-")
-    config_copy = type(base.config).from_dict(config)
-    config_copy.architectures = [type(base).__name__]
-    config_copy.save_pretrained(directory)
+    config = copy.deepcopy(base.config)  # the actor's own config keeps its fields
+    config.architectures = [type(base).__name__]
+    config.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     GenerationConfig(eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
                      bos_token_id=tokenizer.bos_token_id).save_pretrained(directory)
@@ -106,8 +106,6 @@ def engine_directory(model: torch.nn.Module, tokenizer) -> str:
 
 class VLLMRolloutEngine(RolloutEngine):
     """A colocated vLLM ``LLM`` (module docstring)."""
-
-    records_entropy = False
 
     def __init__(self, actor, tokenizer, dtype: str = "fp32", max_model_len: int = 1024,
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.3, world_size: int = 1,
