@@ -9,7 +9,10 @@ Method (so the figures mean what they say on a shared, noisy machine):
 - each step is timed with the process's CPU time (user + system, ``time.process_time``) and wall time;
 - printed: median and spread [min, max] of both per variant, and the median [min, max] of the per-repetition
   ratio to the first variant (paired within a repetition). Quote the median; a wide spread says the machine
-  was noisy.
+  was noisy;
+- then the step's own split per variant (wall seconds, median over the repetitions, from the step's ``timing/*``
+  metrics: generate, weight sync, scoring, the experience's other forwards, the update): what each variant's
+  step time is made of, and so what a change of one part (e.g. ``--rollout_engine``) predicts for the whole.
 
 Variants: the termination rules by default (paper §E: macro actions add no cost beyond the rule), or any
 ``--variant NAME=FLAGS``. ``--common`` flags go to every variant (default: the demo's step-3 sampling and batch
@@ -40,6 +43,8 @@ TERMINATION_VARIANTS = {
     "ppl": "--termination ppl",
     "parsing (spacy)": "--termination parsing --parser spacy",
 }
+SPLIT = ("generate", "weight_sync", "score", "experience", "train")
+"""The parts of a step the trainer times (``timing/*`` metrics), in the order they run."""
 DEMO_COMMON = ("--max_prompt_seq_len 32 --max_new_tokens 24 --per_device_generation_batch_size 32 "
                "--per_device_train_batch_size 16 --kl_coef 0.05 --warmup_steps 0")
 
@@ -125,6 +130,7 @@ def main(argv=None) -> None:
     cpu = {name: [] for name in names}
     wall = {name: [] for name in names}
     lengths = {name: [] for name in names}
+    split = {name: {part: [] for part in SPLIT} for name in names}
     for repetition in range(repetitions):
         batch = collate([dataset[i] for i in range(repetition * size, (repetition + 1) * size)])
         for name in rotated(names, repetition):
@@ -136,6 +142,8 @@ def main(argv=None) -> None:
                 cpu[name].append(cpu_time)
                 wall[name].append(wall_time)
                 lengths[name].append(metrics["response/length"])
+                for part in SPLIT:
+                    split[name][part].append(float(metrics[f"timing/{part}"]))
     print(f"per PPO iteration, median [min, max] over {args.repeats} repetitions (rotated order, {args.warmup} "
           f"warm-up), torch threads {torch.get_num_threads()}; common flags: {args.common}")
     header = (f"{'variant':<22}{'cpu s':>24}{'wall s':>24}{'cpu ratio to first':>26}{'wall ratio':>24}"
@@ -149,6 +157,11 @@ def main(argv=None) -> None:
               f"{spread(wall_ratio):>24}{statistics.mean(lengths[name]):>10.1f}")
     for name in names:
         print(f"  {name}: {variants[name]}")
+    print("the step's split, wall s (median over the repetitions of timing/*):")
+    print(f"{'variant':<22}" + "".join(f"{part:>14}" for part in SPLIT) + f"{'sum':>10}")
+    for name in names:
+        medians = [statistics.median(split[name][part]) for part in SPLIT]
+        print(f"{name:<22}" + "".join(f"{value:>14.3f}" for value in medians) + f"{sum(medians):>10.3f}")
 
 
 if __name__ == "__main__":

@@ -60,8 +60,12 @@ def _keep_cpu_weights() -> None:
 
 
 def _untruncated_logprobs(worker) -> None:
-    """Make the sampler's "processed" log-probs those of the temperature-scaled logits before top-k / top-p."""
+    """Make the sampler's "processed" log-probs those of the temperature-scaled logits before top-k / top-p.
+
+    The truncating sampler is told to return none of its own (its mode is read only to choose what it returns
+    beside the sample), so each step computes one log_softmax over the vocabulary, not two."""
     truncating = worker.model_runner.sampler.topk_topp_sampler
+    truncating.logprobs_mode = "raw_logprobs"  # the sampler itself stays in processed mode: it takes ours
     sample = truncating.forward
 
     def forward(logits, generators, k, p):
