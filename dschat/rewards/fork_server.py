@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import gc
 import importlib.util
 import json
 import os
@@ -127,6 +128,7 @@ def serve(child_code, control: socket.socket) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     _prctl(libc, _PR_SET_DUMPABLE, 0)
     children: set = set()
+    gc.freeze()  # the children's collections skip the server's objects (and do not copy their pages)
     while True:
         try:
             message, received, _, _ = socket.recv_fds(control, _MAX_MESSAGE_BYTES, _MAX_DESCRIPTORS)
