@@ -86,7 +86,8 @@ POISON = textwrap.dedent("""\
             open(path, 'w').write('1')
         except OSError:
             pass
-    print(os.getppid(), random.random())
+    print(os.getppid(), random.random(), flush=True)
+    os.kill(os.getpid(), 9)
     """)
 CHECK = textwrap.dedent("""\
     import builtins, json, os, random, sys
@@ -99,7 +100,7 @@ CHECK = textwrap.dedent("""\
 
 def test_a_program_leaves_nothing_for_the_next_one_on_the_same_server(limits):
     """A program that sets module globals, patches builtins, the environment, ``sys.modules`` and the recursion
-    limit and tries to leave files; the next program, forked by the same server, sees none of it, has its own
+    limit, tries to leave files and kills itself; the next program, forked by the same server, sees none of it, has its own
     environment (``HOME``: its private directory) and its own ``random`` state."""
     (poisoner,) = outputs(POISON, limits)
     (checker,) = outputs(CHECK, limits)
