@@ -7,7 +7,8 @@ Started by the parent (:class:`~dschat.rewards.sandbox._ForkServer`) as ``python
 CHILD_CODE CONTROL_FD``, in its own session, with the children's base environment, and never runs anything but
 this loop: it loads ``CHILD_CODE`` (not registered in ``sys.modules``, as the script it replaces was ``__main__``),
 makes itself non-dumpable (no ptrace or ``/proc/PID/mem``-class access by same-uid processes, even without the
-filters) and answers the parent's requests on the control socket (``SOCK_SEQPACKET``, one JSON message each):
+filters), freezes its objects for the garbage collector (``gc.freeze``: a child's collections neither visit nor
+copy them) and answers the parent's requests on the control socket (``SOCK_SEQPACKET``, one JSON message each):
 
 * spawn ``{"cwd", "env", "targets"}`` with descriptors (``SCM_RIGHTS``), the child's spec file first: fork; the
   child becomes what ``subprocess.Popen(pass_fds=targets, start_new_session=True, cwd=cwd, env=env)`` of the
@@ -36,7 +37,7 @@ import socket
 import sys
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE = 1, 4
-_MAX_MESSAGE_BYTES = 1 << 16
+MAX_MESSAGE_BYTES = 1 << 16  # of one control message, either way
 _MAX_DESCRIPTORS = 16
 
 
@@ -128,10 +129,10 @@ def serve(child_code, control: socket.socket) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     _prctl(libc, _PR_SET_DUMPABLE, 0)
     children: set = set()
-    gc.freeze()  # the children's collections skip the server's objects (and do not copy their pages)
+    gc.freeze()
     while True:
         try:
-            message, received, _, _ = socket.recv_fds(control, _MAX_MESSAGE_BYTES, _MAX_DESCRIPTORS)
+            message, received, _, _ = socket.recv_fds(control, MAX_MESSAGE_BYTES, _MAX_DESCRIPTORS)
         except OSError:
             break
         if not message:
@@ -141,11 +142,12 @@ def serve(child_code, control: socket.socket) -> None:
             _reap(control, request["reap"], children)
             continue
         try:
-            children.add(_spawn(libc, control, child_code, request, received))
+            pid = _spawn(libc, control, child_code, request, received)
         finally:
             for fd in received:
                 os.close(fd)
-        children.discard(0)
+        if pid:
+            children.add(pid)
     for pid in children:
         try:
             os.killpg(pid, signal.SIGKILL)

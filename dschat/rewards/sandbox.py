@@ -916,7 +916,7 @@ class _ForkServer:
             raise _ServerLost(f"fork server {self.pid} was lost")
         try:
             socket.send_fds(self._socket, [json.dumps(request).encode("utf-8")], fds)
-            reply, received, _, _ = socket.recv_fds(self._socket, _MAX_EVENT_BYTES, 1)
+            reply, received, _, _ = socket.recv_fds(self._socket, fork_server.MAX_MESSAGE_BYTES, 1)
         except OSError:  # a broken connection, or no reply within the deadline (socket.timeout)
             reply, received = b"", []
         if not reply:
