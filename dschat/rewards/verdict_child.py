@@ -1,14 +1,15 @@
 """The verdict interpreter of a HumanEval test: the test code runs here, apart from the program.
 
-Started as ``python -I -S verdict_child.py SPEC_FD`` by :func:`~dschat.rewards.sandbox.run_program` beside the
-program's sandboxed child (see :mod:`dschat.rewards.sandbox`). It runs the task's prompt (trusted: the helpers the
-tests call, such as HumanEval/32's ``poly``) and test code over its own, pristine standard library, binds the entry
-point's name to :class:`Candidate` and calls ``check(candidate)``. The candidate is a proxy: each call sends its
-arguments as plain data (:mod:`plain_data`) on a pipe to the program's process, which calls the program's function
-and writes back the return value as plain data, or the exception it raised. So the program's process never holds
-the test code, an expected value or a key, and nothing it does in its own interpreter (``gc``, frames, patching
-the standard library or a prompt helper) reaches the interpreter that decides the verdict: what crosses is data,
-read with a size cap and decoded by :func:`plain_data.decode`.
+Run as :func:`main` in a child of a verdict fork server (``fork_server.py``, ``python -I -S``, its own server: not
+the program's) by :func:`~dschat.rewards.sandbox.run_program` beside the program's sandboxed child (see
+:mod:`dschat.rewards.sandbox`). It runs the task's prompt (trusted: the helpers the tests call, such as
+HumanEval/32's ``poly``) and test code over its own, pristine standard library, binds the entry point's name to
+:class:`Candidate` and calls ``check(candidate)``. The candidate is a proxy: each call sends its arguments as plain
+data (:mod:`plain_data`) on a pipe to the program's process, which calls the program's function and writes back the
+return value as plain data, or the exception it raised. So the program's process never holds the test code, an
+expected value or a key, and nothing it does in its own interpreter (``gc``, frames, patching the standard library
+or a prompt helper) reaches the interpreter that decides the verdict: what crosses is data, read with a size cap
+and decoded by :func:`plain_data.decode`.
 
 One report goes to the parent (a JSON line on the report pipe): ``ready`` once the test code compiled, then after
 the parent's go-ahead either ``test`` (``returned``, or ``raised`` with ``in_tests``: True when the exception is
@@ -27,7 +28,7 @@ import sys
 
 if __package__:
     from . import plain_data
-else:  # run as a script (python -I: its own directory is not on sys.path)
+else:  # loaded by the fork server from its file (python -I: its own directory is not on sys.path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import plain_data
     del sys.path[0]
@@ -218,7 +219,3 @@ def main(spec_fd: int) -> None:
     candidate = Candidate(spec["request_fd"], spec["reply_fd"], spec["max_reply_bytes"])
     send(run_check(spec, candidate))
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]))

