@@ -30,3 +30,41 @@ def test_readme_quotes_the_smollm2_step_comparison():
     hf, vllm, gap = lines
     assert hf.split("cpu ")[1].split()[0] in readme and vllm.split("cpu ")[1].split()[0] in readme
     assert gap.split(": ")[1].strip() in readme
+
+
+def test_readme_speed_sentences_are_the_committed_tables_medians():
+    """The sentences under the CPU speed table quote its medians (rounded to 2 digits): engine / bare per shape,
+    HF / engine and HF / bare at 32 x 64 and 64 x 128."""
+    with open(os.path.join(ROOT, "docs", "rollout", "bench_rollout_cpu.txt")) as handle:
+        rows = [line.strip().strip("|").split("|") for line in handle if line.startswith("| ") and "---" not in line]
+    header, body = [cell.strip() for cell in rows[0]], {row[0].strip(): row for row in rows[1:]}
+
+    def median(shape: str, column: str) -> str:
+        return f"{float(body[shape][header.index(column)].replace('*', '').split()[0]):.2f}"
+
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = " ".join(handle.read().split())
+    overhead = ", ".join(median(shape, "engine / bare, CPU") for shape in body)
+    assert f"(engine / bare {overhead}:" in readme
+    assert (f"{median('32 x 64', 'HF / engine, CPU')}x faster than HF `generate` at 32 x 64 and "
+            f"{median('64 x 128', 'HF / engine, CPU')}x at 64 x 128") in readme
+    assert (f"a bare `vllm.LLM` itself reaches {median('32 x 64', 'HF / bare, CPU')}x and "
+            f"{median('64 x 128', 'HF / bare, CPU')}x") in readme
+
+
+def test_readme_quotes_the_step_split_and_what_it_predicts():
+    """The whole-step comparison's figures are the committed output's, and the predicted saving is its split's
+    (generate saved minus the weight sync)."""
+    with open(os.path.join(ROOT, "docs", "rollout", "smollm2_step_split_cpu.txt")) as handle:
+        lines = [line.split() for line in handle if not line.startswith("#")]
+    wall = {line[0]: float(line[4]) for line in lines if line and line[0] in ("hf", "vllm") and "[" in line[2]}
+    split = {line[0]: [float(value) for value in line[1:]] for line in lines
+             if line and line[0] in ("hf", "vllm") and "[" not in " ".join(line)}
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = " ".join(handle.read().split())
+    generate, sync, train = (split["hf"][0], split["vllm"][0]), split["vllm"][1], (split["hf"][4], split["vllm"][4])
+    assert f"{wall['hf']:.3f} s wall with `hf`, {wall['vllm']:.3f} s with `vllm`" in readme
+    assert f"({generate[0]:.3f} s with `hf`, {generate[1]:.3f} s with `vllm`)" in readme
+    assert f"weight sync costs {sync:.3f} s" in readme and f"({train[0]:.3f} s / {train[1]:.3f} s)" in readme
+    assert f"the split predicts {generate[0] - generate[1] - sync:.2f} s saved" in readme
+    assert f"the medians differ by {wall['hf'] - wall['vllm']:.2f} s" in readme
