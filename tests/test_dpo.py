@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import math
 import os
+import re
 
 import pytest
 import torch
@@ -78,6 +79,27 @@ def test_dpo_configs_are_valid_stage_flags_with_the_paper_values(path):
 def test_non_positive_beta_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="--beta 0.0"):
         dpo_module_main(["--beta", "0", "--output_dir", str(tmp_path)])
+
+
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+def test_dpo_loss_refuses_a_non_positive_beta_naming_it(beta):
+    """The loss's own guard (beside the CLI's): β = 0 is refused too, not only a negative β (mutation: ``<=`` →
+    ``<``)."""
+    logps = torch.zeros(2)
+    with pytest.raises(ValueError, match=re.escape(f"beta must be > 0, got {beta!r}")):
+        dpo_loss(logps, logps, logps, logps, beta)
+
+
+@pytest.mark.parametrize("position", range(3))
+def test_dpo_loss_refuses_a_mismatched_shape_naming_the_tensor(position):
+    """Each of the three other inputs must have the chosen policy log-probs' shape; the error names it and both
+    shapes."""
+    names = ("policy_rejected_logps", "reference_chosen_logps", "reference_rejected_logps")
+    others = [torch.zeros(2) for _ in names]
+    others[position] = torch.zeros(3)
+    with pytest.raises(ValueError, match=re.escape(
+            f"{names[position]} must have the shape of policy_chosen_logps (2,), got (3,)")):
+        dpo_loss(torch.zeros(2), *others, beta=0.1)
 
 
 @pytest.fixture(scope="module")
