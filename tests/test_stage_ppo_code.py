@@ -48,3 +48,19 @@ def test_ppo_with_execution_reward_runs_end_to_end(tmp_path, rule):
                                                        "compile_error", "malformed_task"))
         assert outcomes == 4
         assert -1.0 <= record["objective/score"] <= 1.0
+
+
+def test_code_flags_reach_both_reward_sources(humaneval_tasks, tmp_path):
+    """``--code_workers`` and ``--code_test_timeout`` (non-default values) reach the training and the evaluation
+    source, each scoring against its own task list (mutation: a flag or a task list dropped or swapped)."""
+    from dschat.cli.ppo import build_parser
+    from dschat.stages.ppo import make_reward_sources
+
+    args = build_parser().parse_config(["--reward", "code", "--code_workers", "3", "--code_test_timeout", "1.5",
+                                             "--output_dir", str(tmp_path)])
+    train_tasks, eval_tasks = humaneval_tasks[:2], humaneval_tasks[2:]
+    train, evaluation = make_reward_sources(args, engines=None, train_tasks=train_tasks, eval_tasks=eval_tasks)
+    assert train.tasks is train_tasks and evaluation.tasks is eval_tasks
+    for source in (train, evaluation):
+        assert isinstance(source, CodeExecutionReward)
+        assert source.max_workers == 3 and source.limits.test_timeout_s == 1.5
