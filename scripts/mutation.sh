@@ -20,7 +20,9 @@ TESTS=("$@")
   tests/test_dpo.py::test_dpo_loss_refuses_a_mismatched_shape_naming_the_tensor
   tests/test_stage_ppo_code.py::test_code_flags_reach_both_reward_sources
   tests/test_ppo_semantics.py::test_logprobs_use_the_sampling_temperature
-  tests/test_rollout_correction.py::test_rollout_is_flags_reach_the_policy_loss)
+  tests/test_rollout_correction.py::test_rollout_is_flags_reach_the_policy_loss
+  tests/test_rlhf_engine.py::test_eval_temperature_zero_decodes_greedily
+  tests/test_stage_ppo_code.py::test_make_trainer_hands_the_rule_its_seed_per_rank_and_the_code_parser)
 # The default functions, every one a flag passes through on its way to the maths of step 3 and DPO:
 # round 1 (issue 17): the per-token rewards, the termination flags -> rule options, the --ngram parser, the parsing
 # rule's fallback; round 2 (issue 32): the estimator construction of each --algo, micro_batch_losses, the engine

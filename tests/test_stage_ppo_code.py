@@ -2,6 +2,8 @@
 MA-PPO with ``--reward code`` run end to end on HumanEval tasks with a tiny model, logging outcome counts."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -64,3 +66,23 @@ def test_code_flags_reach_both_reward_sources(humaneval_tasks, tmp_path):
     for source in (train, evaluation):
         assert isinstance(source, CodeExecutionReward)
         assert source.max_workers == 3 and source.limits.test_timeout_s == 1.5
+
+
+@pytest.mark.parametrize("reward, parser", [("code", "code"), ("model", "auto")])
+def test_make_trainer_hands_the_rule_its_seed_per_rank_and_the_code_parser(tmp_path, monkeypatch, reward, parser):
+    """``make_trainer`` builds the termination rule with ``--seed`` + rank (each process its own random cuts) and,
+    with ``--reward code``, ``--parser auto`` resolved to the Python-syntax parser (mutation: seed or code flag
+    dropped). The trainer and the rollout engine are stand-ins: only what reaches the rule is checked here."""
+    import dschat.stages.ppo as ppo_stage
+    from dschat.cli.ppo import build_parser
+
+    built = {}
+    monkeypatch.setattr(ppo_stage, "build_termination", lambda name, options: built.update(name=name, options=options))
+    monkeypatch.setattr(ppo_stage, "build_rollout_engine", lambda *args: None)
+    monkeypatch.setattr(ppo_stage, "PPOTrainer", lambda *args, **kwargs: kwargs)
+    args = ppo_stage.resolve_algorithm(build_parser().parse_config(
+        ["--reward", reward, "--termination", "randomized", "--seed", "11", "--output_dir", str(tmp_path)]))
+    trainer_kwargs = ppo_stage.make_trainer(args, engines=SimpleNamespace(actor=None), tokenizer=None,
+                                            reward_source=None, world_size=2, rank=1)
+    assert built["name"] == "randomized" and built["options"].seed == 12 and built["options"].parser == parser
+    assert trainer_kwargs["seed"] == 12
