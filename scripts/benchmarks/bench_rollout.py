@@ -59,11 +59,9 @@ class BareVLLM:
     on CPU eager mode and the in-process engine, as the trainer's engine runs), behind ``generate``."""
 
     def __init__(self, model, tokenizer, max_model_len: int):
-        from dschat.rlhf.rollout.vllm_engine import CPU_KV_CACHE_GIB
+        from dschat.rlhf.rollout.vllm_engine import in_process_environment
 
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+        in_process_environment(on_gpu=False)
         from vllm import LLM
 
         directory = tempfile.mkdtemp(prefix="bench-rollout-")

@@ -44,6 +44,16 @@ CPU_KV_CACHE_GIB = "1"
 """vLLM's CPU KV cache when ``VLLM_CPU_KVCACHE_SPACE`` is unset (GiB; vLLM's own default is 4)."""
 
 
+def in_process_environment(on_gpu: bool) -> None:
+    """vLLM's settings for an engine inside this process (unless already set): no engine process, the thread
+    settings the process was started with (vLLM's CPU backend would pin its OpenMP threads to every core, "auto";
+    every stage keeps OMP_NUM_THREADS on shared machines), and on CPU a KV cache of :data:`CPU_KV_CACHE_GIB`."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    if not on_gpu:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
+
+
 def _keep_cpu_weights() -> None:
     """Make vLLM's CPU backend keep each linear layer's plain weight beside the packed copy it computes with."""
     import vllm.model_executor.layers.utils as layer_utils
@@ -115,13 +125,9 @@ class VLLMRolloutEngine(RolloutEngine):
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.3, world_size: int = 1,
                  logprobs_at_unit_temperature: bool = False):
         super().__init__(actor)
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        # vLLM's CPU backend would pin the training process's OpenMP threads to every core ("auto"); keep the
-        # thread settings the process was started with (OMP_NUM_THREADS), as every stage does on shared machines.
-        os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         self.on_gpu = torch.cuda.is_available()
+        in_process_environment(self.on_gpu)
         if not self.on_gpu:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_CACHE_GIB)
             _keep_cpu_weights()
             logger.warning("vLLM on CPU: no sleep mode; the engine keeps its weights and KV cache between phases")
         from vllm import LLM
