@@ -191,6 +191,13 @@ def pending(runs: Sequence[Run], out: Path) -> List[Run]:
     return [run for run in runs if not is_finished(run.directory(out))]
 
 
+def reported_runs(report_dir: Path) -> set:
+    """The ``(task, arm, seed)`` of every run in ``report_dir/runs.jsonl`` (none when it is missing)."""
+    path = Path(report_dir) / "runs.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return {(r["task"], r["arm"], r["seed"]) for r in map(json.loads, filter(str.strip, lines))}
+
+
 def has_model(directory: Path) -> bool:
     return (Path(directory) / "config.json").is_file()
 
@@ -382,6 +389,9 @@ def main(argv=None) -> None:
                         help="a run still going after this is killed, recorded and retried once")
     parser.add_argument("--verify_run", nargs="+", default=list(VERIFY_RUNS), metavar="TASK/ARM/SEED",
                         help="verify: the runs retrained and compared with REPORT_DIR/runs.jsonl")
+    parser.add_argument("--skip_reported", action="store_true",
+                        help="leave out the runs REPORT_DIR/runs.jsonl already holds (trained on another machine; "
+                             "the report keeps them beside the new ones)")
     parser.add_argument("--ablation_tasks", nargs="+", default=["long", "short"], choices=sorted(TASKS),
                         help="tasks the ablation arms run on, in this order")
     args = parser.parse_args(argv)
@@ -421,6 +431,9 @@ def main(argv=None) -> None:
                 and any(run.arm in tier for tier in CONFIRMATION_TIERS.get(run.task, ()))]
     if args.arms:
         runs = [run for run in runs if run.arm in args.arms]
+    if args.skip_reported:
+        reported = reported_runs(args.report_dir)
+        runs = [run for run in runs if (run.task, run.arm, run.seed) not in reported]
     if args.command == "plan":
         for run in runs:
             print(f"{'done' if is_finished(run.directory(args.out)) else 'todo'}  {run.task}/{run.arm}/seed{run.seed}")
