@@ -342,7 +342,9 @@ def run_study(out: Path, runs: Sequence[Run], model: str, jobs: int, max_steps: 
 def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
     """Retrain ``run`` from scratch at this commit (its task's SFT and reward models too, unless present under
     ``out``) up to its first evaluation after step 0, and compare its evaluations (RM, gold, length) with the
-    committed ``report_dir/runs.jsonl``; the lines that differ (empty: the report reproduces)."""
+    committed ``report_dir/runs.jsonl``; the lines that differ (empty: the report reproduces). The shortened run
+    goes to ``out/verify/TASK/ARM/seedS``, out of the report's reach, so verifying in the study's own ``out``
+    (sharing its SFT and reward models) never puts a truncated run in place of a finished one."""
     from evaluation.study_report import run_summary
 
     committed = {(r["task"], r["arm"], r["seed"]): r for r in map(json.loads, Path(report_dir, "runs.jsonl")
@@ -353,9 +355,10 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
     flags = [*TASKS[run.task].ppo, *run.extra]
     first_eval = int(flags[len(flags) - 1 - flags[::-1].index("--eval_steps") + 1])  # the last one given counts
     sft, rm = ensure_models(run.task, out, model)
-    if train_run(run, out, sft, rm, max_steps=first_eval) is None:
-        raise RuntimeError(f"the verification run failed; see {run.directory(out)}.log")
-    fresh, reference = run_summary(run.directory(out)), committed[key]
+    runs = Path(out) / "verify"
+    if train_run(run, runs, sft, rm, max_steps=first_eval) is None:
+        raise RuntimeError(f"the verification run failed; see {run.directory(runs)}.log")
+    fresh, reference = run_summary(run.directory(runs)), committed[key]
     differences = []
     for index, step in enumerate(fresh["steps"]):
         for metric in ("rm", "gold", "length"):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluation import study
-from evaluation.study_report import (area_under_curve, bootstrap_mean_ci, last_quarter_change, paired_difference,
+from evaluation.study_report import (area_under_curve, bootstrap_mean_ci, collect, last_quarter_change, paired_difference,
                                      parity, parity_interval, report_lines, run_summary, t_interval)
 
 
@@ -170,6 +170,7 @@ def test_verify_compares_a_fresh_run_with_the_committed_summaries(fake_step3, tm
                  "gold": [0.0, 0.05, 0.06], "length": [12.0, 12.0, 12.0]}
     (report / "runs.jsonl").write_text(json.dumps(committed) + "\n")
     assert study.verify(fake_step3, report, study.Run("short", "ppo", 1), "tiny-gemma") == []
+    assert collect(fake_step3) == []  # the shortened run is not one the report collects
     committed["gold"][1] = 0.051
     (report / "runs.jsonl").write_text(json.dumps(committed) + "\n")
     assert study.verify(fake_step3, report, study.Run("short", "ppo", 1), "tiny-gemma") == [
