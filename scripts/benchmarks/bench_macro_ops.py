@@ -19,7 +19,6 @@ median [min, max] of the per-repetition ratio baseline / vectorised. Not a test.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts" / "benchmarks"))
 
 import macro_oracle as oracle  # noqa: E402
+from repeats import rotated, spread  # noqa: E402
 import released_style as released  # noqa: E402
 from dschat.rlhf.macro_action import (compute_macro_advantages, ngram_segments, policy_loss,  # noqa: E402
                                       ppl_segments, randomized_ngram_segments, shuffled_length_table, value_loss)
@@ -84,18 +84,13 @@ def timed_rotated(functions: Dict[str, Callable[[], object]], repeats: int, devi
     for name in names:
         functions[name]()
     for repetition in range(repeats):
-        shift = repetition % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in rotated(names, repetition):
             synchronise()
             start = time.perf_counter()
             functions[name]()
             synchronise()
             times[name].append((time.perf_counter() - start) * 1e3)
     return times
-
-
-def spread(values: List[float], digits: int = 2) -> str:
-    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}, {max(values):.{digits}f}]"
 
 
 def main() -> None:
@@ -209,8 +204,8 @@ def _row(rule_name: str, stage: str, macros: int, times: Dict[str, List[float]])
     def ratio(name: str) -> str:
         return spread([a / b for a, b in zip(times[name], fast)], 1) + "x" if name in times else "-"
 
-    released_ms = spread(times["released"]) if "released" in times else "- (ours)"
-    return (f"{rule_name:<14}{stage:<13}{macros:>7}{spread(fast):>24}{released_ms:>26}{ratio('released'):>24}"
+    released_ms = spread(times["released"], 2) if "released" in times else "- (ours)"
+    return (f"{rule_name:<14}{stage:<13}{macros:>7}{spread(fast, 2):>24}{released_ms:>26}{ratio('released'):>24}"
             f"{spread(times['py-loop'], 1):>28}{ratio('py-loop'):>26}")
 
 

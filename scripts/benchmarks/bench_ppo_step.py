@@ -36,6 +36,8 @@ import time
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repeats import rotated, spread  # noqa: E402
 TERMINATION_VARIANTS = {
     "ppo (fixed n=1)": "--termination fixed --ngram 1",
     "fixed n=5": "--termination fixed --ngram 5",
@@ -62,16 +64,6 @@ def build_trainer(flags: list, tokenizer, world_size: int = 1, rank: int = 0):
     engines = RLHFEngine(args, tokenizer, world_size, num_iterations=10**6)
     reward = ModelReward(engines.reward, args.per_device_train_batch_size)
     return ppo.make_trainer(args, engines, tokenizer, reward, world_size, rank), args
-
-
-def spread(values: list, digits: int = 3) -> str:
-    """``median [min, max]``."""
-    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}, {max(values):.{digits}f}]"
-
-
-def rotated(names: list, repetition: int) -> list:
-    shift = repetition % len(names)
-    return names[shift:] + names[:shift]
 
 
 def parse_variants(specs: list, parser) -> dict:

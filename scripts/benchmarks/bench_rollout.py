@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -29,6 +28,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repeats import rotated, spread  # noqa: E402
 
 from dschat.rlhf.experience import SamplingConfig  # noqa: E402
 from dschat.rlhf.rollout import PlainModel, Rollout  # noqa: E402
@@ -36,7 +37,6 @@ from dschat.rlhf.rollout.hf import HFRolloutEngine  # noqa: E402
 from dschat.utils.data import PromptCollator, PromptDataset  # noqa: E402
 from dschat.utils.data.synthetic_task import generate_pairs  # noqa: E402
 from dschat.utils.model import load_causal_lm, load_tokenizer  # noqa: E402
-
 
 
 def prompts_of(tokenizer, count: int, max_prompt: int):
@@ -80,10 +80,6 @@ class BareVLLM:
         outputs = self.llm.generate(rows, params, use_tqdm=False)
         responses = torch.tensor([list(output.outputs[0].token_ids) for output in outputs], dtype=prompts.dtype)
         return Rollout(torch.cat([prompts, responses], dim=1))
-
-
-def spread(values) -> str:
-    return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
 
 
 def main(argv=None) -> None:
@@ -132,7 +128,7 @@ def main(argv=None) -> None:
         wall = {name: [] for name in engines}
         names = list(engines)
         for r in range(args.repeats):
-            for name in names[r % len(names):] + names[:r % len(names)]:
+            for name in rotated(names, r):
                 seconds, elapsed, seq = timed(engines[name], prompts, mask, sampling, 100 + r)
                 assert seq.shape[1] == prompts.shape[1] + new
                 cpu[name].append(seconds)

@@ -24,6 +24,8 @@ from typing import Dict, List, Sequence, Tuple
 STAGES = ("sft", "rm", "dpo", "ppo")
 CASES = {"help": ["--help"], "bad_flag": ["--dtype", "fp64"]}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repeats import rotated, spread  # noqa: E402
 
 
 def run_once(checkout: str, stage: str, case: str) -> Tuple[float, float, int]:
@@ -46,8 +48,7 @@ def measure(checkouts: Sequence[str], repeat: int) -> Dict[Tuple[str, str], List
     jobs = list(itertools.product(checkouts, STAGES, CASES))
     times: Dict[Tuple[str, str], List[Tuple[float, float]]] = {}
     for rep in range(repeat):
-        shift = rep % len(jobs)
-        for checkout, stage, case in jobs[shift:] + jobs[:shift]:
+        for checkout, stage, case in rotated(jobs, rep):
             wall, cpu, code = run_once(checkout, stage, case)
             if code != expected_code(case):
                 raise SystemExit(f"{checkout}: dschat.cli.{stage} {' '.join(CASES[case])} exited {code}")
@@ -55,10 +56,6 @@ def measure(checkouts: Sequence[str], repeat: int) -> Dict[Tuple[str, str], List
             print(f"rep {rep + 1} {os.path.basename(checkout) or checkout} {stage:3s} {case:8s} "
                   f"wall {wall:6.2f} s  cpu {cpu:5.2f} s", flush=True)
     return times
-
-
-def spread(values: Sequence[float]) -> str:
-    return f"{statistics.median(values):.2f} s [{min(values):.2f}, {max(values):.2f}]"
 
 
 def main(argv=None) -> None:
@@ -75,7 +72,7 @@ def main(argv=None) -> None:
         for checkout in checkouts:
             walls = [wall for wall, _ in times[(checkout, case)]]
             cpus = [cpu for _, cpu in times[(checkout, case)]]
-            print(f"{case:8s} {checkout}: wall {spread(walls)}  cpu {spread(cpus)}  "
+            print(f"{case:8s} {checkout}: wall {spread(walls, 2, ' s')}  cpu {spread(cpus, 2, ' s')}  "
                   f"wall ratio to first {statistics.median(walls) / base:.2f}")
 
 

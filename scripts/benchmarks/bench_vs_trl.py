@@ -41,21 +41,13 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repeats import rotated, spread  # noqa: E402
 from peer_settings import (GRPO_KEYS, PPO_KEYS, differences, project_settings, settings_table,  # noqa: E402
                            trl_grpo_settings, trl_ppo_settings)
 
 TORCH = "torch==2.13.0"
 TRL = {"grpo": ("trl==1.16.0", ".bench-venv"), "ppo": ("trl==1.12.0", ".bench-venv-ppo")}
 KEYS = {"grpo": GRPO_KEYS, "ppo": PPO_KEYS}
-
-
-def spread(values: list, digits: int = 3) -> str:
-    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}, {max(values):.{digits}f}]"
-
-
-def rotated(names: list, repetition: int) -> list:
-    shift = repetition % len(names)
-    return names[shift:] + names[:shift]
 
 
 def ensure_venv(path: str, trl: str) -> str:
