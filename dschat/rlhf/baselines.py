@@ -162,11 +162,10 @@ def _macro_gae(config: PPOConfig) -> MacroGAEEstimator:
     return MacroGAEEstimator(config.sigma, config.reward_agg, config.gamma, config.lam)
 
 
-def _sequence_baseline(advantage_fn: SequenceAdvantageFn) -> Callable[[PPOConfig], SequenceBaselineEstimator]:
-    def build(config: PPOConfig) -> SequenceBaselineEstimator:
-        return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt)
-
-    return build
+def _sequence_baseline(advantage_fn: SequenceAdvantageFn, config: PPOConfig) -> SequenceBaselineEstimator:
+    """Built when the trainer asks (bound to its advantage function with ``functools.partial``), not at import:
+    what runs at import is out of reach of a mutation test's per-test switch."""
+    return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt)
 
 
 def _reinforce(config: PPOConfig) -> SequenceBaselineEstimator:
@@ -178,8 +177,8 @@ def _reinforce(config: PPOConfig) -> SequenceBaselineEstimator:
 
 
 ESTIMATORS: Dict[str, Callable[[PPOConfig], object]] = {
-    "ppo": _macro_gae, "rloo": _sequence_baseline(rloo_advantages), "grpo": _sequence_baseline(grpo_advantages),
-    "reinforce": _reinforce}
+    "ppo": _macro_gae, "rloo": functools.partial(_sequence_baseline, rloo_advantages),
+    "grpo": functools.partial(_sequence_baseline, grpo_advantages), "reinforce": _reinforce}
 """The estimator builder of each ``--algo`` (:data:`dschat.rlhf.algorithms.ALGORITHMS`)."""
 if set(ESTIMATORS) != set(ALGORITHMS):
     raise ImportError(f"estimators {sorted(ESTIMATORS)} do not match the algorithms {sorted(ALGORITHMS)}")
