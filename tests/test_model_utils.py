@@ -75,6 +75,45 @@ def test_ds_config_batch_arithmetic_and_errors():
         get_train_ds_config(micro_batch_size=1, zero_stage=2, offload_params=True)
 
 
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_train_ds_config_is_what_deepspeed_reads(dtype):
+    """Every setting of the training config at a non-default value, as DeepSpeed's own parser reads it back: a
+    misspelt top-level key is silently ignored by DeepSpeed (``gradient_clippin`` would leave its default 1.0, so
+    nothing the flag says is clipped), which this catches; ZeRO keys it validates itself."""
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    config = get_train_ds_config(micro_batch_size=3, gradient_accumulation_steps=2, world_size=1, zero_stage=3,
+                                 dtype=dtype, offload=True, offload_params=True, gradient_clipping=0.7,
+                                 steps_per_print=5, global_batch_size=6)
+    read = DeepSpeedConfig(config)
+    assert (read.train_batch_size, read.train_micro_batch_size_per_gpu, read.gradient_accumulation_steps) == (6, 3, 2)
+    assert (read.gradient_clipping, read.steps_per_print, read.zero_optimization_stage) == (0.7, 5, 3)
+    assert (read.bfloat16_config.enabled, read.float16_config.enabled) == (dtype == "bf16", dtype == "fp16")
+    assert read.float16_config.loss_scale_window == 100  # DeepSpeed's default is 1000
+    assert not read.prescale_gradients and not read.wall_clock_breakdown
+    zero = read.zero_config
+    assert (zero.overlap_comm, zero.contiguous_gradients, zero.gather_16bit_weights_on_model_save) == (False, True, True)
+    assert (zero.param_persistence_threshold, zero.max_live_parameters, zero.prefetch_bucket_size) == (1e4, 3e7, 3e7)
+    for offloaded in (zero.offload_optimizer, zero.offload_param):
+        assert (offloaded.device, offloaded.pin_memory) == ("cpu", True)
+    plain = DeepSpeedConfig(get_train_ds_config(micro_batch_size=1))  # the defaults: nothing offloaded, fp32
+    assert plain.zero_config.offload_optimizer is None and plain.zero_config.offload_param is None
+    assert (plain.zero_optimization_stage, plain.gradient_clipping, plain.bfloat16_config.enabled,
+            plain.float16_config.enabled) == (0, 1.0, False, False)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(zero_stage=4), "--zero_stage 4: expected 0, 1, 2 or 3"),
+    (dict(dtype="fp64"), "--dtype fp64: expected fp32, bf16 or fp16"),
+    (dict(zero_stage=2, offload_params=True), "--offload_params needs --zero_stage 3"),
+    (dict(gradient_accumulation_steps=2, world_size=8, global_batch_size=100),
+     "--global_batch_size 100 != micro batch 4 x gradient accumulation 2 x world size 8 = 64")])
+def test_train_ds_config_names_the_flag_it_refuses(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        get_train_ds_config(micro_batch_size=4, **kwargs)
+    assert str(error.value) == message
+
+
 @dataclass
 class _Flags:
     """test flags"""

@@ -84,3 +84,27 @@ def test_each_trained_model_gets_its_own_engine_flags():
     assert (actor.zero_stage, actor.gradient_checkpointing, actor.lora_dim, actor.learning_rate) == (2, True, 0, 1e-4)
     assert (critic.zero_stage, critic.gradient_checkpointing, critic.lora_dim, critic.learning_rate) == \
         (3, False, 8, 2e-4)
+
+
+def test_role_config_carries_every_engine_flag_at_a_non_default_value():
+    """Each field of a trained model's engine config, from step 3's flags set away from their defaults, against
+    values worked out by hand: 4 prompts x 2 samples = 8 rollout rows, mini-batches of 4 in micro-batches of 2
+    (2 accumulation steps), 3 passes -> 3 x 8 / 4 = 6 optimizer steps per iteration, so a warmup of 2 iterations
+    is 12 optimizer steps. (``--lora_dropout`` is refused in step 3: its models run without dropout.)"""
+    from dschat.rlhf.rlhf_engine import actor_settings, critic_settings, role_config
+
+    flags = ["--output_dir", "unused", "--critic_model_name_or_path", "tiny-gemma", "--actor_zero_stage", "3",
+             "--critic_zero_stage", "3", "--dtype", "bf16", "--offload", "--offload_params",
+             "--actor_lora_dim", "4", "--lora_alpha", "7",
+             "--per_device_generation_batch_size", "4", "--num_samples_per_prompt", "2",
+             "--per_device_train_batch_size", "2", "--ppo_mini_batch_size", "4", "--ppo_epochs", "3",
+             "--actor_learning_rate", "3e-5", "--critic_learning_rate", "4e-5", "--weight_decay", "0.03",
+             "--adam_beta1", "0.8", "--adam_beta2", "0.9", "--lr_scheduler_type", "linear",
+             "--gradient_clipping", "0.7", "--warmup_steps", "2"]
+    args = resolve_batches(resolve_models(resolve_algorithm(build_parser().parse_config(flags))), 1)
+    actor, critic = (role_config(args, settings(args), 10) for settings in (actor_settings, critic_settings))
+    shared = dict(zero_stage=3, dtype="bf16", offload=True, offload_params=True, lora_alpha=7.0, lora_dropout=0.0,
+                  micro_batch_size=2, gradient_accumulation_steps=2, weight_decay=0.03, adam_betas=(0.8, 0.9),
+                  lr_scheduler_type="linear", warmup_steps=12, gradient_clipping=0.7, gradient_checkpointing=False)
+    assert vars(actor) == dict(shared, lora_dim=4, learning_rate=3e-5)
+    assert vars(critic) == dict(shared, lora_dim=0, learning_rate=4e-5)
