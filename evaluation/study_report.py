@@ -914,24 +914,28 @@ def readme_table(summaries: Sequence[dict]) -> List[str]:
 
 def confirmation_table(summaries: Sequence[dict]) -> List[str]:
     """The README's confirmation table: every arm run on the fresh seeds, against token PPO at its exploration-best
-    λ on the same seeds (paired), with equivalence tested against the margins and Holm's correction over the
-    table's comparisons (both metrics)."""
+    λ on the fresh seeds both ran (paired; an arm of a later tier may have fewer, its ``seeds`` cell says how
+    many), with equivalence tested against the margins and Holm's correction over the table's comparisons (both
+    metrics)."""
     groups = by_arm(summaries, "long")
     best, found = confirmation_verdicts(groups)
     if not found:
         return []
-    seeds = list(found["gold"].seeds)
-    arms = [a for a in (*LAMBDA_SWEEP, *mappo_family(groups, seeds)) if a in groups and set(seeds) <= set(groups[a])]
+    fresh = seed_split(groups)[1]
+    paired = {a: [s for s in fresh if s in groups[a] and s in groups[best]]
+              for a in (*LAMBDA_SWEEP, *mappo_family(groups, ())) if a in groups}
+    arms = [a for a, seeds in paired.items() if len(seeds) >= 2]
     tests = {}
     for arm in (a for a in arms if a != best):
         for metric in ("gold", "rm"):
-            tests[arm, metric] = [groups[arm][s][metric][-1] - groups[best][s][metric][-1] for s in seeds]
+            tests[arm, metric] = [groups[arm][s][metric][-1] - groups[best][s][metric][-1] for s in paired[arm]]
     adjusted = holm({key: paired_t_p(diffs) for key, diffs in tests.items()})
-    found_collapses = collapses({a: {s: groups[a][s] for s in seeds} for a in arms})
+    found_collapses = collapses({a: {s: groups[a][s] for s in paired[a]} for a in arms})
     lines = [f"| arm | seeds | final gold [t CI] | gold − {best} [t CI] (ahead) | final RM [t CI] | RM − {best} [t CI] "
              "(ahead) | Holm p (gold; RM) | equivalent within ±Δ (gold; RM) | final length | collapsed (at the end) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for arm in arms:
+        seeds = paired[arm]
         cells = []
         for metric, digits in (("gold", 3), ("rm", 2)):
             cells.append(mean_estimate([groups[arm][s][metric][-1] for s in seeds]).text(digits))
