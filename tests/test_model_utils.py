@@ -98,8 +98,11 @@ def test_train_ds_config_is_what_deepspeed_reads(dtype):
         assert (offloaded.device, offloaded.pin_memory) == ("cpu", True)
     plain = DeepSpeedConfig(get_train_ds_config(micro_batch_size=1))  # the defaults: nothing offloaded, fp32
     assert plain.zero_config.offload_optimizer is None and plain.zero_config.offload_param is None
-    assert (plain.zero_optimization_stage, plain.gradient_clipping, plain.bfloat16_config.enabled,
-            plain.float16_config.enabled) == (0, 1.0, False, False)
+    assert (plain.train_batch_size, plain.gradient_accumulation_steps, plain.zero_optimization_stage,
+            plain.gradient_clipping, plain.bfloat16_config.enabled, plain.float16_config.enabled) == \
+        (1, 1, 0, 1.0, False, False)
+    for stage in (1, 2):  # every stage is accepted
+        assert DeepSpeedConfig(get_train_ds_config(micro_batch_size=1, zero_stage=stage)).zero_optimization_stage == stage
 
 
 @pytest.mark.parametrize("kwargs, message", [

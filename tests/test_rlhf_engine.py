@@ -106,5 +106,7 @@ def test_role_config_carries_every_engine_flag_at_a_non_default_value():
     shared = dict(zero_stage=3, dtype="bf16", offload=True, offload_params=True, lora_alpha=7.0, lora_dropout=0.0,
                   micro_batch_size=2, gradient_accumulation_steps=2, weight_decay=0.03, adam_betas=(0.8, 0.9),
                   lr_scheduler_type="linear", warmup_steps=12, gradient_clipping=0.7, gradient_checkpointing=False)
-    assert vars(actor) == dict(shared, lora_dim=4, learning_rate=3e-5)
-    assert vars(critic) == dict(shared, lora_dim=0, learning_rate=4e-5)
+    for config, expected in ((actor, dict(shared, lora_dim=4, learning_rate=3e-5)),
+                             (critic, dict(shared, lora_dim=0, learning_rate=4e-5))):
+        assert vars(config) == expected
+        assert {k: type(v) for k, v in vars(config).items()} == {k: type(v) for k, v in expected.items()}  # 2, not 2.0
