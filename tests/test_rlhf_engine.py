@@ -46,12 +46,13 @@ def test_eval_temperature_zero_decodes_greedily(tokenizer):
         return build_parser().parse_config(["--output_dir", "unused", "--temperature", "0.7", *flags])
 
     rollout, evaluation = sampling_configs(parse(["--eval_temperature", "0", "--max_new_tokens", "8"]))
-    assert rollout.do_sample and rollout.temperature == 0.7 and not evaluation.do_sample
+    assert rollout.do_sample and rollout.temperature == 0.7 and evaluation.do_sample is False
     default = sampling_configs(parse([]))[1]
     assert default.do_sample and default.temperature == 0.7
     assert sampling_configs(parse(["--eval_temperature", "1.3"]))[1].temperature == 1.3
 
     model = load_causal_lm("tiny-gemma", tokenizer, seed=7).eval()
+    model.generation_config.do_sample = True  # as many hub models ship it: greedy must come from our config
     engine = SimpleNamespace(module=model, zero_optimization_stage=lambda: 0)
     prompt = torch.tensor([[tokenizer.bos_token_id, *tokenizer("Write a review of the lamp.",
                                                                add_special_tokens=False)["input_ids"]]])
