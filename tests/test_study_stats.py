@@ -225,3 +225,17 @@ def test_verify_names_a_malformed_run_in_one_line(capsys):
         study.main(["verify", "--verify_run", "long/ppo"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == "error: --verify_run long/ppo: expected TASK/ARM/SEED, e.g. long/ppo/1"
+
+
+def test_skip_reported_leaves_out_the_runs_the_report_holds(tmp_path, capsys):
+    """``--skip_reported``: a machine without the study's outputs trains only what ``runs.jsonl`` lacks."""
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "runs.jsonl").write_text(json.dumps({"task": "long", "arm": "ppo-lam1", "seed": 9}) + "\n")
+    flags = ["plan", "--out", str(tmp_path / "out"), "--report_dir", str(report), "--tasks", "long",
+             "--confirmation_only", "--arms", "ppo-lam1", "mappo-lam1"]
+    study.main(flags)
+    everything = capsys.readouterr().out.splitlines()
+    study.main(flags + ["--skip_reported"])
+    assert len(everything) == 16 and "todo  long/ppo-lam1/seed9" in everything
+    assert capsys.readouterr().out.splitlines() == [line for line in everything if line != "todo  long/ppo-lam1/seed9"]
