@@ -191,11 +191,11 @@ def pending(runs: Sequence[Run], out: Path) -> List[Run]:
     return [run for run in runs if not is_finished(run.directory(out))]
 
 
-def reported_runs(report_dir: Path) -> set:
-    """The ``(task, arm, seed)`` of every run in ``report_dir/runs.jsonl`` (none when it is missing)."""
+def reported_runs(report_dir: Path) -> Dict[Tuple[str, str, int], dict]:
+    """The summaries in ``report_dir/runs.jsonl`` by ``(task, arm, seed)`` (none when it is missing)."""
     path = Path(report_dir) / "runs.jsonl"
     lines = path.read_text().splitlines() if path.is_file() else []
-    return {(r["task"], r["arm"], r["seed"]) for r in map(json.loads, filter(str.strip, lines))}
+    return {(r["task"], r["arm"], r["seed"]): r for r in map(json.loads, filter(str.strip, lines))}
 
 
 def has_model(directory: Path) -> bool:
@@ -347,8 +347,7 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
     (sharing its SFT and reward models) never puts a truncated run in place of a finished one."""
     from evaluation.study_report import run_summary
 
-    committed = {(r["task"], r["arm"], r["seed"]): r for r in map(json.loads, Path(report_dir, "runs.jsonl")
-                                                               .read_text().splitlines())}
+    committed = reported_runs(report_dir)
     key = (run.task, run.arm, run.seed)
     if key not in committed:
         raise RuntimeError(f"{report_dir}/runs.jsonl has no run {run.task}/{run.arm}/seed{run.seed}")
