@@ -7,13 +7,15 @@ resumable, each run with a time limit, then the report (:mod:`evaluation.study_r
     python -m evaluation.study verify --out outputs/study-verify  # retrain one run, compare with docs/study
 
 One SFT model and one reward model per task, shared by every seed and arm (trained once, seed 1234); one PPO
-run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The order (:func:`plan_runs`): the core arms seed-major
+run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The long task is also trained from two further SFT + RM
+seeds (:data:`MODEL_SEED_TASKS`), for the confirmation's first tier only, so that one interval covers the SFT and
+reward model's seed as well as PPO's. The order (:func:`plan_runs`): the core arms seed-major
 (both tasks: PPO n = 1 and MA-PPO fixed n = 5 at λ = 0.95, the entropy rule, and on the long task PPO at
 λ = 1), so a budget cut leaves balanced pairs; then the sweeps arm-major (token PPO's λ ∈ {0.98, 0.99}, MA-PPO's
 n ∈ {3, 10, ∞}) with as many seeds; then the confirmation on fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: token
 PPO at its best λ of the exploration against MA-PPO at λ = 1, then MA-PPO's other λ, :data:`CONFIRMATION_TIERS`);
-then the further ablations (``--ablation_seeds``: the randomized / parsing / ppl rules, several optimizer steps per
-rollout).
+then its first tier again on the further SFT + RM seeds; then the further ablations (``--ablation_seeds``: the
+randomized / parsing / ppl rules, several optimizer steps per rollout).
 Every run has a constant learning rate after warmup (so where a curve flattens is the method's doing, not a
 schedule's) and the same evaluation sampling noise (``--eval_seed``); log-probs come from the raw logits
 (``--logprobs_at_unit_temperature``, the released code's setting). A run is finished when its ``study_run.json``
@@ -32,7 +34,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 from dschat.utils.cli import ArgumentParser
@@ -50,12 +52,14 @@ task's 32) instead of one step per rollout."""
 
 @dataclass(frozen=True)
 class Task:
-    """One embedded task: how its shared SFT and reward models are trained, and its PPO flags."""
+    """One embedded task: how its shared SFT and reward models are trained (with ``--seed model_seed``), and its
+    PPO flags."""
 
     name: str
     sft: Tuple[str, ...]
     rm: Tuple[str, ...]
     ppo: Tuple[str, ...]
+    model_seed: int = 1234
 
 
 COMMON = ("--log_steps", "25", "--no_progress_bar")
@@ -93,6 +97,13 @@ TASKS = {
              "--max_eval_samples", "128", "--per_device_eval_batch_size", "64", "--log_steps", "4",
              "--log_samples", "0", "--no_progress_bar", *PPO_COMMON)),
 }
+
+MODEL_SEED_TASKS = {"long-sftrm2": ("long", 2), "long-sftrm3": ("long", 3)}
+"""Task -> (the task it repeats, its SFT + RM seed): the long task with its SFT and reward model trained again from
+another seed (the base model's initialisation, the SFT / RM / PPO partition of the training rows and their order;
+the held-out prompts and the gold score are the task's own). Only the confirmation's first tier runs on them, on
+the same fresh PPO seeds, so the three SFT + RM seeds are paired seed by seed."""
+TASKS.update({name: replace(TASKS[base], model_seed=seed) for name, (base, seed) in MODEL_SEED_TASKS.items()})
 
 ARMS: Dict[str, Tuple[str, ...]] = {
     "ppo": ("--termination", "fixed", "--ngram", "1"),
@@ -164,16 +175,25 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
               ablation_tasks: Sequence[str] = ("long",)) -> List[Run]:
     """Every run in the order it is trained: the core arms seed-major (seed 1 of every task and core arm, then
     seed 2, ...); the sweeps arm-major with as many seeds; the confirmation on fresh seeds, tier by tier,
-    seed-major (:data:`CONFIRMATION_TIERS`); then the ablations arm-major with ``ablation_seeds`` (task by task in
-    ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned ones."""
-    runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS[task]]
+    seed-major (:data:`CONFIRMATION_TIERS`); its first tier on the further SFT + RM seeds (those of
+    :data:`MODEL_SEED_TASKS` in ``tasks``), seed-major across them; then the ablations arm-major with
+    ``ablation_seeds`` (task by task in ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned
+    ones."""
+    runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS.get(task, ())]
     runs += [Run(task, arm, seed) for task in tasks for arm in SWEEP_ARMS.get(task, ())
              for seed in range(1, seeds + 1)]
     runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for task in tasks for tier in CONFIRMATION_TIERS.get(task, ())
              for seed in confirmation_seeds(seeds) for arm in tier]
+    runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for seed in confirmation_seeds(seeds)
+             for task in tasks if task in MODEL_SEED_TASKS for arm in model_seed_arms(task)]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
+
+
+def model_seed_arms(task: str) -> Tuple[str, ...]:
+    """The arms a further SFT + RM seed runs: the first confirmation tier of the task it repeats."""
+    return CONFIRMATION_TIERS[MODEL_SEED_TASKS[task][0]][0]
 
 
 def confirmation_seeds(seeds: int) -> range:
@@ -244,7 +264,7 @@ def ensure_models(task_name: str, out: Path, model: str) -> Tuple[Path, Path]:
         if not has_model(directory):
             print(f"== {task_name} {stage} -> {directory}", flush=True)
             status, wall, _ = run_logged(step_command(stage, (*flags, "--output_dir", str(directory), "--seed",
-                                                           "1234")), directory.with_suffix(".log"))
+                                                           str(task.model_seed))), directory.with_suffix(".log"))
             if status:
                 raise RuntimeError(f"{task_name} {stage} failed (exit {status}); see {directory}.log")
             print(f"   done in {wall:.0f} s", flush=True)
@@ -375,7 +395,8 @@ def main(argv=None) -> None:
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"), help="where the report goes")
     parser.add_argument("--seeds", type=int, default=8, help="seeds of the core arms and the sweeps")
     parser.add_argument("--ablation_seeds", type=int, default=4, help="seeds of each further ablation arm")
-    parser.add_argument("--tasks", nargs="+", default=["short", "long"], choices=sorted(TASKS))
+    parser.add_argument("--tasks", nargs="+", default=["short", "long", *MODEL_SEED_TASKS], choices=sorted(TASKS),
+                        help="tasks to train (a further SFT + RM seed of a task is a task of its own)")
     parser.add_argument("--model", default="tiny-gemma",
                         help="base model of the SFT stage (e.g. smollm2-135m-instruct on a GPU)")
     parser.add_argument("--jobs", type=int, default=2, help="runs trained at a time")
@@ -384,7 +405,8 @@ def main(argv=None) -> None:
                         help="start no new run after this many minutes (finished runs count; rerun to go on)")
     parser.add_argument("--main_only", action="store_true", help="the core arms only, no sweeps or ablations")
     parser.add_argument("--confirmation_only", action="store_true",
-                        help="the confirmation's runs only (fresh seeds, CONFIRMATION_TIERS)")
+                        help="the confirmation's runs only (fresh seeds, CONFIRMATION_TIERS, and its first tier on "
+                             "the further SFT + RM seeds)")
     parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS), metavar="ARM",
                         help="train only these arms (of the plan, in its order)")
     parser.add_argument("--run_timeout_minutes", type=float, default=30.0,
@@ -427,10 +449,10 @@ def main(argv=None) -> None:
         return
     runs = plan_runs(args.seeds, args.ablation_seeds, args.tasks, args.ablation_tasks)
     if args.main_only:
-        runs = [run for run in runs if run.arm in CORE_ARMS[run.task]]
+        runs = [run for run in runs if run.arm in CORE_ARMS.get(run.task, ())]
     if args.confirmation_only:
         runs = [run for run in runs if run.seed in confirmation_seeds(args.seeds)
-                and any(run.arm in tier for tier in CONFIRMATION_TIERS.get(run.task, ()))]
+                and (run.task in MODEL_SEED_TASKS or any(run.arm in tier for tier in CONFIRMATION_TIERS.get(run.task, ())))]
     if args.arms:
         runs = [run for run in runs if run.arm in args.arms]
     if args.skip_reported:

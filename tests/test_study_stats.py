@@ -4,6 +4,7 @@ import itertools
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -132,7 +133,8 @@ def test_a_failed_run_leaves_no_marker(fake_step3):
 
 
 def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
-    runs = study.plan_runs(seeds=2, ablation_seeds=1, ablation_tasks=("long", "short"))
+    runs = study.plan_runs(seeds=2, ablation_seeds=1, tasks=("short", "long", *study.MODEL_SEED_TASKS),
+                           ablation_tasks=("long", "short"))
     core = [(r.task, r.arm, r.seed) for r in runs[:14]]
     per_seed = [(task, arm) for task in ("short", "long") for arm in study.CORE_ARMS[task]]
     assert core == [(task, arm, seed) for seed in (1, 2) for task, arm in per_seed]
@@ -147,7 +149,10 @@ def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
     assert {r.extra for r in runs[24:24 + count]} == {study.CONFIRMATION_FLAGS}
     command = study.ppo_command(runs[24], "OUT", "SFT", "RM")
     assert [command[i + 1] for i, flag in enumerate(command) if flag == "--eval_steps"] == ["4", "12"]  # last wins
-    ablations = [(r.task, r.arm) for r in runs[24 + count:]]
+    again = [(r.task, r.arm, r.seed) for r in runs[24 + count:24 + count + 8]]  # tier 1 on the other SFT + RM seeds
+    assert again == [(task, arm, seed) for seed in (3, 4) for task in study.MODEL_SEED_TASKS for arm in first]
+    assert {r.extra for r in runs[24 + count:24 + count + 8]} == {study.CONFIRMATION_FLAGS}
+    ablations = [(r.task, r.arm) for r in runs[24 + count + 8:]]
     assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
     assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
     assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned
@@ -239,3 +244,23 @@ def test_skip_reported_leaves_out_the_runs_the_report_holds(tmp_path, capsys):
     study.main(flags + ["--skip_reported"])
     assert len(everything) == 16 and "todo  long/ppo-lam1/seed9" in everything
     assert capsys.readouterr().out.splitlines() == [line for line in everything if line != "todo  long/ppo-lam1/seed9"]
+
+
+@pytest.mark.parametrize("task, seed", [("long", "1234"), ("long-sftrm2", "2"), ("long-sftrm3", "3")])
+def test_each_sft_rm_seed_trains_its_own_models_from_that_seed(tmp_path, monkeypatch, task, seed):
+    commands = []
+
+    def fake_run(command, log, timeout=None):
+        commands.append(command)
+        directory = Path(command[command.index("--output_dir") + 1])
+        directory.mkdir(parents=True)
+        (directory / "config.json").write_text("{}")
+        return 0, 0.0, 0.0
+
+    monkeypatch.setattr(study, "run_logged", fake_run)
+    sft, rm = study.ensure_models(task, tmp_path, "tiny-gemma")
+    assert (sft, rm) == (tmp_path / task / "sft", tmp_path / task / "rm")
+    assert [c[c.index("--seed") + 1] for c in commands] == [seed, seed]
+    assert commands[1][commands[1].index("--model_name_or_path") + 1] == str(sft)  # the RM starts from its SFT
+    assert [c[c.index("--data_name") + 1] for c in commands] == ["synthetic-long"] * 2
+    assert study.TASKS[task].ppo == study.TASKS["long"].ppo
