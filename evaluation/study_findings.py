@@ -2,7 +2,8 @@
 (:mod:`evaluation.study_report`): every number in them is computed here, and ``tests/test_study_readme.py`` requires
 the README to contain them verbatim, so a sentence cannot outlive its data.
 
-    python -m evaluation.study_findings docs/study/runs.jsonl   # prints the README's study bullets
+    python -m evaluation.study_findings docs/study/runs.jsonl                     # prints the README's study bullets
+    python -m evaluation.study_findings docs/study/runs.jsonl --readme README.md  # writes them, and both tables, in
 """
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from typing import Dict, List, Optional, Sequence
 from evaluation.study import MAPPO_LAMBDA_ARMS
 from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p, holm,
                                         paired_t_p, tost)
-from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_verdicts,
+from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_table, confirmation_verdicts,
                                      exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
-                                     ordering_agreement,
-                                     parity_by_stop, plateau, position_groups, reading, sampling_noise,
+                                     model_seed_comparison, ordering_agreement,
+                                     parity_by_stop, plateau, position_groups, reading, readme_table, sampling_noise,
                                      seed_split, unseen_seed_check)
 
 from dschat.utils.cli import ArgumentParser
@@ -172,6 +173,30 @@ def same_lambda_bullet(groups) -> Optional[str]:
             "what is left between them is the macro itself (its value estimates and its per-macro update).")
 
 
+def model_seed_bullet(summaries) -> Optional[str]:
+    """The pre-registered pair on every SFT + RM seed, with the interval that covers the model seed."""
+    found = {metric: model_seed_comparison(summaries, metric) for metric in ("gold", "rm")}
+    gold = found["gold"]
+    if not gold:
+        return None
+    adjusted = holm({metric: paired_t_p(c.across.means) for metric, c in found.items()})
+    parts = []
+    for metric, c in found.items():
+        digits = 3 if metric == "gold" else 2
+        per_seed = ", ".join(f"seed {model_seed} {p.diff.mean:+.{digits}f} ({p.ahead}/{p.diff.n})"
+                             for model_seed, p in zip(c.model_seeds, c.per_model_seed))
+        reading_text = reading(c.across.mean, adjusted[metric], c.across.equivalence, "MA-PPO", "token PPO")
+        parts.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, {c.across.high:.{digits}f}] "
+                     f"({reading_text}; {per_seed})")
+    return (f"- **On {len(gold.model_seeds)} SFT + RM seeds** ({gold.method} − {gold.baseline}, final score, PPO seeds "
+            f"{_seed_range(gold.seeds)} on each of SFT + RM seeds {', '.join(map(str, gold.model_seeds))}; the "
+            f"interval is Student's t over the {len(gold.model_seeds)} model seeds' means, so it covers the SFT + RM "
+            "seed as well as the PPO seed; Holm over both metrics; report, \"The pre-registered pair on "
+            f"{len(gold.model_seeds)} SFT + RM seeds\"): " + "; ".join(parts) + ". The gold difference's standard "
+            f"deviation across model seeds {gold.across.between_sd:.4f}, across PPO seeds "
+            f"{gold.across.within_sd:.4f}.")
+
+
 def n_sweep_bullet(groups) -> Optional[str]:
     """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence."""
     arms = [a for a in ("mappo-n3", "mappo-n10", "mappo-ninf", "mappo-entropy") if a in groups]
@@ -290,7 +315,7 @@ def short_bullet(summaries) -> Optional[str]:
     return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
 
 
-def scope_bullet(positions) -> str:
+def scope_bullet(summaries, positions) -> str:
     noise = sampling_noise(positions)
     measured = ""
     if noise:
@@ -300,32 +325,70 @@ def scope_bullet(positions) -> str:
                         for arm, (actors, draws, within, between) in noise.items())
                     + (": the evaluation sample is the smaller source here." if all(
                         within < between for _, _, within, between in noise.values()) else "."))
-    return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + " Not run: a second and third SFT + "
-            "RM seed for the core comparison, and sampling seeds for the exploration's actors (report, \"What was "
-            "not run\").")
+    not_run = ("the other arms on further SFT + RM seeds" if model_seed_comparison(summaries) else
+               "a second and third SFT + RM seed for the core comparison")
+    return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + f" Not run: {not_run}, and sampling "
+            "seeds for the exploration's actors (report, \"What was not run\").")
 
 
 def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> List[str]:
     """The README's study bullets, in order."""
     groups = by_arm(summaries, "long")
     bullets = [verdict_bullet(groups), same_lambda_bullet(groups) if MAPPO_LAMBDA_ARMS else None,
-               paper_lambda_bullet(groups), same_weight_bullet(groups, positions), n_sweep_bullet(groups),
+               model_seed_bullet(summaries), paper_lambda_bullet(groups), same_weight_bullet(groups, positions),
+               n_sweep_bullet(groups),
                positions_bullet(groups, positions), collapse_bullet(groups),
                length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
-               short_bullet(summaries), scope_bullet(positions)]
+               short_bullet(summaries), scope_bullet(summaries, positions)]
     return [b for b in bullets if b]
+
+
+README_SECTION = "## What the study shows"
+
+
+def _replace_run(lines: List[str], is_first, is_part, new: Sequence[str]) -> List[str]:
+    """``lines`` with the run of lines that starts at the first ``is_first`` line and goes on while ``is_part``
+    replaced by ``new``."""
+    start = next(i for i, line in enumerate(lines) if is_first(line))
+    end = start
+    while end < len(lines) and is_part(lines[end]):
+        end += 1
+    return lines[:start] + list(new) + lines[end:]
+
+
+def rewrite_readme(text: str, summaries: Sequence[dict], positions: Sequence[dict]) -> str:
+    """The README with its study section's two tables and its bullets replaced by those generated from the runs
+    (the prose around them is left as it is)."""
+    lines = text.split("\n")
+    start = lines.index(README_SECTION)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    section = lines[start:end]
+    for header, new in (("| task | arm | seeds |", readme_table(summaries)),
+                        ("| arm | seeds | final gold", confirmation_table(summaries))):
+        section = _replace_run(section, lambda line, header=header: line.startswith(header),
+                               lambda line: line.startswith("|"), new)
+    section = _replace_run(section, lambda line: line.startswith("- **"), lambda line: line.startswith("- **"),
+                           readme_findings(summaries, positions))
+    return "\n".join(lines[:start] + section + lines[end:])
 
 
 def main(argv=None) -> None:
     parser = ArgumentParser(description="Print the README's study bullets from the committed summaries.")
     parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (positions.jsonl is read beside it)")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help=f"rewrite this README's tables and bullets under '{README_SECTION}' instead of printing")
     args = parser.parse_args(argv)
     if not args.runs_jsonl.is_file():
         parser.exit(2, f"error: {args.runs_jsonl}: no such file\n")
     summaries = [json.loads(line) for line in args.runs_jsonl.read_text().splitlines() if line.strip()]
     positions_path = args.runs_jsonl.parent / "positions.jsonl"
     positions = [json.loads(line) for line in positions_path.read_text().splitlines()] if positions_path.is_file() else []
-    print("\n".join(readme_findings(summaries, positions)))
+    if args.readme is None:
+        print("\n".join(readme_findings(summaries, positions)))
+        return
+    if not args.readme.is_file() or README_SECTION not in args.readme.read_text().split("\n"):
+        parser.exit(2, f"error: {args.readme}: expected a README with a '{README_SECTION}' section\n")
+    args.readme.write_text(rewrite_readme(args.readme.read_text(), summaries, positions))
 
 
 if __name__ == "__main__":

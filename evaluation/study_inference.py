@@ -1,10 +1,12 @@
 """The study's tests (pure functions over per-seed values): equivalence within a margin fixed before the deciding
 runs, Holm's correction across the comparisons a verdict rests on, "best against best" with the best arms chosen
-on other seeds than they are compared on, and the collapse detector.
+on other seeds than they are compared on, a paired difference over PPO seeds nested in SFT + RM seeds, and the
+collapse detector.
 
-Every interval here covers one source of variation only: the PPO seed (the sampling of rollouts, the value head's
-and the optimizer's randomness), with one SFT model and one reward model shared by every run, and one evaluation
-sampling seed (``--eval_seed``) over 128 samples of 32 distinct held-out prompts (:data:`VARIATION_COVERED`).
+Every interval but the last covers one source of variation only: the PPO seed (the sampling of rollouts, the value
+head's and the optimizer's randomness), with one SFT model and one reward model shared by every run, and one
+evaluation sampling seed (``--eval_seed``) over 128 samples of 32 distinct held-out prompts
+(:data:`VARIATION_COVERED`); :func:`across_model_seeds` covers the SFT + RM seed as well.
 """
 from __future__ import annotations
 
@@ -31,11 +33,11 @@ COLLAPSE_FRACTION = 0.5
 """A run collapses when its eval response length falls below this fraction of its length at step 0 (the SFT
 policy's) at any evaluation; it 'ends collapsed' when its final length is still below it."""
 
-VARIATION_COVERED = ("Every interval covers the PPO seed only (rollout sampling, value-head initialisation, "
-                     "optimizer noise): one SFT model and one reward model (seed 1234) are shared by every run, "
-                     "and every evaluation samples 128 responses to 32 distinct held-out prompts with one sampling "
-                     "seed (`--eval_seed 4321`). Variation from the SFT/RM seed and from the evaluation sample is "
-                     "not in the intervals.")
+VARIATION_COVERED = ("Every interval but the SFT + RM seeds' covers the PPO seed only (rollout sampling, value-head "
+                     "initialisation, optimizer noise): one SFT model and one reward model (seed 1234) are shared by "
+                     "every run, and every evaluation samples 128 responses to 32 distinct held-out prompts with one "
+                     "sampling seed (`--eval_seed 4321`). Variation from the SFT/RM seed is in the SFT + RM seeds' "
+                     "interval only; the evaluation sample's is in none.")
 
 
 def format_p(p: float) -> str:
@@ -149,6 +151,42 @@ def held_out_best_vs_best(finals: Mapping[str, Mapping[int, float]], family_a: S
         a, b = best_arm(finals, family_a, select), best_arm(finals, family_b, select)
         folds.append(HeldOutFold(select, test, a, b, tuple(outcome[b][s] - outcome[a][s] for s in test)))
     return folds
+
+
+# ---- PPO seeds nested in SFT + RM seeds ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AcrossModelSeeds:
+    """A paired difference measured on several SFT + RM seeds, each with its own PPO seeds (the model
+    d = μ + a_model_seed + e_ppo_seed): the grand mean of the per-model-seed means, whose variance σ_a²/S + σ_e²/(S·n)
+    the spread of those S means estimates without bias, so its t interval (S − 1 degrees of freedom) covers both
+    seeds. ``within_sd``: the PPO seeds' standard deviation of d (pooled over model seeds); ``between_sd``: the model
+    seed's, by the method of moments (var of the means − within² / n, floored at 0); ``p_differ``: one-way ANOVA
+    that the model seeds' true means are equal."""
+
+    means: Tuple[float, ...]
+    mean: float
+    low: float
+    high: float
+    within_sd: float
+    between_sd: float
+    p_differ: float
+    equivalence: Equivalence
+
+
+def across_model_seeds(diffs: Sequence[Sequence[float]], margin: float, level: float = 0.95) -> AcrossModelSeeds:
+    """``diffs[k]``: the paired differences (one per PPO seed, as many on every model seed) on model seed k."""
+    groups = [np.asarray(d, dtype=float) for d in diffs]
+    if len(groups) < 2 or len({len(g) for g in groups}) != 1 or len(groups[0]) < 2:
+        raise ValueError("need at least two model seeds with the same number (at least two) of PPO seeds each")
+    means = np.array([g.mean() for g in groups])
+    n, k = len(groups[0]), len(groups)
+    within = float(np.mean([g.var(ddof=1) for g in groups]))
+    half = scipy_stats.t.ppf((1 + level) / 2, k - 1) * means.std(ddof=1) / math.sqrt(k)
+    return AcrossModelSeeds(tuple(float(m) for m in means), float(means.mean()), float(means.mean() - half),
+                            float(means.mean() + half), math.sqrt(within),
+                            math.sqrt(max(0.0, float(means.var(ddof=1)) - within / n)),
+                            float(scipy_stats.f_oneway(*groups).pvalue), tost(means, margin))
 
 
 # ---- collapse ------------------------------------------------------------------------------------------------------

@@ -34,10 +34,12 @@ from scipy import stats as scipy_stats
 
 from evaluation.curves import Series, ema, first_crossing_step, latest_run
 from evaluation.study import (ABLATION_ARMS, ARMS, CONFIRMATION_TIERS, CORE_ARMS, LAMBDA_SWEEP, MAPPO_LAMBDA_ARMS,
-                              MAPPO_LAMBDAS, MINI_BATCH_ARMS, N_SWEEP, SWEEP_ARMS, confirmation_seeds)
+                              MAPPO_LAMBDAS, MINI_BATCH_ARMS, MODEL_SEED_TASKS, N_SWEEP, SWEEP_ARMS, TASKS,
+                              confirmation_seeds)
 from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, MARGIN_RULE,
-                                        VARIATION_COVERED, Equivalence, best_arm, collapse, format_p,
-                                        held_out_best_vs_best, holm, paired_t_p, seeds_for_equivalence, tost)
+                                        VARIATION_COVERED, AcrossModelSeeds, Equivalence, across_model_seeds,
+                                        best_arm, collapse, format_p, held_out_best_vs_best, holm, paired_t_p,
+                                        seeds_for_equivalence, tost)
 from evaluation.training_summary import read_metrics
 from dschat.utils.cli import ArgumentParser
 
@@ -532,6 +534,81 @@ def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class ModelSeedComparison:
+    """The first confirmation tier (``method`` − ``baseline``, final score) on each SFT + RM seed of the long task,
+    on the PPO seeds all of them ran: per model seed the paired difference, and across them
+    :func:`evaluation.study_inference.across_model_seeds`."""
+
+    baseline: str
+    method: str
+    metric: str
+    seeds: Tuple[int, ...]
+    """The PPO seeds, the same on every model seed."""
+    model_seeds: Tuple[int, ...]
+    per_model_seed: Tuple[Paired, ...]
+    step0: Tuple[float, ...]
+    """The SFT policy's score at step 0 on each model seed."""
+    across: AcrossModelSeeds
+
+
+def model_seed_comparison(summaries: Sequence[dict], metric: str = "gold") -> Optional[ModelSeedComparison]:
+    """None until at least two SFT + RM seeds hold both arms on two common fresh seeds."""
+    tasks = {"long": TASKS["long"].model_seed, **{task: TASKS[task].model_seed for task, (base, _) in
+                                                  MODEL_SEED_TASKS.items() if base == "long"}}
+    baseline, method = CONFIRMATION_TIERS["long"][0]
+    groups = {task: by_arm(summaries, task) for task in tasks}
+    fresh = set(seed_split(groups["long"])[1])
+    present = [task for task in tasks if baseline in groups[task] and method in groups[task]]
+    if len(present) < 2:
+        return None
+    seeds = sorted(fresh.intersection(*(common_seeds(groups[t][baseline], groups[t][method]) for t in present)))
+    if len(seeds) < 2:
+        return None
+    finals = {t: {arm: [groups[t][arm][s][metric][-1] for s in seeds] for arm in (baseline, method)} for t in present}
+    diffs = [[m - b for b, m in zip(finals[t][baseline], finals[t][method])] for t in present]
+    return ModelSeedComparison(baseline, method, metric, tuple(seeds), tuple(tasks[t] for t in present),
+                               tuple(paired_difference(finals[t][baseline], finals[t][method]) for t in present),
+                               tuple(groups[t][baseline][seeds[0]][metric][0] for t in present),
+                               across_model_seeds(diffs, EQUIVALENCE_MARGINS[metric]))
+
+
+def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
+    """The report's section on the SFT + RM seeds: per model seed and across them, both metrics."""
+    found = {metric: model_seed_comparison(summaries, metric) for metric in ("gold", "rm")}
+    if not found["gold"]:
+        return []
+    gold = found["gold"]
+    tasks = ", ".join(task for task, (base, _) in MODEL_SEED_TASKS.items() if base == "long")
+    lines = [f"#### The pre-registered pair on {len(gold.model_seeds)} SFT + RM seeds", "",
+             f"The confirmation's first tier, {gold.method} − {gold.baseline} (final score, paired by PPO seed), with "
+             f"the SFT and reward model trained from seed {', '.join(map(str, gold.model_seeds))} "
+             f"(`MODEL_SEED_TASKS`: {tasks}; the seed sets the base model's initialisation, the SFT / RM / PPO "
+             f"partition of the training rows and their order), each on PPO seeds {_seed_text(gold.seeds)[6:]}. The "
+             f"*across* row's interval is Student's t over the {len(gold.model_seeds)} model seeds' means "
+             f"({len(gold.model_seeds) - 1} degrees of freedom): it covers the SFT + RM seed as well as the PPO seed; "
+             "its equivalence test is TOST over the same means. RM differences are each model seed's own reward "
+             "model's scale.", "",
+             "| SFT + RM seed | PPO seeds | step-0 gold (SFT policy) | step-0 RM | gold − "
+             f"{gold.baseline} [t CI] (ahead) | RM − {gold.baseline} [t CI] (ahead) |",
+             "|---|---|---|---|---|---|"]
+    for i, model_seed in enumerate(gold.model_seeds):
+        cells = [f"{m.per_model_seed[i].diff.text(3 if m.metric == 'gold' else 2)} ({m.per_model_seed[i].ahead}/"
+                 f"{m.per_model_seed[i].diff.n})" for m in (gold, found["rm"])]
+        lines.append(f"| {model_seed} | {len(gold.seeds)} | {gold.step0[i]:.4f} | {found['rm'].step0[i]:.3f} | "
+                     f"{cells[0]} | {cells[1]} |")
+    cells = [f"{m.across.mean:.{d}f} [{m.across.low:.{d}f}, {m.across.high:.{d}f}]; "
+             f"{'equivalent' if m.across.equivalence.equivalent else 'not shown equivalent'} within "
+             f"±{m.across.equivalence.margin:g} (90% CI [{m.across.equivalence.low:.{d}f}, "
+             f"{m.across.equivalence.high:.{d}f}])" for m, d in ((gold, 3), (found["rm"], 2))]
+    lines += [f"| across | {len(gold.seeds)} × {len(gold.model_seeds)} | | | {cells[0]} | {cells[1]} |", ""]
+    for m in (gold, found["rm"]):
+        lines.append(f"- {m.metric}: the difference's standard deviation across PPO seeds (within a model seed) "
+                     f"{m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method of moments); "
+                     f"that the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}.")
+    return lines + [""]
+
+
 def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Dict[str, Tuple[int, int, Tuple]]:
     """Per arm run on both seed sets: how many confirmation seeds' final ``metric`` lie inside the exploration
     seeds' 95% prediction interval of a new seed: (inside, runs, (low, high))."""
@@ -721,10 +798,10 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
     lines += [f"- A plateau: doubling the long task's {groups['ppo'][exploration[0]]['steps'][-1]} iterations for the "
               f"{len(arms)} arms × {len(exploration)} exploration seeds costs another {plateau_hours:.1f} CPU hours, "
               "and whether 96 iterations reach a plateau is itself unknown.",
-              f"- A second and third SFT + reward model seed for the core comparison (PPO and MA-PPO n = 5 at λ = 0.95, "
-              f"{len(exploration)} seeds each): 2 × (SFT + RM: about 7 minutes of 2 cores) + "
-              f"{2 * 2 * len(exploration)} runs = {2 * 2 * len(exploration) * cpu / 3600:.1f} CPU hours plus the models; the "
-              "runner has no SFT/RM seed option yet (one `--seed 1234` per task in `ensure_models`).",
+              f"- The paper's λ = 0.95 pair (PPO and MA-PPO n = 5) on the further SFT + RM seeds (only the "
+              f"pre-registered pair at λ = 1 ran there), {len(exploration)} seeds each: "
+              f"{2 * 2 * len(exploration)} runs = {2 * 2 * len(exploration) * cpu / 3600:.1f} CPU hours on the same SFT "
+              "and reward models (`plan_runs` puts only `CONFIRMATION_TIERS`' first tier on `MODEL_SEED_TASKS`).",
               "- Several evaluation sampling seeds for every run: a run's evaluations are seeded (`--eval_seed`); "
               "drawing its final actor again under other seeds is `python -m evaluation.study_positions "
               "--sample_seeds ...` (report, \"The evaluation's own sampling noise\", for the actors kept on the "
@@ -852,7 +929,8 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
                        "Core arms and sweeps (λ = 0.95 unless named; each arm paired with PPO on its seeds)")
         lines += sweep_lines(summaries, task)
         if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
-            lines += mappo_lambda_lines(groups) + verdict_lines(groups) + confirmation_lines(summaries)
+            lines += (mappo_lambda_lines(groups) + verdict_lines(groups) + confirmation_lines(summaries)
+                      + model_seed_lines(summaries))
         lines += length_lines(summaries, task)
         lines += collapse_lines(summaries, task)
         lines += convergence_lines(groups)

@@ -5,11 +5,12 @@ import math
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy import stats
 
-from evaluation.study_inference import (EQUIVALENCE_MARGINS, collapse, held_out_best_vs_best, holm, paired_t_p,
-                                        seeds_for_equivalence, tost)
+from evaluation.study_inference import (EQUIVALENCE_MARGINS, across_model_seeds, collapse, held_out_best_vs_best, holm,
+                                        paired_t_p, seeds_for_equivalence, tost)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,3 +94,43 @@ def test_seeds_for_equivalence_is_the_first_n_whose_tost_passes():
     room = 0.01 - statistics.fmean(diffs)
     assert stats.t.ppf(0.95, n - 1) * sd / n ** 0.5 < room <= stats.t.ppf(0.95, n - 2) * sd / (n - 1) ** 0.5 and n > 5
     assert seeds_for_equivalence([0.02, 0.03], 0.01) is None  # the mean is outside the margin
+
+
+def test_across_model_seeds_by_the_anova_table():
+    diffs = [[0.01, 0.03, 0.02], [0.00, -0.02, 0.02], [0.05, 0.04, 0.06]]  # 3 model seeds x 3 PPO seeds
+    k, n = 3, 3
+    means = [sum(g) / n for g in diffs]  # 0.02, 0.0, 0.05
+    grand = sum(means) / k
+    ss_between = n * sum((m - grand) ** 2 for m in means)
+    ss_within = sum((x - m) ** 2 for g, m in zip(diffs, means) for x in g)
+    ms_between, ms_within = ss_between / (k - 1), ss_within / (k * (n - 1))
+    found = across_model_seeds(diffs, margin=0.01)
+    assert found.means == pytest.approx(means) and found.mean == pytest.approx(grand)
+    half = stats.t.ppf(0.975, k - 1) * math.sqrt(ms_between / (k * n))  # SE of the grand mean from MS_between
+    assert (found.low, found.high) == pytest.approx((grand - half, grand + half))
+    assert found.within_sd == pytest.approx(math.sqrt(ms_within))
+    assert found.between_sd == pytest.approx(math.sqrt((ms_between - ms_within) / n))
+    assert found.p_differ == pytest.approx(stats.f.sf(ms_between / ms_within, k - 1, k * (n - 1)))
+    assert found.equivalence.p == pytest.approx(tost(means, 0.01).p) and not found.equivalence.equivalent
+    same = across_model_seeds([[0.0, 0.2], [0.2, 0.0]], margin=0.5)  # means equal: no model-seed spread at all
+    assert same.between_sd == 0.0 and same.low == same.high == pytest.approx(0.1) and same.equivalence.equivalent
+    with pytest.raises(ValueError):
+        across_model_seeds([[0.1, 0.2], [0.1]], margin=0.01)
+
+
+def test_across_model_seeds_covers_where_pooling_the_ppo_seeds_does_not():
+    """Simulated: 3 model seeds x 8 PPO seeds, the model seed's effect as large as the PPO seed's. The nested
+    interval covers the true mean at its level; one t interval over all 24 differences, as if they were independent,
+    does not."""
+    rng = np.random.default_rng(0)
+    covered = pooled = 0
+    trials = 1000
+    for _ in range(trials):
+        diffs = rng.normal(0.0, 1.0, size=(3, 1)) + rng.normal(0.0, 1.0, size=(3, 8))
+        found = across_model_seeds(diffs, margin=1.0)
+        covered += found.low < 0 < found.high
+        flat = diffs.ravel()
+        half = stats.t.ppf(0.975, flat.size - 1) * flat.std(ddof=1) / math.sqrt(flat.size)
+        pooled += abs(flat.mean()) < half
+    assert 0.925 < covered / trials < 0.975
+    assert pooled / trials < 0.8

@@ -5,7 +5,7 @@ commit the runner recorded (``study.sh --verify``, a slow test, checks the code 
 import json
 from pathlib import Path
 
-from evaluation.study_findings import readme_findings
+from evaluation.study_findings import readme_findings, rewrite_readme
 from evaluation.study_report import by_arm, confirmation_table, readme_table, seed_split
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +32,18 @@ def test_readme_study_sentences_are_written_from_the_committed_runs():
     assert len(findings) >= 8
     for line in findings:
         assert line in readme, line[:120]
+
+
+def test_the_readme_study_section_is_exactly_what_the_generator_writes():
+    """No stale bullet or row survives beside the generated ones (``study_findings --readme`` rewrites the
+    section's tables and bullets; here it must change nothing), and a stale figure is put right."""
+    readme = (ROOT / "README.md").read_text()
+    runs, positions = committed("runs.jsonl"), committed("positions.jsonl")
+    assert rewrite_readme(readme, runs, positions) == readme
+    bullet = readme_findings(runs, positions)[0]
+    stale = readme.replace(bullet, bullet + "\n- **A sentence no run supports.**")
+    stale = stale.replace(readme_table(runs)[2], readme_table(runs)[2].replace("| 8 |", "| 7 |", 1))
+    assert stale != readme and rewrite_readme(stale, runs, positions) == readme
 
 
 def test_every_run_of_the_committed_study_ran_at_a_clean_commit_the_runner_recorded():

@@ -1,14 +1,16 @@
 """The study report's deciding question (evaluation.study_report): the exploration / confirmation split, token PPO's
 best λ chosen on the exploration seeds, MA-PPO's best chosen on the other half of the fresh seeds, the fresh seeds
 against the published prediction intervals, merging runs made on two machines, the sampling-noise table — on
-hand-made summaries with hand-computed answers."""
+hand-made summaries with hand-computed answers; the pre-registered pair on further SFT + RM seeds."""
 import statistics
 
 import pytest
 from scipy import stats
 
+from evaluation.study_findings import model_seed_bullet
 from evaluation.study_report import (confirmation_table, confirmation_verdicts, merge_meta, merge_runs,
-                                     sampling_noise, seed_split, unseen_seed_check)
+                                     model_seed_comparison, model_seed_lines, sampling_noise, seed_split,
+                                     unseen_seed_check)
 
 STEPS = [0, 12, 24, 36, 48]
 
@@ -124,3 +126,31 @@ def test_reading_names_a_difference_equivalence_both_or_neither():
     assert reading(-0.02, 0.01, wide, "MA-PPO", "token PPO") == "token PPO ahead"
     assert reading(0.005, 0.2, tight, "MA-PPO", "token PPO") == "equivalent within ±0.01"
     assert reading(0.005, 0.2, wide, "MA-PPO", "token PPO").startswith("undecided")
+
+
+def test_the_pre_registered_pair_across_sft_rm_seeds_by_hand():
+    # the long task (SFT + RM seed 1234): fresh seeds 5-8 above, mappo-lam1 − ppo-lam1 gold +0.010, +0.006, +0.002,
+    # +0.002 (its exploration seeds 1-4 of ppo-lam1 have no MA-PPO partner and must not count); two further model
+    # seeds on the same fresh seeds, one of them also with a seed 9 the others lack
+    second = ([run("ppo-lam1", s, 0.14, rm=4.5, task="long-sftrm2") for s in (5, 6, 7, 8, 9)]
+              + [run("mappo-lam1", s, 0.14 + d, rm=4.4, task="long-sftrm2")
+                 for s, d in zip((5, 6, 7, 8, 9), (0.0, -0.004, 0.002, 0.002, 0.5))])
+    third = ([run("ppo-lam1", s, 0.13, task="long-sftrm3") for s in (5, 6, 7, 8)]
+             + [run("mappo-lam1", s, 0.13 + d, task="long-sftrm3") for s, d in zip((5, 6, 7, 8), (0.02, 0.0, 0.01, 0.01))])
+    summaries = EXPLORATION + CONFIRMATION + second + third
+    gold = model_seed_comparison(summaries)
+    assert gold.seeds == (5, 6, 7, 8) and gold.model_seeds == (1234, 2, 3)
+    means = [0.005, 0.0, 0.01]
+    assert [p.diff.mean for p in gold.per_model_seed] == pytest.approx(means)
+    assert [p.ahead for p in gold.per_model_seed] == [4, 2, 3]
+    assert gold.across.mean == pytest.approx(0.005)
+    half = stats.t.ppf(0.975, 2) * statistics.stdev(means) / 3 ** 0.5
+    assert (gold.across.low, gold.across.high) == pytest.approx((0.005 - half, 0.005 + half))
+    rm = model_seed_comparison(summaries, "rm")
+    assert [p.diff.mean for p in rm.per_model_seed] == pytest.approx([0.1 - 0.065, -0.1, 0.0])
+    assert gold.step0 == (0.07, 0.07, 0.07)
+    assert model_seed_comparison(EXPLORATION + CONFIRMATION) is None  # one model seed: nothing to pool
+    lines = "\n".join(model_seed_lines(summaries))
+    assert "| 2 | 4 | 0.0700 | 2.500 | 0.000 [" in lines and "| across | 4 × 3 |" in lines
+    bullet = model_seed_bullet(summaries)
+    assert bullet.startswith("- **On 3 SFT + RM seeds** (mappo-lam1 − ppo-lam1") and "seed 2 +0.000 (2/4)" in bullet
