@@ -155,9 +155,10 @@ N_SWEEP = ("ppo", "mappo-n3", "mappo", "mappo-n10", "mappo-ninf")
 ABLATION_ARMS = ("mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
 """Further ablations, ``--ablation_seeds`` seeds each, arm-major, after everything above."""
 MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
-VERIFY_RUNS = ("long/ppo/1", "long/mappo-lam1/9")
-"""``verify``'s default: the first run of the exploration and the confirmation's first MA-PPO run (the same task's
-SFT and reward models, so the second costs only its first PPO steps)."""
+VERIFY_RUNS = ("long/ppo/1", "long/mappo-lam1/9", "long-sftrm2/mappo-lam1/9")
+"""``verify``'s default: the first run of the exploration, the confirmation's first MA-PPO run (the same task's
+SFT and reward models, so it costs only its first PPO steps) and that run on the second SFT + RM seed (its own
+SFT and reward model, trained again)."""
 
 
 @dataclass(frozen=True)
