@@ -18,7 +18,8 @@ from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, 
 from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_table, confirmation_verdicts,
                                      exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
                                      model_seed_comparison, ordering_agreement,
-                                     parity_by_stop, plateau, position_groups, reading, readme_table, sampling_noise,
+                                     parity_by_stop, plateau, position_groups, reading, readme_table,
+                                     sampling_noise, sampling_seed_comparison, sampling_seed_text,
                                      seed_split, unseen_seed_check)
 
 from dschat.utils.cli import ArgumentParser
@@ -319,12 +320,14 @@ def scope_bullet(summaries, positions) -> str:
     noise = sampling_noise(positions)
     measured = ""
     if noise:
-        measured = (" Measured on the final actors drawn again under other sampling seeds: gold's standard deviation "
-                    "across sampling seeds against across PPO seeds, " + "; ".join(
+        measured = (" Gold's standard deviation across sampling seeds against across PPO seeds, " + "; ".join(
                         f"{arm} {within:.4f} vs {between:.4f} ({actors} actors × {draws} sampling seeds)"
                         for arm, (actors, draws, within, between) in noise.items())
                     + (": the evaluation sample is the smaller source here." if all(
                         within < between for _, _, within, between in noise.values()) else "."))
+    by_draw = sampling_seed_comparison(positions)
+    if by_draw:
+        measured += " " + sampling_seed_text(by_draw)
     not_run = ("the other arms on further SFT + RM seeds" if model_seed_comparison(summaries) else
                "a second and third SFT + RM seed for the core comparison")
     return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + f" Not run: {not_run}, and sampling "

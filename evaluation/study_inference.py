@@ -35,9 +35,10 @@ policy's) at any evaluation; it 'ends collapsed' when its final length is still 
 
 VARIATION_COVERED = ("Every interval but the SFT + RM seeds' covers the PPO seed only (rollout sampling, value-head "
                      "initialisation, optimizer noise): one SFT model and one reward model (seed 1234) are shared by "
-                     "every run, and every evaluation samples 128 responses to 32 distinct held-out prompts with one "
-                     "sampling seed (`--eval_seed 4321`). Variation from the SFT/RM seed is in the SFT + RM seeds' "
-                     "interval only; the evaluation sample's is in none.")
+                     "every other run. Every evaluation samples 128 responses to 32 distinct held-out prompts with "
+                     "one sampling seed (`--eval_seed 4321`): each run's score is one draw, so the sampling noise is "
+                     "inside the spread over PPO seeds, but the prompts are fixed and the two arms of a pair share the "
+                     "seed (the final actors drawn again under other sampling seeds measure both).")
 
 
 def format_p(p: float) -> str:

@@ -1106,7 +1106,54 @@ def position_lines(records: Sequence[dict], fresh_seeds: Sequence[int] = ()) -> 
                   "|---|---|---|---|---|"]
         for arm, (actors, draws, within, between) in noise.items():
             lines.append(f"| {arm} | {actors} | {draws} | {within:.4f} | {between:.4f} |")
+    by_draw = sampling_seed_comparison(records)
+    if by_draw:
+        lines += ["", sampling_seed_text(by_draw)]
     return lines + [""]
+
+
+@dataclass(frozen=True)
+class SamplingSeedComparison:
+    """The pre-registered pair (``method`` − ``baseline``, whole-response gold of the final actors, paired by PPO
+    seed) under each sampling seed both were drawn with, and on each actor's mean over those draws (an interval
+    over PPO seeds that averages the evaluation sample's noise)."""
+
+    baseline: str
+    method: str
+    per_sample_seed: Dict[int, Paired]
+    averaged: Paired
+
+
+def sampling_seed_comparison(records: Sequence[dict], key: str = "gold") -> Optional[SamplingSeedComparison]:
+    """On the PPO seeds whose actors of both arms of the first confirmation tier were drawn more than once, under
+    the sampling seeds all of them share; None unless two PPO seeds and two sampling seeds are left."""
+    baseline, method = CONFIRMATION_TIERS["long"][0]
+    draws: Dict[Tuple[str, int], Dict[int, float]] = {}
+    for r in records:
+        if r["arm"] in (baseline, method) and key in r and r.get("sample_seed") is not None:
+            draws.setdefault((r["arm"], r["seed"]), {})[r["sample_seed"]] = r[key]
+    redrawn = {key for key, found in draws.items() if len(found) > 1}
+    seeds = sorted({s for a, s in redrawn if a == baseline} & {s for a, s in redrawn if a == method})
+    sample_seeds = sorted(set.intersection(*(set(draws[a, s]) for s in seeds for a in (baseline, method)))) \
+        if seeds else []
+    if len(seeds) < 2 or len(sample_seeds) < 2:
+        return None
+
+    def values(arm, sample_seed=None):
+        return [draws[arm, s][sample_seed] if sample_seed is not None
+                else statistics.fmean(draws[arm, s][d] for d in sample_seeds) for s in seeds]
+
+    return SamplingSeedComparison(baseline, method,
+                                  {d: paired_difference(values(baseline, d), values(method, d)) for d in sample_seeds},
+                                  paired_difference(values(baseline), values(method)))
+
+
+def sampling_seed_text(found: SamplingSeedComparison) -> str:
+    per_draw = "; ".join(f"sampling seed {d}: {p.diff.mean:+.4f} ({p.ahead}/{p.diff.n})"
+                         for d, p in found.per_sample_seed.items())
+    return (f"{found.method} − {found.baseline}, final actors' whole-response gold paired by PPO seed, under each "
+            f"sampling seed: {per_draw}; each actor averaged over the {len(found.per_sample_seed)} draws: "
+            f"{found.averaged.diff.text(4)} ({found.averaged.ahead}/{found.averaged.diff.n}).")
 
 
 def sampling_noise(records: Sequence[dict], key: str = "gold") -> Dict[str, Tuple[int, int, float, float]]:

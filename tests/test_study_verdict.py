@@ -9,8 +9,8 @@ from scipy import stats
 
 from evaluation.study_findings import model_seed_bullet
 from evaluation.study_report import (confirmation_table, confirmation_verdicts, merge_meta, merge_runs,
-                                     model_seed_comparison, model_seed_lines, sampling_noise, seed_split,
-                                     unseen_seed_check)
+                                     model_seed_comparison, model_seed_lines, sampling_noise,
+                                     sampling_seed_comparison, seed_split, unseen_seed_check)
 
 STEPS = [0, 12, 24, 36, 48]
 
@@ -114,6 +114,23 @@ def test_sampling_noise_by_hand():
     assert within == pytest.approx((statistics.stdev([0.15, 0.17]) + 0) / 2)
     assert between == pytest.approx(statistics.stdev([0.15, 0.12]))
     assert "sft" not in sampling_noise(records)
+
+
+def test_the_pre_registered_pair_under_each_sampling_seed_by_hand():
+    gold = {("ppo-lam1", 9): {4321: 0.14, 1: 0.15, 2: 0.13}, ("mappo-lam1", 9): {4321: 0.15, 1: 0.15, 2: 0.16},
+            ("ppo-lam1", 10): {4321: 0.12, 1: 0.12, 2: 0.10}, ("mappo-lam1", 10): {4321: 0.11, 1: 0.13, 2: 0.12},
+            ("ppo-lam1", 11): {4321: 0.12}, ("mappo-lam1", 11): {4321: 0.13}}  # seed 11: one draw only
+    records = [{"arm": arm, "seed": seed, "sample_seed": d, "gold": g} for (arm, seed), draws in gold.items()
+               for d, g in draws.items()] + [{"arm": "mappo", "seed": 9, "sample_seed": 1, "gold": 0.5}]
+    found = sampling_seed_comparison(records)
+    assert sorted(found.per_sample_seed) == [1, 2, 4321]  # the sampling seeds every compared actor has
+    assert found.per_sample_seed[4321].diff.mean == pytest.approx((0.01 - 0.01) / 2)
+    assert found.per_sample_seed[2].diff.mean == pytest.approx((0.03 + 0.02) / 2)
+    assert [found.per_sample_seed[d].ahead for d in (1, 2, 4321)] == [1, 2, 1]
+    averaged = [statistics.fmean(gold["mappo-lam1", s].values()) - statistics.fmean(gold["ppo-lam1", s].values())
+                for s in (9, 10)]
+    assert found.averaged.diff.mean == pytest.approx(statistics.fmean(averaged)) and found.averaged.diff.n == 2
+    assert sampling_seed_comparison([r for r in records if r["sample_seed"] == 4321]) is None  # one draw each
 
 
 def test_reading_names_a_difference_equivalence_both_or_neither():
