@@ -8,14 +8,14 @@ resumable, each run with a time limit, then the report (:mod:`evaluation.study_r
 
 One SFT model and one reward model per task, shared by every seed and arm (trained once, seed 1234); one PPO
 run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The long task is also trained from two further SFT + RM
-seeds (:data:`MODEL_SEED_TASKS`), for the confirmation's first tier only, so that one interval covers the SFT and
-reward model's seed as well as PPO's. The order (:func:`plan_runs`): the core arms seed-major
+seeds (:data:`MODEL_SEED_TASKS`), for two pairs of arms only, so that one interval covers the SFT and reward
+model's seed as well as PPO's. The order (:func:`plan_runs`): the core arms seed-major
 (both tasks: PPO n = 1 and MA-PPO fixed n = 5 at λ = 0.95, the entropy rule, and on the long task PPO at
 λ = 1), so a budget cut leaves balanced pairs; then the sweeps arm-major (token PPO's λ ∈ {0.98, 0.99}, MA-PPO's
 n ∈ {3, 10, ∞}) with as many seeds; then the confirmation on fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: token
 PPO at its best λ of the exploration against MA-PPO at λ = 1, then MA-PPO's other λ, :data:`CONFIRMATION_TIERS`);
-then its first tier again on the further SFT + RM seeds; then the further ablations (``--ablation_seeds``: the
-randomized / parsing / ppl rules, several optimizer steps per rollout).
+then two pairs again on the further SFT + RM seeds (:data:`MODEL_SEED_PAIRS`); then the further ablations
+(``--ablation_seeds``: the randomized / parsing / ppl rules, several optimizer steps per rollout).
 Every run has a constant learning rate after warmup (so where a curve flattens is the method's doing, not a
 schedule's) and the same evaluation sampling noise (``--eval_seed``); log-probs come from the raw logits
 (``--logprobs_at_unit_temperature``, the released code's setting). A run is finished when its ``study_run.json``
@@ -101,8 +101,8 @@ TASKS = {
 MODEL_SEED_TASKS = {"long-sftrm2": ("long", 2), "long-sftrm3": ("long", 3)}
 """Task -> (the task it repeats, its SFT + RM seed): the long task with its SFT and reward model trained again from
 another seed (the base model's initialisation, the SFT / RM / PPO partition of the training rows and their order;
-the held-out prompts and the gold score are the task's own). Only the confirmation's first tier runs on them, on
-the same fresh PPO seeds, so the three SFT + RM seeds are paired seed by seed."""
+the held-out prompts and the gold score are the task's own). Only the pairs of :data:`MODEL_SEED_PAIRS` run on
+them, on the confirmation's fresh PPO seeds."""
 TASKS.update({name: replace(TASKS[base], model_seed=seed) for name, (base, seed) in MODEL_SEED_TASKS.items()})
 
 ARMS: Dict[str, Tuple[str, ...]] = {
@@ -142,6 +142,10 @@ the response: what is left between them is the macro), with the equivalence marg
 (:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran; then MA-PPO n = 5 at 0.99 and 0.95,
 token PPO at 0.99 and the entropy rule at 1 and 0.99. Tier by tier, seed-major within a tier (every arm of the tier
 at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier whole first."""
+MODEL_SEED_PAIRS = {"long": (CONFIRMATION_TIERS["long"][0], ("ppo", "mappo"))}
+"""Per task, the (token PPO, MA-PPO) pairs trained again on its further SFT + RM seeds (:data:`MODEL_SEED_TASKS`),
+in this order: the confirmation's pre-registered pair (λ = 1), then the paper's (λ = 0.95, Table 5). The task's own
+SFT + RM seed has them already: the first on the fresh seeds, the second on the exploration seeds."""
 CONFIRMATION_FLAGS = ("--eval_steps", "12")
 """The confirmation evaluates every 12 iterations instead of 4 (an evaluation costs about as much as eight training
 rollouts of the long task). Evaluations are seeded and restore every random generator afterwards
@@ -176,8 +180,8 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
               ablation_tasks: Sequence[str] = ("long",)) -> List[Run]:
     """Every run in the order it is trained: the core arms seed-major (seed 1 of every task and core arm, then
     seed 2, ...); the sweeps arm-major with as many seeds; the confirmation on fresh seeds, tier by tier,
-    seed-major (:data:`CONFIRMATION_TIERS`); its first tier on the further SFT + RM seeds (those of
-    :data:`MODEL_SEED_TASKS` in ``tasks``), seed-major across them; then the ablations arm-major with
+    seed-major (:data:`CONFIRMATION_TIERS`); the pairs of :data:`MODEL_SEED_PAIRS` on the further SFT + RM seeds
+    (those of :data:`MODEL_SEED_TASKS` in ``tasks``), pair by pair, seed-major across them; then the ablations arm-major with
     ``ablation_seeds`` (task by task in ``ablation_tasks`` order): a budget cut leaves whole arms, not thinned
     ones."""
     runs = [Run(task, arm, seed) for seed in range(1, seeds + 1) for task in tasks for arm in CORE_ARMS.get(task, ())]
@@ -185,16 +189,12 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
              for seed in range(1, seeds + 1)]
     runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for task in tasks for tier in CONFIRMATION_TIERS.get(task, ())
              for seed in confirmation_seeds(seeds) for arm in tier]
-    runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for seed in confirmation_seeds(seeds)
-             for task in tasks if task in MODEL_SEED_TASKS for arm in model_seed_arms(task)]
+    runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for base, pairs in MODEL_SEED_PAIRS.items() for pair in pairs
+             for seed in confirmation_seeds(seeds) for task in tasks if MODEL_SEED_TASKS.get(task, ("",))[0] == base
+             for arm in pair]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
-
-
-def model_seed_arms(task: str) -> Tuple[str, ...]:
-    """The arms a further SFT + RM seed runs: the first confirmation tier of the task it repeats."""
-    return CONFIRMATION_TIERS[MODEL_SEED_TASKS[task][0]][0]
 
 
 def confirmation_seeds(seeds: int) -> range:
@@ -406,7 +406,7 @@ def main(argv=None) -> None:
                         help="start no new run after this many minutes (finished runs count; rerun to go on)")
     parser.add_argument("--main_only", action="store_true", help="the core arms only, no sweeps or ablations")
     parser.add_argument("--confirmation_only", action="store_true",
-                        help="the confirmation's runs only (fresh seeds, CONFIRMATION_TIERS, and its first tier on "
+                        help="the confirmation's runs only (fresh seeds, CONFIRMATION_TIERS, and MODEL_SEED_PAIRS on "
                              "the further SFT + RM seeds)")
     parser.add_argument("--arms", nargs="+", default=None, choices=sorted(ARMS), metavar="ARM",
                         help="train only these arms (of the plan, in its order)")

@@ -17,7 +17,7 @@ from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, 
                                         paired_t_p, tost)
 from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_table, confirmation_verdicts,
                                      exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
-                                     model_seed_comparison, ordering_agreement,
+                                     model_seed_comparisons, ordering_agreement,
                                      parity_by_stop, plateau, position_groups, reading, readme_table,
                                      sampling_noise, sampling_seed_comparison, sampling_seed_text,
                                      seed_split, unseen_seed_check)
@@ -175,27 +175,31 @@ def same_lambda_bullet(groups) -> Optional[str]:
 
 
 def model_seed_bullet(summaries) -> Optional[str]:
-    """The pre-registered pair on every SFT + RM seed, with the interval that covers the model seed."""
-    found = {metric: model_seed_comparison(summaries, metric) for metric in ("gold", "rm")}
-    gold = found["gold"]
-    if not gold:
+    """The pairs of ``MODEL_SEED_PAIRS`` on every SFT + RM seed, with the interval that covers the model seed."""
+    found = model_seed_comparisons(summaries)
+    if not found:
         return None
-    adjusted = holm({metric: paired_t_p(c.across.means) for metric, c in found.items()})
+    adjusted = holm({(pair, metric): paired_t_p(c.across.means) for pair, metrics in found.items()
+                     for metric, c in metrics.items()})
     parts = []
-    for metric, c in found.items():
-        digits = 3 if metric == "gold" else 2
-        per_seed = ", ".join(f"seed {model_seed} {p.diff.mean:+.{digits}f} ({p.ahead}/{p.diff.n})"
-                             for model_seed, p in zip(c.model_seeds, c.per_model_seed))
-        reading_text = reading(c.across.mean, adjusted[metric], c.across.equivalence, "MA-PPO", "token PPO")
-        parts.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, {c.across.high:.{digits}f}] "
-                     f"({reading_text}; {per_seed})")
-    return (f"- **On {len(gold.model_seeds)} SFT + RM seeds** ({gold.method} − {gold.baseline}, final score, PPO seeds "
-            f"{_seed_range(gold.seeds)} on each of SFT + RM seeds {', '.join(map(str, gold.model_seeds))}; the "
-            f"interval is Student's t over the {len(gold.model_seeds)} model seeds' means, so it covers the SFT + RM "
-            "seed as well as the PPO seed; Holm over both metrics; report, \"The pre-registered pair on "
-            f"{len(gold.model_seeds)} SFT + RM seeds\"): " + "; ".join(parts) + ". The gold difference's standard "
-            f"deviation across model seeds {gold.across.between_sd:.4f}, across PPO seeds "
-            f"{gold.across.within_sd:.4f}.")
+    for pair, metrics in found.items():
+        cells = []
+        for metric, c in metrics.items():
+            digits = 3 if metric == "gold" else 2
+            per_seed = ", ".join(f"seed {model_seed} {p.diff.mean:+.{digits}f} ({p.ahead}/{p.diff.n})"
+                                 for model_seed, p in zip(c.model_seeds, c.per_model_seed))
+            reading_text = reading(c.across.mean, adjusted[pair, metric], c.across.equivalence, "MA-PPO",
+                                   "token PPO")
+            cells.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, "
+                         f"{c.across.high:.{digits}f}] ({reading_text}; {per_seed})")
+        gold = metrics["gold"]
+        parts.append(f"{gold.method} − {gold.baseline} at λ = {arm_lambda(gold.method):g} on SFT + RM seeds "
+                     f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each): "
+                     + ", ".join(cells) + f"; the gold difference's standard deviation across model seeds "
+                     f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f}")
+    return ("- **On several SFT + RM seeds** (final score; the interval is Student's t over the model seeds' means, so it "
+            "covers the SFT + RM seed as well as the PPO seed; Holm over these comparisons; report, \"Two pairs on "
+            "several SFT + RM seeds\"): " + "; ".join(parts) + ".")
 
 
 def n_sweep_bullet(groups) -> Optional[str]:
@@ -328,7 +332,7 @@ def scope_bullet(summaries, positions) -> str:
     by_draw = sampling_seed_comparison(positions)
     if by_draw:
         measured += " " + sampling_seed_text(by_draw)
-    not_run = ("the other arms on further SFT + RM seeds" if model_seed_comparison(summaries) else
+    not_run = ("the other arms on further SFT + RM seeds" if model_seed_comparisons(summaries) else
                "a second and third SFT + RM seed for the core comparison")
     return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + f" Not run: {not_run}, and sampling "
             "seeds for the exploration's actors (report, \"What was not run\").")

@@ -34,7 +34,8 @@ from scipy import stats as scipy_stats
 
 from evaluation.curves import Series, ema, first_crossing_step, latest_run
 from evaluation.study import (ABLATION_ARMS, ARMS, CONFIRMATION_TIERS, CORE_ARMS, LAMBDA_SWEEP, MAPPO_LAMBDA_ARMS,
-                              MAPPO_LAMBDAS, MINI_BATCH_ARMS, MODEL_SEED_TASKS, N_SWEEP, SWEEP_ARMS, TASKS,
+                              MAPPO_LAMBDAS, MINI_BATCH_ARMS, MODEL_SEED_PAIRS, MODEL_SEED_TASKS, N_SWEEP,
+                              SWEEP_ARMS, TASKS,
                               confirmation_seeds)
 from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, MARGIN_RULE,
                                         VARIATION_COVERED, AcrossModelSeeds, Equivalence, across_model_seeds,
@@ -536,77 +537,94 @@ def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
 
 @dataclass(frozen=True)
 class ModelSeedComparison:
-    """The first confirmation tier (``method`` − ``baseline``, final score) on each SFT + RM seed of the long task,
-    on the PPO seeds all of them ran: per model seed the paired difference, and across them
+    """A (token PPO, MA-PPO) pair of :data:`evaluation.study.MODEL_SEED_PAIRS` (``method`` − ``baseline``, final
+    score) on each SFT + RM seed of the long task: per model seed the paired difference over the first ``n`` PPO
+    seeds both arms share there (``n``: the fewest any model seed has), and across them
     :func:`evaluation.study_inference.across_model_seeds`."""
 
     baseline: str
     method: str
     metric: str
-    seeds: Tuple[int, ...]
-    """The PPO seeds, the same on every model seed."""
     model_seeds: Tuple[int, ...]
+    seeds: Tuple[Tuple[int, ...], ...]
+    """Per model seed, its PPO seeds."""
     per_model_seed: Tuple[Paired, ...]
     step0: Tuple[float, ...]
     """The SFT policy's score at step 0 on each model seed."""
     across: AcrossModelSeeds
 
 
-def model_seed_comparison(summaries: Sequence[dict], metric: str = "gold") -> Optional[ModelSeedComparison]:
-    """None until at least two SFT + RM seeds hold both arms on two common fresh seeds."""
+def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
+                          metric: str = "gold") -> Optional[ModelSeedComparison]:
+    """None until at least two SFT + RM seeds hold both arms of ``pair`` on two common PPO seeds."""
     tasks = {"long": TASKS["long"].model_seed, **{task: TASKS[task].model_seed for task, (base, _) in
                                                   MODEL_SEED_TASKS.items() if base == "long"}}
-    baseline, method = CONFIRMATION_TIERS["long"][0]
+    baseline, method = pair
     groups = {task: by_arm(summaries, task) for task in tasks}
-    fresh = set(seed_split(groups["long"])[1])
-    present = [task for task in tasks if baseline in groups[task] and method in groups[task]]
-    if len(present) < 2:
+    shared = {task: common_seeds(groups[task][baseline], groups[task][method]) for task in tasks
+              if baseline in groups[task] and method in groups[task]}
+    shared = {task: seeds for task, seeds in shared.items() if len(seeds) >= 2}
+    if len(shared) < 2:
         return None
-    seeds = sorted(fresh.intersection(*(common_seeds(groups[t][baseline], groups[t][method]) for t in present)))
-    if len(seeds) < 2:
-        return None
-    finals = {t: {arm: [groups[t][arm][s][metric][-1] for s in seeds] for arm in (baseline, method)} for t in present}
-    diffs = [[m - b for b, m in zip(finals[t][baseline], finals[t][method])] for t in present]
-    return ModelSeedComparison(baseline, method, metric, tuple(seeds), tuple(tasks[t] for t in present),
-                               tuple(paired_difference(finals[t][baseline], finals[t][method]) for t in present),
-                               tuple(groups[t][baseline][seeds[0]][metric][0] for t in present),
+    n = min(len(seeds) for seeds in shared.values())
+    seeds = {task: found[:n] for task, found in shared.items()}
+    finals = {t: {arm: [groups[t][arm][s][metric][-1] for s in seeds[t]] for arm in pair} for t in shared}
+    diffs = [[m - b for b, m in zip(finals[t][baseline], finals[t][method])] for t in shared]
+    return ModelSeedComparison(baseline, method, metric, tuple(tasks[t] for t in shared),
+                               tuple(tuple(seeds[t]) for t in shared),
+                               tuple(paired_difference(finals[t][baseline], finals[t][method]) for t in shared),
+                               tuple(groups[t][baseline][seeds[t][0]][metric][0] for t in shared),
                                across_model_seeds(diffs, EQUIVALENCE_MARGINS[metric]))
 
 
+def model_seed_comparisons(summaries: Sequence[dict]) -> Dict[Tuple[str, str], Dict[str, ModelSeedComparison]]:
+    """Every pair of :data:`evaluation.study.MODEL_SEED_PAIRS` measured on two or more SFT + RM seeds, both metrics."""
+    found = {}
+    for pair in MODEL_SEED_PAIRS["long"]:
+        metrics = {metric: model_seed_comparison(summaries, pair, metric) for metric in ("gold", "rm")}
+        if metrics["gold"]:
+            found[pair] = metrics
+    return found
+
+
 def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
-    """The report's section on the SFT + RM seeds: per model seed and across them, both metrics."""
-    found = {metric: model_seed_comparison(summaries, metric) for metric in ("gold", "rm")}
-    if not found["gold"]:
+    """The report's section on the SFT + RM seeds: per pair, per model seed and across them, both metrics."""
+    found = model_seed_comparisons(summaries)
+    if not found:
         return []
-    gold = found["gold"]
     tasks = ", ".join(task for task, (base, _) in MODEL_SEED_TASKS.items() if base == "long")
-    lines = [f"#### The pre-registered pair on {len(gold.model_seeds)} SFT + RM seeds", "",
-             f"The confirmation's first tier, {gold.method} − {gold.baseline} (final score, paired by PPO seed), with "
-             f"the SFT and reward model trained from seed {', '.join(map(str, gold.model_seeds))} "
-             f"(`MODEL_SEED_TASKS`: {tasks}; the seed sets the base model's initialisation, the SFT / RM / PPO "
-             f"partition of the training rows and their order), each on PPO seeds {_seed_text(gold.seeds)[6:]}. The "
-             f"*across* row's interval is Student's t over the {len(gold.model_seeds)} model seeds' means "
-             f"({len(gold.model_seeds) - 1} degrees of freedom): it covers the SFT + RM seed as well as the PPO seed; "
-             "its equivalence test is TOST over the same means. RM differences are each model seed's own reward "
-             "model's scale.", "",
-             "| SFT + RM seed | PPO seeds | step-0 gold (SFT policy) | step-0 RM | gold − "
-             f"{gold.baseline} [t CI] (ahead) | RM − {gold.baseline} [t CI] (ahead) |",
-             "|---|---|---|---|---|---|"]
-    for i, model_seed in enumerate(gold.model_seeds):
-        cells = [f"{m.per_model_seed[i].diff.text(3 if m.metric == 'gold' else 2)} ({m.per_model_seed[i].ahead}/"
-                 f"{m.per_model_seed[i].diff.n})" for m in (gold, found["rm"])]
-        lines.append(f"| {model_seed} | {len(gold.seeds)} | {gold.step0[i]:.4f} | {found['rm'].step0[i]:.3f} | "
-                     f"{cells[0]} | {cells[1]} |")
-    cells = [f"{m.across.mean:.{d}f} [{m.across.low:.{d}f}, {m.across.high:.{d}f}]; "
-             f"{'equivalent' if m.across.equivalence.equivalent else 'not shown equivalent'} within "
-             f"±{m.across.equivalence.margin:g} (90% CI [{m.across.equivalence.low:.{d}f}, "
-             f"{m.across.equivalence.high:.{d}f}])" for m, d in ((gold, 3), (found["rm"], 2))]
-    lines += [f"| across | {len(gold.seeds)} × {len(gold.model_seeds)} | | | {cells[0]} | {cells[1]} |", ""]
-    for m in (gold, found["rm"]):
-        lines.append(f"- {m.metric}: the difference's standard deviation across PPO seeds (within a model seed) "
-                     f"{m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method of moments); "
-                     f"that the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}.")
-    return lines + [""]
+    lines = ["#### Two pairs on several SFT + RM seeds", "",
+             "MA-PPO n = 5 − token PPO at the same λ (final score, paired by PPO seed), with the SFT and reward model "
+             f"trained from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed "
+             "sets the base model's initialisation, the SFT / RM / PPO partition of the training rows and their "
+             "order): the confirmation's pre-registered pair at λ = 1, and the paper's at λ = 0.95 (on seed 1234 its "
+             "runs are the exploration's, made on another machine; on the others, fresh seeds). The *across* row's "
+             "interval is Student's t over the model seeds' means (degrees of freedom: model seeds − 1): it covers "
+             "the SFT + RM seed as well as the PPO seed; its equivalence test is TOST over the same means. RM "
+             "differences are each model seed's own reward model's scale.", "",
+             "| pair | SFT + RM seed | PPO seeds | step-0 gold (SFT policy) | step-0 RM | gold difference [t CI] (ahead) "
+             "| RM difference [t CI] (ahead) |",
+             "|---|---|---|---|---|---|---|"]
+    notes = []
+    for (baseline, method), metrics in found.items():
+        gold, rm = metrics["gold"], metrics["rm"]
+        name = f"{method} − {baseline}"
+        for i, model_seed in enumerate(gold.model_seeds):
+            cells = [f"{m.per_model_seed[i].diff.text(d)} ({m.per_model_seed[i].ahead}/{m.per_model_seed[i].diff.n})"
+                     for m, d in ((gold, 3), (rm, 2))]
+            lines.append(f"| {name} | {model_seed} | {_seed_text(gold.seeds[i])[6:]} | {gold.step0[i]:.4f} | "
+                         f"{rm.step0[i]:.3f} | {cells[0]} | {cells[1]} |")
+        cells = [f"{m.across.mean:.{d}f} [{m.across.low:.{d}f}, {m.across.high:.{d}f}]; "
+                 f"{'equivalent' if m.across.equivalence.equivalent else 'not shown equivalent'} within "
+                 f"±{m.across.equivalence.margin:g} (90% CI [{m.across.equivalence.low:.{d}f}, "
+                 f"{m.across.equivalence.high:.{d}f}])" for m, d in ((gold, 3), (rm, 2))]
+        lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
+                     f"{cells[1]} |")
+        notes += [f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model seed) "
+                  f"{m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method of moments); that "
+                  f"the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}."
+                  for m in (gold, rm)]
+    return lines + [""] + notes + [""]
 
 
 def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Dict[str, Tuple[int, int, Tuple]]:
@@ -794,14 +812,20 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                                  for arm in dict.fromkeys(a for a, _ in missing))
                      + f"): {len(missing) * cpu / 3600:.1f} CPU hours (`bash scripts/reproduce/study.sh` trains them "
                      "next).")
+    further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for seed in fresh
+               for task, (base, _) in MODEL_SEED_TASKS.items() if base == "long" for arm in pair
+               if seed not in by_arm(summaries, task).get(arm, {})]
+    if further:
+        lines.append(f"- The pairs of `MODEL_SEED_PAIRS` on the further SFT + RM seeds ({len(further)} runs: "
+                     + ", ".join(f"{task}/{arm} {_seed_text(sorted(s for t, a, s in further if (t, a) == (task, arm)))}"
+                                 for task, arm in sorted(dict.fromkeys((t, a) for t, a, _ in further),
+                                                         key=lambda pair: pair[0]))
+                     + f"): {len(further) * cpu / 3600:.1f} CPU hours plus 2 × (SFT + RM: about 4 minutes of 2 cores) "
+                     "where they are missing (`bash scripts/reproduce/study.sh` trains them after the confirmation).")
     plateau_hours = len(arms) * len(exploration) * cpu / 3600
     lines += [f"- A plateau: doubling the long task's {groups['ppo'][exploration[0]]['steps'][-1]} iterations for the "
               f"{len(arms)} arms × {len(exploration)} exploration seeds costs another {plateau_hours:.1f} CPU hours, "
               "and whether 96 iterations reach a plateau is itself unknown.",
-              f"- The paper's λ = 0.95 pair (PPO and MA-PPO n = 5) on the further SFT + RM seeds (only the "
-              f"pre-registered pair at λ = 1 ran there), {len(exploration)} seeds each: "
-              f"{2 * 2 * len(exploration)} runs = {2 * 2 * len(exploration) * cpu / 3600:.1f} CPU hours on the same SFT "
-              "and reward models (`plan_runs` puts only `CONFIRMATION_TIERS`' first tier on `MODEL_SEED_TASKS`).",
               "- Several evaluation sampling seeds for every run: a run's evaluations are seeded (`--eval_seed`); "
               "drawing its final actor again under other seeds is `python -m evaluation.study_positions "
               "--sample_seeds ...` (report, \"The evaluation's own sampling noise\", for the actors kept on the "

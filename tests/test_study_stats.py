@@ -149,10 +149,12 @@ def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
     assert {r.extra for r in runs[24:24 + count]} == {study.CONFIRMATION_FLAGS}
     command = study.ppo_command(runs[24], "OUT", "SFT", "RM")
     assert [command[i + 1] for i, flag in enumerate(command) if flag == "--eval_steps"] == ["4", "12"]  # last wins
-    again = [(r.task, r.arm, r.seed) for r in runs[24 + count:24 + count + 8]]  # tier 1 on the other SFT + RM seeds
-    assert again == [(task, arm, seed) for seed in (3, 4) for task in study.MODEL_SEED_TASKS for arm in first]
-    assert {r.extra for r in runs[24 + count:24 + count + 8]} == {study.CONFIRMATION_FLAGS}
-    ablations = [(r.task, r.arm) for r in runs[24 + count + 8:]]
+    again = [(r.task, r.arm, r.seed) for r in runs[24 + count:24 + count + 16]]  # the pairs on the other SFT + RM seeds
+    assert again == [(task, arm, seed) for pair in (first, ("ppo", "mappo")) for seed in (3, 4)
+                     for task in study.MODEL_SEED_TASKS for arm in pair]
+    assert study.MODEL_SEED_PAIRS["long"][0] == first and {r.extra for r in runs[24 + count:24 + count + 16]} == {
+        study.CONFIRMATION_FLAGS}
+    ablations = [(r.task, r.arm) for r in runs[24 + count + 16:]]
     assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
     assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
     assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned

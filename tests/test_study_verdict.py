@@ -145,29 +145,38 @@ def test_reading_names_a_difference_equivalence_both_or_neither():
     assert reading(0.005, 0.2, wide, "MA-PPO", "token PPO").startswith("undecided")
 
 
-def test_the_pre_registered_pair_across_sft_rm_seeds_by_hand():
+def test_the_pairs_across_sft_rm_seeds_by_hand():
     # the long task (SFT + RM seed 1234): fresh seeds 5-8 above, mappo-lam1 − ppo-lam1 gold +0.010, +0.006, +0.002,
     # +0.002 (its exploration seeds 1-4 of ppo-lam1 have no MA-PPO partner and must not count); two further model
-    # seeds on the same fresh seeds, one of them also with a seed 9 the others lack
+    # seeds, the second with a seed 9 more (the first 4 shared seeds count on each: the fewest any model seed has)
     second = ([run("ppo-lam1", s, 0.14, rm=4.5, task="long-sftrm2") for s in (5, 6, 7, 8, 9)]
               + [run("mappo-lam1", s, 0.14 + d, rm=4.4, task="long-sftrm2")
                  for s, d in zip((5, 6, 7, 8, 9), (0.0, -0.004, 0.002, 0.002, 0.5))])
     third = ([run("ppo-lam1", s, 0.13, task="long-sftrm3") for s in (5, 6, 7, 8)]
              + [run("mappo-lam1", s, 0.13 + d, task="long-sftrm3") for s, d in zip((5, 6, 7, 8), (0.02, 0.0, 0.01, 0.01))])
     summaries = EXPLORATION + CONFIRMATION + second + third
-    gold = model_seed_comparison(summaries)
-    assert gold.seeds == (5, 6, 7, 8) and gold.model_seeds == (1234, 2, 3)
+    pair = ("ppo-lam1", "mappo-lam1")
+    gold = model_seed_comparison(summaries, pair)
+    assert gold.seeds == ((5, 6, 7, 8),) * 3 and gold.model_seeds == (1234, 2, 3)
     means = [0.005, 0.0, 0.01]
     assert [p.diff.mean for p in gold.per_model_seed] == pytest.approx(means)
     assert [p.ahead for p in gold.per_model_seed] == [4, 2, 3]
     assert gold.across.mean == pytest.approx(0.005)
     half = stats.t.ppf(0.975, 2) * statistics.stdev(means) / 3 ** 0.5
     assert (gold.across.low, gold.across.high) == pytest.approx((0.005 - half, 0.005 + half))
-    rm = model_seed_comparison(summaries, "rm")
+    rm = model_seed_comparison(summaries, pair, "rm")
     assert [p.diff.mean for p in rm.per_model_seed] == pytest.approx([0.1 - 0.065, -0.1, 0.0])
     assert gold.step0 == (0.07, 0.07, 0.07)
-    assert model_seed_comparison(EXPLORATION + CONFIRMATION) is None  # one model seed: nothing to pool
-    lines = "\n".join(model_seed_lines(summaries))
-    assert "| 2 | 4 | 0.0700 | 2.500 | 0.000 [" in lines and "| across | 4 × 3 |" in lines
-    bullet = model_seed_bullet(summaries)
-    assert bullet.startswith("- **On 3 SFT + RM seeds** (mappo-lam1 − ppo-lam1") and "seed 2 +0.000 (2/4)" in bullet
+    assert model_seed_comparison(EXPLORATION + CONFIRMATION, pair) is None  # one model seed: nothing to pool
+    # the paper's pair: on seed 1234 the exploration's seeds 1-4 (mappo − ppo +0.035 each), on seed 2 fresh seeds
+    paper = [run("ppo", s, 0.10, task="long-sftrm2") for s in (5, 6, 7, 8)] + [
+        run("mappo", s, 0.12 + s / 1000, task="long-sftrm2") for s in (5, 6, 7, 8)]
+    lam095 = model_seed_comparison(summaries + paper, ("ppo", "mappo"))
+    assert lam095.seeds == ((1, 2, 3, 4), (5, 6, 7, 8)) and lam095.model_seeds == (1234, 2)
+    assert [p.diff.mean for p in lam095.per_model_seed] == pytest.approx([0.035, 0.0265])
+    lines = "\n".join(model_seed_lines(summaries + paper))
+    assert "| mappo-lam1 − ppo-lam1 | 2 | 5-8 | 0.0700 | 2.500 | 0.000 [" in lines
+    assert "| mappo − ppo | 2 | 5-8 |" in lines and "| mappo-lam1 − ppo-lam1 | across 3 | 4 each |" in lines
+    bullet = model_seed_bullet(summaries + paper)
+    assert "mappo-lam1 − ppo-lam1 at λ = 1 on SFT + RM seeds 1234, 2, 3 (4 PPO seeds each)" in bullet
+    assert "seed 2 +0.000 (2/4)" in bullet and "mappo − ppo at λ = 0.95 on SFT + RM seeds 1234, 2" in bullet
