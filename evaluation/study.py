@@ -6,11 +6,11 @@ resumable, each run with a time limit, then the report (:mod:`evaluation.study_r
     python -m evaluation.study plan --out outputs/study           # list the runs and which are finished
     python -m evaluation.study verify --out outputs/study-verify  # retrain one run, compare with docs/study
 
-One SFT model and one reward model per task, shared by every seed and arm (trained once, seed 1234); one PPO
-run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The long task is also trained from two further SFT + RM
-seeds (:data:`MODEL_SEED_TASKS`), for two pairs of arms only, so that one interval covers the SFT and reward
-model's seed as well as PPO's. The order (:func:`plan_runs`): the core arms seed-major
-(both tasks: PPO n = 1 and MA-PPO fixed n = 5 at λ = 0.95, the entropy rule, and on the long task PPO at
+One SFT model and one reward model per task, shared by every seed and arm (trained once, ``--seed`` the task's
+``model_seed``: 1234); one PPO run per (task, arm, seed) under ``OUT/TASK/ARM/seedS``. The long task is also
+trained from two further SFT + RM seeds (:data:`MODEL_SEED_TASKS`), for two pairs of arms only, so that one
+interval covers the SFT and reward model's seed as well as PPO's. The order (:func:`plan_runs`): the core arms
+seed-major (both tasks: PPO n = 1 and MA-PPO fixed n = 5 at λ = 0.95, the entropy rule, and on the long task PPO at
 λ = 1), so a budget cut leaves balanced pairs; then the sweeps arm-major (token PPO's λ ∈ {0.98, 0.99}, MA-PPO's
 n ∈ {3, 10, ∞}) with as many seeds; then the confirmation on fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: token
 PPO at its best λ of the exploration against MA-PPO at λ = 1, then MA-PPO's other λ, :data:`CONFIRMATION_TIERS`);
