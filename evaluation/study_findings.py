@@ -196,7 +196,8 @@ def model_seed_bullet(summaries) -> Optional[str]:
         parts.append(f"{gold.method} − {gold.baseline} at λ = {arm_lambda(gold.method):g} on SFT + RM seeds "
                      f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each): "
                      + ", ".join(cells) + f"; the gold difference's standard deviation across model seeds "
-                     f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f}")
+                     f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f} (that the model "
+                     f"seeds' mean gold differences are equal: one-way ANOVA p {format_p(gold.across.p_differ)})")
     return ("- **On several SFT + RM seeds** (final score; the interval is Student's t over the model seeds' means, so it "
             "covers the SFT + RM seed as well as the PPO seed; Holm over these comparisons; report, \"Two pairs on "
             "several SFT + RM seeds\"): " + "; ".join(parts) + ".")
