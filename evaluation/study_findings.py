@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from evaluation.study import MAPPO_LAMBDA_ARMS
+from evaluation.study import MAPPO_LAMBDA_ARMS, TASKS
 from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p, holm,
                                         paired_t_p, tost)
 from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_table, confirmation_verdicts,
@@ -104,7 +104,8 @@ def paper_lambda_bullet(groups) -> Optional[str]:
     lengths = {arm: statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("ppo", "mappo")}
     gold_diffs = [a - b for a, b in zip(_finals(groups, "mappo", "gold", seeds), _finals(groups, "ppo", "gold", seeds))]
     new = mean_estimate(gold_diffs)
-    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds**: "
+    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds** (SFT + "
+            f"RM seed {TASKS['long'].model_seed}): "
             f"{gold} (Holm p {format_p(tests['mappo', 'gold'])}), a new seed's difference predicted in "
             f"[{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} seeds, and "
             f"the mean difference {rm} (Holm p {format_p(tests['mappo', 'rm'])}) is pulled down by "
@@ -169,7 +170,8 @@ def same_lambda_bullet(groups) -> Optional[str]:
             cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}; "
                          f"{reading(equivalence.mean, adjusted[arm, metric], equivalence, 'MA-PPO', 'token PPO')})")
         parts.append(f"{arm} − {base} at λ = {arm_lambda(arm):g}: " + ", ".join(cells))
-    return ("- **At the same λ, on the fresh seeds** (Holm over these comparisons; equivalence within the margins): "
+    return (f"- **At the same λ, on the fresh seeds** (SFT + RM seed {TASKS['long'].model_seed}; Holm over these "
+            "comparisons; equivalence within the margins): "
             + "; ".join(parts) + ". At λ = 1 neither method discounts the terminal reward along the response, so "
             "what is left between them is the macro itself (its value estimates and its per-macro update).")
 
@@ -343,7 +345,7 @@ def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> Lis
     """The README's study bullets, in order."""
     groups = by_arm(summaries, "long")
     bullets = [verdict_bullet(groups), same_lambda_bullet(groups) if MAPPO_LAMBDA_ARMS else None,
-               model_seed_bullet(summaries), paper_lambda_bullet(groups), same_weight_bullet(groups, positions),
+               paper_lambda_bullet(groups), model_seed_bullet(summaries), same_weight_bullet(groups, positions),
                n_sweep_bullet(groups),
                positions_bullet(groups, positions), collapse_bullet(groups),
                length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
