@@ -67,8 +67,9 @@ def verdict_bullet(groups) -> Optional[str]:
         candidates = mappo_family(groups, gold.seeds)
         mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
                  if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
-        text += (f"On fresh seeds {_seed_range(gold.seeds)} ({len(gold.seeds)} per arm, trained after the margin and "
-                 f"the candidates were fixed), {mappo} − token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
+        text += (f"On fresh seeds {_seed_range(gold.seeds)} (SFT + RM seed {TASKS['long'].model_seed}; "
+                 f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed), {mappo} − "
+                 f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
                  f"{_seed_range(exploration)}): ")
     else:
         text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
