@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from evaluation.study import MAPPO_LAMBDA_ARMS, TASKS
-from evaluation.study_inference import (COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p, holm,
+from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p, holm,
                                         paired_t_p, tost)
 from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_table, confirmation_verdicts,
                                      exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
@@ -184,7 +184,7 @@ def model_seed_bullet(summaries) -> Optional[str]:
         return None
     adjusted = holm({(pair, metric): paired_t_p(c.across.means) for pair, metrics in found.items()
                      for metric, c in metrics.items()})
-    parts = []
+    parts, gold_readings = [], []
     for pair, metrics in found.items():
         cells = []
         for metric, c in metrics.items():
@@ -193,6 +193,8 @@ def model_seed_bullet(summaries) -> Optional[str]:
                                  for model_seed, p in zip(c.model_seeds, c.per_model_seed))
             reading_text = reading(c.across.mean, adjusted[pair, metric], c.across.equivalence, "MA-PPO",
                                    "token PPO")
+            if metric == "gold":
+                gold_readings.append(reading_text)
             cells.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, "
                          f"{c.across.high:.{digits}f}] ({reading_text}; {per_seed})")
         gold = metrics["gold"]
@@ -201,9 +203,17 @@ def model_seed_bullet(summaries) -> Optional[str]:
                      + ", ".join(cells) + f"; the gold difference's standard deviation across model seeds "
                      f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f} (that the model "
                      f"seeds' mean gold differences are equal: one-way ANOVA p {format_p(gold.across.p_differ)})")
-    return ("- **On several SFT + RM seeds** (final score; the interval is Student's t over the model seeds' means, so it "
-            "covers the SFT + RM seed as well as the PPO seed; Holm over these comparisons; report, \"Two pairs on "
-            "several SFT + RM seeds\"): " + "; ".join(parts) + ".")
+    golds = [metrics["gold"] for metrics in found.values()]
+    seeds = sorted({model_seed for gold in golds for model_seed in gold.model_seeds})
+    headline = f"On {len(seeds)} SFT + RM seeds, " + (
+        "neither pair's gold difference is decided" if all(r.startswith("undecided") for r in gold_readings) else
+        "; ".join(f"{g.method} − {g.baseline}: {r}" for g, r in zip(golds, gold_readings)))
+    if all(gold.across.p_differ < ALPHA for gold in golds):
+        headline += (", and the SFT + RM seed changes the gap (one-way ANOVA p < 0.05 for every pair): the bullets "
+                     f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
+    return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
+            "SFT + RM seed as well as the PPO seed; Holm over these comparisons; report, \"Two pairs on several "
+            "SFT + RM seeds\". " + "; ".join(parts) + ".")
 
 
 def n_sweep_bullet(groups) -> Optional[str]:

@@ -812,6 +812,20 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                                  for arm in dict.fromkeys(a for a, _ in missing))
                      + f"): {len(missing) * cpu / 3600:.1f} CPU hours (`bash scripts/reproduce/study.sh` trains them "
                      "next).")
+    for (baseline, method), metrics in model_seed_comparisons(summaries).items():
+        gold = metrics["gold"].across
+        if gold.equivalence.equivalent:
+            continue
+        need = seeds_for_equivalence(gold.means, EQUIVALENCE_MARGINS["gold"])
+        runs = 2 * len(metrics["gold"].seeds[0])
+        lines.append(f"- SFT + RM seeds to decide {method} − {baseline} on gold: the interval across model seeds "
+                     "narrows with model seeds, not PPO seeds; " + (
+                         f"if further model seeds kept the observed mean ({gold.mean:+.4f}) and spread of the model "
+                         f"seeds' means, equivalence within ±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} "
+                         f"model seeds ({need - len(gold.means)} more, each an SFT and a reward model and {runs} runs: "
+                         f"{(need - len(gold.means)) * runs * cpu / 3600:.1f} CPU hours plus the models)"
+                         if need else "the observed mean lies outside the margin: more model seeds would test a "
+                         "difference, not equivalence") + ".")
     further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for seed in fresh
                for task, (base, _) in MODEL_SEED_TASKS.items() if base == "long" for arm in pair
                if seed not in by_arm(summaries, task).get(arm, {})]

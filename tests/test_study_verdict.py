@@ -9,7 +9,7 @@ from scipy import stats
 
 from evaluation.study_findings import model_seed_bullet
 from evaluation.study_report import (confirmation_table, confirmation_verdicts, merge_meta, merge_runs,
-                                     model_seed_comparison, model_seed_lines, sampling_noise,
+                                     model_seed_comparison, model_seed_lines, not_run_lines, sampling_noise,
                                      sampling_seed_comparison, seed_split, unseen_seed_check)
 
 STEPS = [0, 12, 24, 36, 48]
@@ -180,3 +180,7 @@ def test_the_pairs_across_sft_rm_seeds_by_hand():
     bullet = model_seed_bullet(summaries + paper)
     assert "mappo-lam1 − ppo-lam1 at λ = 1 on SFT + RM seeds 1234, 2, 3 (4 PPO seeds each)" in bullet
     assert "seed 2 +0.000 (2/4)" in bullet and "mappo − ppo at λ = 0.95 on SFT + RM seeds 1234, 2" in bullet
+    assert bullet.startswith("- **On 3 SFT + RM seeds, ")
+    costs = "\n".join(not_run_lines(summaries + paper))
+    assert "SFT + RM seeds to decide mappo-lam1 − ppo-lam1 on gold" in costs  # pair 1 is not shown equivalent
+    assert "long-sftrm3/ppo seeds 5-8" in costs and "long-sftrm2/ppo " not in costs  # what of pair 2 is missing
