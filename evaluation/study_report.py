@@ -620,6 +620,12 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
                  f"{m.across.equivalence.high:.{d}f}])" for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
+        for task in (t for t, (base, _) in MODEL_SEED_TASKS.items() if base == "long"):
+            found_here = collapses({arm: runs for arm, runs in by_arm(summaries, task).items() if arm in (baseline, method)})
+            notes.append(f"- {name}, collapses on {task} (eval length below {COLLAPSE_FRACTION:.0%} of step 0, evaluated "
+                         "every 12 iterations): " + ("; ".join(f"{arm} seed {seed}: {event.text()}"
+                                                             for arm, events in found_here.items()
+                                                             for seed, event in events.items()) or "none") + ".")
         notes += [f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model seed) "
                   f"{m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method of moments); that "
                   f"the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}."

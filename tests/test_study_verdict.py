@@ -150,7 +150,7 @@ def test_the_pairs_across_sft_rm_seeds_by_hand():
     # +0.002 (its exploration seeds 1-4 of ppo-lam1 have no MA-PPO partner and must not count); two further model
     # seeds, the second with a seed 9 more (the first 4 shared seeds count on each: the fewest any model seed has)
     second = ([run("ppo-lam1", s, 0.14, rm=4.5, task="long-sftrm2") for s in (5, 6, 7, 8, 9)]
-              + [run("mappo-lam1", s, 0.14 + d, rm=4.4, task="long-sftrm2")
+              + [run("mappo-lam1", s, 0.14 + d, rm=4.4, length=40.0 if s == 6 else 100.0, task="long-sftrm2")
                  for s, d in zip((5, 6, 7, 8, 9), (0.0, -0.004, 0.002, 0.002, 0.5))])
     third = ([run("ppo-lam1", s, 0.13, task="long-sftrm3") for s in (5, 6, 7, 8)]
              + [run("mappo-lam1", s, 0.13 + d, task="long-sftrm3") for s, d in zip((5, 6, 7, 8), (0.02, 0.0, 0.01, 0.01))])
@@ -176,6 +176,10 @@ def test_the_pairs_across_sft_rm_seeds_by_hand():
     assert [p.diff.mean for p in lam095.per_model_seed] == pytest.approx([0.035, 0.0265])
     lines = "\n".join(model_seed_lines(summaries + paper))
     assert "| mappo-lam1 − ppo-lam1 | 2 | 5-8 | 0.0700 | 2.500 | 0.000 [" in lines
+    assert "collapses on long-sftrm2 (eval length below 50% of step 0, evaluated every 12 iterations): mappo-lam1 " \
+           "seed 6: 116 → 40 at step 48, final 40 (ends collapsed)." in lines
+    assert "mappo-lam1 − ppo-lam1, collapses on long-sftrm3 (eval length below 50% of step 0, evaluated every 12 " \
+           "iterations): none." in lines
     assert "| mappo − ppo | 2 | 5-8 |" in lines and "| mappo-lam1 − ppo-lam1 | across 3 | 4 each |" in lines
     bullet = model_seed_bullet(summaries + paper)
     assert "mappo-lam1 − ppo-lam1 at λ = 1 on SFT + RM seeds 1234, 2, 3 (4 PPO seeds each)" in bullet
