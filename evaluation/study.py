@@ -190,11 +190,15 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
     runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for task in tasks for tier in CONFIRMATION_TIERS.get(task, ())
              for seed in confirmation_seeds(seeds) for arm in tier]
     runs += [Run(task, arm, seed, CONFIRMATION_FLAGS) for base, pairs in MODEL_SEED_PAIRS.items() for pair in pairs
-             for seed in confirmation_seeds(seeds) for task in tasks if MODEL_SEED_TASKS.get(task, ("",))[0] == base
-             for arm in pair]
+             for seed in confirmation_seeds(seeds) for task in model_seed_tasks(base) if task in tasks for arm in pair]
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
+
+
+def model_seed_tasks(base: str) -> List[str]:
+    """The tasks that repeat ``base`` from further SFT + RM seeds (:data:`MODEL_SEED_TASKS`)."""
+    return [task for task, (repeated, _) in MODEL_SEED_TASKS.items() if repeated == base]
 
 
 def confirmation_seeds(seeds: int) -> range:

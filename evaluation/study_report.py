@@ -34,9 +34,9 @@ from scipy import stats as scipy_stats
 
 from evaluation.curves import Series, ema, first_crossing_step, latest_run
 from evaluation.study import (ABLATION_ARMS, ARMS, CONFIRMATION_TIERS, CORE_ARMS, LAMBDA_SWEEP, MAPPO_LAMBDA_ARMS,
-                              MAPPO_LAMBDAS, MINI_BATCH_ARMS, MODEL_SEED_PAIRS, MODEL_SEED_TASKS, N_SWEEP,
+                              MAPPO_LAMBDAS, MINI_BATCH_ARMS, MODEL_SEED_PAIRS, N_SWEEP,
                               SWEEP_ARMS, TASKS,
-                              confirmation_seeds)
+                              confirmation_seeds, model_seed_tasks)
 from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, MARGIN_RULE,
                                         VARIATION_COVERED, AcrossModelSeeds, Equivalence, across_model_seeds,
                                         best_arm, collapse, format_p, held_out_best_vs_best, holm, paired_t_p,
@@ -557,8 +557,7 @@ class ModelSeedComparison:
 def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
                           metric: str = "gold") -> Optional[ModelSeedComparison]:
     """None until at least two SFT + RM seeds hold both arms of ``pair`` on two common PPO seeds."""
-    tasks = {"long": TASKS["long"].model_seed, **{task: TASKS[task].model_seed for task, (base, _) in
-                                                  MODEL_SEED_TASKS.items() if base == "long"}}
+    tasks = {task: TASKS[task].model_seed for task in ("long", *model_seed_tasks("long"))}
     baseline, method = pair
     groups = {task: by_arm(summaries, task) for task in tasks}
     shared = {task: common_seeds(groups[task][baseline], groups[task][method]) for task in tasks
@@ -592,7 +591,7 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
     found = model_seed_comparisons(summaries)
     if not found:
         return []
-    tasks = ", ".join(task for task, (base, _) in MODEL_SEED_TASKS.items() if base == "long")
+    tasks = ", ".join(model_seed_tasks("long"))
     lines = ["#### Two pairs on several SFT + RM seeds", "",
              "MA-PPO n = 5 − token PPO at the same λ (final score, paired by PPO seed), with the SFT and reward model "
              f"trained from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed "
@@ -620,7 +619,7 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
                  f"{m.across.equivalence.high:.{d}f}])" for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
-        for task in (t for t, (base, _) in MODEL_SEED_TASKS.items() if base == "long"):
+        for task in model_seed_tasks("long"):
             found_here = collapses({arm: runs for arm, runs in by_arm(summaries, task).items() if arm in (baseline, method)})
             notes.append(f"- {name}, collapses on {task} (eval length below {COLLAPSE_FRACTION:.0%} of step 0, evaluated "
                          "every 12 iterations): " + ("; ".join(f"{arm} seed {seed}: {event.text()}"
@@ -833,7 +832,7 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                          if need else "the observed mean lies outside the margin: more model seeds would test a "
                          "difference, not equivalence") + ".")
     further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for seed in fresh
-               for task, (base, _) in MODEL_SEED_TASKS.items() if base == "long" for arm in pair
+               for task in model_seed_tasks("long") for arm in pair
                if seed not in by_arm(summaries, task).get(arm, {})]
     if further:
         lines.append(f"- The pairs of `MODEL_SEED_PAIRS` on the further SFT + RM seeds ({len(further)} runs: "
