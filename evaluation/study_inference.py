@@ -18,6 +18,8 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 ALPHA = 0.05
+LEVEL = 0.95
+"""The confidence level of every two-sided interval the study reports."""
 
 EQUIVALENCE_MARGINS = {"gold": 0.010, "rm": 0.067}
 """The equivalence margin Δ per metric, fixed before MA-PPO's λ arms were run: one third of what tuning token PPO's
@@ -50,6 +52,17 @@ def format_p(p: float) -> str:
 def _standard_error(values: Sequence[float]) -> Tuple[float, float, int]:
     values = np.asarray(values, dtype=float)
     return float(values.mean()), float(values.std(ddof=1) / math.sqrt(len(values))), len(values)
+
+
+def t_interval(values: Sequence[float], level: float = LEVEL, new_seed: bool = False) -> Tuple[float, float]:
+    """Student's t interval over seeds: for the mean (mean ± t·s/√n), or with ``new_seed`` the prediction
+    interval of one further seed's value (mean ± t·s·√(1 + 1/n)); NaNs with fewer than two values."""
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n < 2:
+        return math.nan, math.nan
+    half = scipy_stats.t.ppf((1 + level) / 2, n - 1) * values.std(ddof=1) * math.sqrt((1 if new_seed else 0) + 1 / n)
+    return float(values.mean() - half), float(values.mean() + half)
 
 
 def paired_t_p(diffs: Sequence[float]) -> float:
@@ -175,17 +188,16 @@ class AcrossModelSeeds:
     equivalence: Equivalence
 
 
-def across_model_seeds(diffs: Sequence[Sequence[float]], margin: float, level: float = 0.95) -> AcrossModelSeeds:
+def across_model_seeds(diffs: Sequence[Sequence[float]], margin: float, level: float = LEVEL) -> AcrossModelSeeds:
     """``diffs[k]``: the paired differences (one per PPO seed, as many on every model seed) on model seed k."""
     groups = [np.asarray(d, dtype=float) for d in diffs]
     if len(groups) < 2 or len({len(g) for g in groups}) != 1 or len(groups[0]) < 2:
         raise ValueError("need at least two model seeds with the same number (at least two) of PPO seeds each")
     means = np.array([g.mean() for g in groups])
-    n, k = len(groups[0]), len(groups)
+    n = len(groups[0])
     within = float(np.mean([g.var(ddof=1) for g in groups]))
-    half = scipy_stats.t.ppf((1 + level) / 2, k - 1) * means.std(ddof=1) / math.sqrt(k)
-    return AcrossModelSeeds(tuple(float(m) for m in means), float(means.mean()), float(means.mean() - half),
-                            float(means.mean() + half), math.sqrt(within),
+    return AcrossModelSeeds(tuple(float(m) for m in means), float(means.mean()), *t_interval(means, level),
+                            math.sqrt(within),
                             math.sqrt(max(0.0, float(means.var(ddof=1)) - within / n)),
                             float(scipy_stats.f_oneway(*groups).pvalue), tost(means, margin))
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from evaluation.plots import COLORS, save_figure, plt
 from evaluation.study import ARMS, CORE_ARMS, LAMBDA_SWEEP, N_SWEEP
-from evaluation.study_report import METRICS, arm_lambda, by_arm, common_seeds, mean_estimate, seed_split, t_interval
+from evaluation.study_inference import t_interval
+from evaluation.study_report import METRICS, arm_lambda, by_arm, common_seeds, mean_estimate, seed_split
 
 BAND = "band: 95% t CI of the seed mean"
 GROUPS = (("λ (token PPO)", LAMBDA_SWEEP + ("mappo",)),

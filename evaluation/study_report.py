@@ -37,16 +37,15 @@ from evaluation.study import (ABLATION_ARMS, ARMS, CONFIRMATION_TIERS, CORE_ARMS
                               MAPPO_LAMBDAS, MINI_BATCH_ARMS, MODEL_SEED_PAIRS, N_SWEEP,
                               SWEEP_ARMS, TASKS,
                               confirmation_seeds, model_seed_tasks)
-from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, MARGIN_RULE,
+from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, LEVEL, MARGIN_RULE,
                                         VARIATION_COVERED, AcrossModelSeeds, Equivalence, across_model_seeds,
                                         best_arm, collapse, format_p, held_out_best_vs_best, holm, paired_t_p,
-                                        seeds_for_equivalence, tost)
+                                        seeds_for_equivalence, t_interval, tost)
 from evaluation.training_summary import read_metrics
 from dschat.utils.cli import ArgumentParser
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
 N_BOOT = 10000
-LEVEL = 0.95
 SMOOTHING = 0.6
 
 
@@ -70,17 +69,6 @@ def bootstrap_mean_ci(values: Sequence[float], indices: Optional[np.ndarray] = N
     values = np.asarray(values, dtype=float)
     indices = resample_indices(len(values)) if indices is None else indices
     return percentile_interval(values[indices].mean(axis=1), level)
-
-
-def t_interval(values: Sequence[float], level: float = LEVEL, new_seed: bool = False) -> Tuple[float, float]:
-    """Student's t interval over seeds: for the mean (mean ± t·s/√n), or with ``new_seed`` the prediction
-    interval of one further seed's value (mean ± t·s·√(1 + 1/n)); NaNs with fewer than two values."""
-    values = np.asarray(values, dtype=float)
-    n = len(values)
-    if n < 2:
-        return math.nan, math.nan
-    half = scipy_stats.t.ppf((1 + level) / 2, n - 1) * values.std(ddof=1) * math.sqrt((1 if new_seed else 0) + 1 / n)
-    return float(values.mean() - half), float(values.mean() + half)
 
 
 @dataclass(frozen=True)
