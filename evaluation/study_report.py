@@ -1008,7 +1008,7 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
         cpu = statistics.fmean(fresh_cpus)
         lines += [f"The confirmation's runs cost {cpu:.0f} CPU s each on its machine (evaluating every 12 "
                   "iterations; that machine's CPU seconds ran slower under the load it shared), used below.", ""]
-    if confirmed and not confirmed["gold"].equivalence.equivalent:
+    if confirmed and not multiplicity(summaries)["verdict", "confirmation", "gold"].equivalence.equivalent:
         gold = confirmed["gold"]
         diffs = [d for fold in gold.folds for d in fold.diffs]
         need = seeds_for_equivalence(diffs, EQUIVALENCE_MARGINS["gold"])
@@ -1041,7 +1041,7 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
     per_run = statistics.fmean(further_cpus) if further_cpus else cpu  # the further SFT + RM seeds' own runs
     for (baseline, method), metrics in comparisons.items():
         gold = metrics["gold"].across
-        if gold.equivalence.equivalent:
+        if multiplicity(summaries)["model seeds", (baseline, method), "gold"].equivalence.equivalent:
             continue
         need = seeds_for_equivalence(gold.means, EQUIVALENCE_MARGINS["gold"])
         runs = 2 * len(metrics["gold"].seeds[0])

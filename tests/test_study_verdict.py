@@ -300,3 +300,17 @@ def test_the_positions_draw_against_the_studys_own_evaluation_by_hand():
     actors, sd, mean = positions_against_runs(records, summaries)
     assert actors == 2 and mean == pytest.approx(-0.001) and sd == pytest.approx(statistics.stdev([0.003, -0.005]))
     assert positions_against_runs(records[:1], summaries) is None
+
+
+def test_more_seeds_for_best_against_best_cost_every_candidate_run():
+    """The procedure trains token PPO's arm and every MA-PPO candidate on each further seed (here 1 + 2 arms); the
+    verdict on 6 fresh seeds is not shown equivalent, and 7 seeds would show it if mean and spread held."""
+    ppo = {5: 0.150, 6: 0.152, 7: 0.148, 8: 0.149, 9: 0.150, 10: 0.150}
+    lam1 = {5: 0.160, 6: 0.148, 7: 0.150, 8: 0.166, 9: 0.152, 10: 0.140}
+    lam099 = {5: 0.150, 6: 0.150, 7: 0.156, 8: 0.157, 9: 0.153, 10: 0.153}
+    summaries = EXPLORATION + ([run("ppo-lam1", s, g) for s, g in ppo.items()]
+                               + [run("mappo-lam1", s, g) for s, g in lam1.items()]
+                               + [run("mappo-lam0.99", s, g) for s, g in lam099.items()])
+    costs = "\n".join(not_run_lines(summaries))
+    assert "equivalence within ±0.01 would show at 7 seeds per arm; the procedure trains all 3 of its arms " \
+           "(ppo-lam1 and MA-PPO's 2 candidates) on each seed, so 1 more seeds are 3 more runs, 0.1 CPU hours" in costs
