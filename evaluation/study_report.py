@@ -502,7 +502,7 @@ def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, Adjus
                   f"{len(commits)} commit{'s' if len(commits) > 1 else ''} — {made} — on a machine the runs do not "
                   "record (\"Machines\"), after the margin and candidates were fixed; the selection procedure below "
                   "was committed after the first of these runs had finished, and an interim result was published "
-                  "before the last: \"Order of decisions\"): token PPO {best} (its best "
+                  f"before the last: \"Order of decisions\"): token PPO {best} (its best "
                   f"λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's best of "
                   f"{', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
                   f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "

@@ -26,6 +26,17 @@ def test_readme_study_tables_are_rendered_from_the_committed_runs():
         assert text in readme and text in report
 
 
+def test_the_report_leaves_no_placeholder_unfilled():
+    """A format field left out of its f-string (``{best}``) would print as it is."""
+    import re
+
+    for name in ("docs/study/README.md", "README.md"):
+        text = (ROOT / name).read_text()
+        section = text[text.index("## What the study shows"):] if name == "README.md" else text
+        assert not re.search(r"\{[a-z_]+(\[[^]]*\])?(:[^}]*)?\}", section.split("\n## ", 1)[0] if name == "README.md"
+                             else section), name
+
+
 def test_readme_study_sentences_are_written_from_the_committed_runs():
     readme = (ROOT / "README.md").read_text()
     findings = readme_findings(committed("runs.jsonl"), committed("positions.jsonl"))
