@@ -1,12 +1,13 @@
 """The README's study figures and sentences cannot drift from the committed report: its tables are the ones
-``evaluation.study_report`` renders from ``docs/study/runs.jsonl``, its bullets are the ones
-``evaluation.study_findings`` writes from the same runs, and every run of the committed study was made at a clean
+``evaluation.study.report`` renders from ``docs/study/runs.jsonl``, its bullets are the ones
+``evaluation.study.findings`` writes from the same runs, and every run of the committed study was made at a clean
 commit the runner recorded (``study.sh --verify``, a slow test, checks the code reproduces)."""
 import json
 from pathlib import Path
 
-from evaluation.study_findings import readme_findings, rewrite_readme
-from evaluation.study_report import by_arm, confirmation_table, readme_table, seed_split
+from evaluation.study.findings import readme_findings, rewrite_readme
+from evaluation.study.summaries import by_arm, seed_split
+from evaluation.study.tables import confirmation_table, readme_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
