@@ -206,4 +206,4 @@ README_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"),
                         "mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1", "mappo-n3", "mappo-n10",
                         "mappo-ninf")}
 """The rows of the README's study table (arms with the core seed count); their tests are the family
-"exploration against PPO" of :func:`comparison_families`."""
+"exploration against PPO" of :func:`evaluation.study.decisions.comparison_families`."""

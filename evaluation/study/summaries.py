@@ -100,17 +100,6 @@ def collapses(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, object]
     return found
 
 
-def _seed_text(seeds: Sequence[int]) -> str:
-    """Seeds as ranges: 9-12, 14."""
-    parts, start = [], None
-    for i, seed in enumerate(seeds):
-        if start is None:
-            start = seed
-        if i + 1 == len(seeds) or seeds[i + 1] != seed + 1:
-            parts.append(f"{start}-{seed}" if seed != start else f"{seed}")
-            start = None
-    return "seeds " + ", ".join(parts)
-
 
 def merge_runs(committed: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
     """The committed summaries with the freshly collected ones added or put in their place (same task, arm and

@@ -19,8 +19,20 @@ from evaluation.study.stats import (AdjustedTest, COLLAPSE_FRACTION, N_BOOT, Pai
                                     format_p, last_quarter_change, mean_estimate, new_model_seed_interval,
                                     paired_difference, parity_interval, resample_indices, seeds_for_equivalence,
                                     t_interval)
-from evaluation.study.summaries import (_seed_text, arm_lambda, by_arm, collapses, common_seeds, mappo_family,
+from evaluation.study.summaries import (arm_lambda, by_arm, collapses, common_seeds, mappo_family,
                                         seed_split, sweep_arms, token_ppo_family)
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    """Seeds as ranges: 9-12, 14."""
+    parts, start = [], None
+    for i, seed in enumerate(seeds):
+        if start is None:
+            start = seed
+        if i + 1 == len(seeds) or seeds[i + 1] != seed + 1:
+            parts.append(f"{start}-{seed}" if seed != start else f"{seed}")
+            start = None
+    return "seeds " + ", ".join(parts)
 
 
 def arm_row(runs: Dict[int, dict], base: Dict[int, dict], seeds: Sequence[int], metric: str) -> dict:
