@@ -3,9 +3,11 @@
 ``evaluation.study.findings`` writes from the same runs, and every run of the committed study was made at a clean
 commit the runner recorded (``study.sh --verify``, a slow test, checks the code reproduces)."""
 import json
+import shutil
 from pathlib import Path
 
 from evaluation.study.findings import readme_findings, rewrite_readme
+from evaluation.study.report import render
 from evaluation.study.summaries import by_arm, seed_split
 from evaluation.study.tables import confirmation_table, readme_table
 
@@ -25,6 +27,17 @@ def test_readme_study_tables_are_rendered_from_the_committed_runs():
     for table in (readme_table(runs), confirmation_table(runs)):  # the second is empty before the confirmation
         text = "\n".join(table)
         assert text in readme and text in report
+
+
+def test_the_committed_report_is_what_the_code_renders_from_the_committed_runs(tmp_path, capsys):
+    """``python -m evaluation.study_report docs/study/runs.jsonl`` would change no byte of ``docs/study/README.md``
+    (the figures are drawn too, but their bytes depend on the plotting library's version, so only their links
+    are compared here)."""
+    for name in ("runs.jsonl", "study_meta.json", "positions.jsonl"):
+        shutil.copy(ROOT / "docs/study" / name, tmp_path / name)
+    render(committed("runs.jsonl"), tmp_path)
+    assert (tmp_path / "README.md").read_text() == (ROOT / "docs/study/README.md").read_text()
+    assert capsys.readouterr().out.rstrip("\n") == (ROOT / "docs/study/README.md").read_text().rstrip("\n")
 
 
 def test_the_report_leaves_no_placeholder_unfilled():
