@@ -1,6 +1,7 @@
 """The study's statistics (evaluation.study.stats) against hand computations, and the runner's skip/resume
 logic (evaluation.study.runner) with a stand-in for step 3 (no training)."""
 import itertools
+import os
 import json
 import sys
 import time
@@ -145,6 +146,17 @@ def test_a_failed_run_leaves_no_marker(fake_step3):
     run = runner.Run("short", "ppo", 1, extra=("--fail",))
     assert runner.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is None
     assert runner.pending([run], fake_step3) == [run]
+
+
+def test_the_runner_finds_the_three_training_scripts_and_puts_the_repository_first_on_the_path():
+    """The runner starts each step's script by its path from the repository root, with that root first on
+    ``PYTHONPATH`` (so the checkout's code is the one trained)."""
+    repository = Path(__file__).resolve().parents[1]
+    assert [runner.step_command(stage, ["--x"])[1:] for stage in ("sft", "rm", "ppo")] == [
+        [str(repository / "training" / folder / "main.py"), "--x"]
+        for folder in ("step1_supervised_finetuning", "step2_reward_model_finetuning", "step3_rlhf_finetuning")]
+    assert all(Path(runner.step_command(stage, [])[1]).is_file() for stage in ("sft", "rm", "ppo"))
+    assert runner.child_env()["PYTHONPATH"].split(os.pathsep)[0] == str(repository)
 
 
 def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
