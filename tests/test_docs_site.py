@@ -34,6 +34,7 @@ def test_the_site_builds_strictly_with_the_api_reference_and_the_readme_snippets
     for name in ("advantages.compute_macro_advantages", "gae.macro_gae", "losses.policy_loss",
                  "correction.importance_weights", "termination.ngram.ngram_segments"):
         assert f'id="dschat.rlhf.macro_action.{name}"' in api, name
+    assert ":func:" not in api and ":mod:" not in api  # reStructuredText roles shown as code (docs/_hooks)
     for page, module in (("rollout", "dschat.rlhf.rollout.weights"), ("rewards", "dschat.rewards.sandbox"),
                          ("evaluation", "evaluation.study_findings")):
         assert f'id="{module}"' in (site / "api" / page / "index.html").read_text(), module
