@@ -13,7 +13,7 @@ line:
   inside) is made as a stand-in before a later command is parsed, so the verdict never depends on the repository's
   ``outputs/``.
   A ``bash scripts/X.sh`` line is not run (those scripts install into ``.venv``); its script must exist.
-- ``test_readme_commands_run`` (``-m slow``: 7 processes, 3–7 min on 2 busy cores): the stand-in runs the real
+- ``test_readme_commands_run`` (``-m slow``: 13 processes, 286 s on 2 busy cores): the stand-in runs the real
   interpreter, with the documented override ``--max_steps 2 --max_eval_samples 16`` appended to every
   ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets:
   ``bash scripts/...`` (they install into ``.venv``; the demo runs the flags of "Stages"), the judge against
