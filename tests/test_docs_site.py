@@ -4,6 +4,7 @@ names is found; and the strict build does fail on a broken link or a missing API
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,3 +66,14 @@ def test_a_missing_api_target_fails_the_build(scratch):
     page.write_text(page.read_text() + "\n::: dschat.rlhf.rollout.no_such_module\n")
     result = build(scratch, scratch / "site")
     assert result.returncode != 0 and "dschat.rlhf.rollout.no_such_module" in result.stderr
+
+
+def test_the_readme_is_a_front_page_whose_links_resolve():
+    """The README stays the short front page (issue 41: at most 250 lines), and every page it links to exists
+    (``mkdocs build`` checks the pages' links, not the README's)."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    targets = re.findall(r"\]\((docs/[^)#]+)", readme)
+    assert len(targets) >= 15
+    for target in targets:
+        assert (ROOT / target).is_file(), target
