@@ -1,4 +1,4 @@
-"""``python -m evaluation.study_findings``: prints or writes the README's study section (:mod:`evaluation.study.findings`)."""
+"""``python -m evaluation.study_findings``: writes the study page's bullets and tables (:mod:`evaluation.study.findings`)."""
 from evaluation.study.findings import main
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""The README's sentences about the study, written from the same summaries as the report
-(:mod:`evaluation.study.report`): every number in them is computed here, and ``tests/test_study_readme.py`` requires
-the README to contain them verbatim, so a sentence cannot outlive its data.
+"""The study page's sentences (``docs/study-findings.md``, the README's study section before the docs site), written
+from the same summaries as the report (:mod:`evaluation.study.report`): every number in them is computed here, and
+``tests/test_study_readme.py`` requires the page to contain them verbatim, so a sentence cannot outlive its data.
 
-    python -m evaluation.study_findings docs/study/runs.jsonl                     # prints the README's study bullets
-    python -m evaluation.study_findings docs/study/runs.jsonl --readme README.md  # writes them, and both tables, in
+    python -m evaluation.study_findings docs/study/runs.jsonl                                # prints the bullets
+    python -m evaluation.study_findings docs/study/runs.jsonl --readme docs/study-findings.md  # writes them, and both
+                                                                                              # tables, in the page
 """
 from __future__ import annotations
 
