@@ -29,7 +29,7 @@ def test_value_tool_prints_only_the_value_on_stdout(tmp_path, monkeypatch, capfd
 
 def test_a_derived_value_replacing_an_explicit_flag_is_announced(caplog):
     from dschat.cli import stage_parser
-    from dschat.stages.ppo import resolve_algorithm, resolve_batches
+    from dschat.stages.resolve import resolve_algorithm, resolve_batches
 
     base = ["--output_dir", "out", "--global_batch_size", "8"]
     given = stage_parser("ppo").parse_config(base + ["--per_device_generation_batch_size", "2"])

@@ -17,6 +17,7 @@ count (a power of two up to 64) that fits: the table of ``docs/memory_plan.md``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 import functools
 import os
@@ -26,12 +27,15 @@ from typing import Dict, List, Optional, Tuple
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
+from dschat.stages.resolve import resolve, reward_zero_stage
+from dschat.rlhf.algorithms import get_algorithm
 from dschat.utils.config import ConfigError
 from dschat.utils.memory_plan import (
     DTYPE_BYTES,
     GIB,
     ModelShape,
     States,
+    checkpoint_bytes,
     forward_activations,
     generation_activations,
     model_states,
@@ -133,6 +137,8 @@ class Role:
     trainable: int
     zero_stage: int
     states: States
+    checkpoint: float
+    """Bytes of its checkpoint (0: a frozen model, not checkpointed)."""
 
 
 @dataclass
@@ -169,15 +175,15 @@ def _role(role: str, model: str, head: str, args, *, zero_stage: int, trained: b
     states = model_states(shape, dtype=args.dtype, zero_stage=zero_stage, world_size=world_size, trained=trained,
                           lora_dim=lora_dim, offload=args.offload and trained,
                           offload_params=offload_params and zero_stage == 3)
-    return Role(role, model, shape, shape.trainable(lora_dim) if trained else 0, zero_stage, states)
+    trainable = shape.trainable(lora_dim) if trained else 0
+    checkpoint = checkpoint_bytes(shape.params, trainable, DTYPE_BYTES[args.dtype]) if trained else 0
+    return Role(role, model, shape, trainable, zero_stage, states, checkpoint)
 
 
 def supervised_plan(stage: str, args, model: str, world_size: int) -> Plan:
     """SFT, RM or DPO: one trained model (DPO: and its frozen reference) on micro batches of
     ``--per_device_train_batch_size`` examples (pairs for RM and DPO: chosen and rejected rows)."""
-    from dschat.stages.supervised import resolve_batches
-
-    args = resolve_batches(args, world_size)
+    args = resolve(stage, args, world_size)
     head = "score" if stage == "rm" else "lm"
     policy = _role("reward model" if stage == "rm" else "policy", model, head, args, zero_stage=args.zero_stage,
                    trained=True, lora_dim=args.lora_dim, offload_params=args.offload_params, world_size=world_size)
@@ -194,7 +200,7 @@ def supervised_plan(stage: str, args, model: str, world_size: int) -> Plan:
     return Plan(stage, world_size, args.dtype, roles, phases)
 
 
-def ppo_plan(args, models: Dict[str, str], world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
+def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     """Step 3: actor and critic trained, reference and reward model frozen (``dschat/rlhf/rlhf_engine.py``).
     Phases: generation of the per-process prompts (KV cache; under ZeRO-3 the actor gathered whole unless
     ``--no_gather_for_generation``), scoring in micro-batch chunks, and the training micro batch, where the actor's
@@ -205,23 +211,19 @@ def ppo_plan(args, models: Dict[str, str], world_size: int, gpu_memory_gib: floa
     generates, and its weights plus one gathered group of the actor (ZeRO-3) while they are synced; between
     rollouts it sleeps (level 1: weights to host memory, KV cache freed), so the training phases do not count it
     and the host does."""
-    from dschat.stages.ppo import resolve_algorithm, resolve_batches
-    from dschat.rlhf.baselines import get_algorithm
-    from dschat.rlhf.rlhf_engine import reward_zero_stage
-
-    args = resolve_batches(resolve_algorithm(args), world_size)
+    args = resolve("ppo", args, world_size)
     n = world_size
-    actor = _role("actor", models["actor"], "lm", args, zero_stage=args.actor_zero_stage, trained=True,
+    actor = _role("actor", args.actor_model_name_or_path, "lm", args, zero_stage=args.actor_zero_stage, trained=True,
                   lora_dim=args.actor_lora_dim, offload_params=args.offload_params, world_size=n)
-    roles = [actor, _role("reference", models["actor"], "lm", args, zero_stage=args.actor_zero_stage,
+    roles = [actor, _role("reference", args.actor_model_name_or_path, "lm", args, zero_stage=args.actor_zero_stage,
                           trained=False, offload_params=args.offload_params, world_size=n)]
     critic = None
     if get_algorithm(args.algo).needs_critic:
-        critic = _role("critic", models["critic"], "score", args, zero_stage=args.critic_zero_stage, trained=True,
+        critic = _role("critic", args.critic_model_name_or_path, "score", args, zero_stage=args.critic_zero_stage, trained=True,
                        lora_dim=args.critic_lora_dim, offload_params=args.offload_params, world_size=n)
         roles.append(critic)
     if args.reward == "model":
-        roles.append(_role("reward model", models["reward"], "score", args, zero_stage=reward_zero_stage(args),
+        roles.append(_role("reward model", args.reward_model_name_or_path, "score", args, zero_stage=reward_zero_stage(args),
                            trained=False, offload_params=args.offload_params or args.reward_offload_params,
                            world_size=n))
     prompt, new = args.max_prompt_seq_len, args.max_new_tokens
@@ -303,8 +305,9 @@ def plan_for_args(stage: str, args, world_size: int, model: Optional[str] = None
         return supervised_plan(stage, args, model or args.model_name_or_path, world_size)
     actor = model or args.actor_model_name_or_path
     critic = model or args.critic_model_name_or_path or args.reward_model_name_or_path or actor
-    return ppo_plan(args, {"actor": actor, "critic": critic, "reward": model or args.reward_model_name_or_path
-                           or critic}, world_size, gpu_memory_gib)
+    models = dict(actor_model_name_or_path=actor, critic_model_name_or_path=critic,
+                  reward_model_name_or_path=model or args.reward_model_name_or_path or critic)
+    return ppo_plan(dataclasses.replace(args, **models), world_size, gpu_memory_gib)
 
 
 # ------------------------------------------------------------------------------------------------ report

@@ -22,6 +22,16 @@ GIB = 2 ** 30
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 FP32 = 4
 ADAM_MOMENTS = 2  # Adam's m and v, fp32 each
+MASTER_COPY_BYTES = FP32
+"""The fp32 master copy DeepSpeed keeps of a trained weight held in bf16 / fp16."""
+
+
+def checkpoint_bytes(params: int, trainable: int, weight_bytes: int) -> int:
+    """Estimated bytes of one engine's checkpoint: its ``params`` weights of ``weight_bytes`` each, and for each of
+    its ``trainable`` ones Adam's two fp32 moments (plus an fp32 master copy when the weights are not fp32). The
+    run checks the disk for it before its first step, the pre-flight before anything starts."""
+    return params * weight_bytes + trainable * (ADAM_MOMENTS * FP32 + (MASTER_COPY_BYTES if weight_bytes != FP32
+                                                                      else 0))
 
 
 @dataclass(frozen=True)
