@@ -79,6 +79,9 @@ def test_run_config_records_resolved_flags_argv_commit_and_versions(tmp_path, mo
     assert (config["per_device_train_batch_size"], config["gradient_accumulation_steps"]) == (4, 1)  # resolved
     assert "report_to" in config["explicit_flags"]
     assert record["versions"]["torch"] == importlib.metadata.version("torch")
+    from dschat.utils.machine import machine_record
+
+    assert record["machine"] == machine_record() and record["machine"]["cpu"]  # the machine of the figures
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     assert record["git"]["commit"] == commit
     assert not (out / "tensorboard").exists()  # --report_to none
