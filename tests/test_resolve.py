@@ -89,14 +89,15 @@ def test_dry_run_refuses_what_the_run_refuses_in_its_words_creating_nothing(case
 
 
 def test_the_three_first_contact_cases_answer_before_torch_is_imported(tmp_path):
-    """``python -m dschat.cli.ppo ... --dry_run`` on the issue's three cases: the run's line, exit 2, no folder,
-    and neither torch nor DeepSpeed imported to say it."""
-    for case in CASES[0], CASES[2], CASES[5]:
+    """``python -m dschat.cli.ppo ... --dry_run`` on the issue's three cases (and the run itself on the first): the
+    run's line, exit 2, no folder, and neither torch nor DeepSpeed imported to say it."""
+    for case, dry_run in ((CASES[0], "--dry_run"), (CASES[2], "--dry_run"), (CASES[5], "--dry_run"),
+                          (CASES[0], "--seed=1")):  # without --dry_run: refused before the run's imports too
         code = ("import sys\nfrom dschat.cli import ppo\nfrom dschat.utils.cli import run_cli\n"
                 "try:\n    run_cli(lambda: ppo.main(sys.argv[1:]))\nfinally:\n"
                 "    print(sorted({'torch', 'deepspeed'} & set(sys.modules)))\n")
         result = subprocess.run([sys.executable, "-c", code, "--data_name", "synthetic", "--output_dir",
-                                 str(tmp_path / "X"), *case.flags, "--dry_run"], capture_output=True, text=True,
+                                 str(tmp_path / "X"), *case.flags, dry_run], capture_output=True, text=True,
                                 cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ROOT, "DS_ACCELERATOR": "cpu"})
         assert result.returncode == 2 and result.stdout == "[]\n", (result.stdout, result.stderr)
         assert result.stderr == f"error: {case.message}\n"
