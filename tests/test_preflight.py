@@ -78,3 +78,15 @@ def test_a_launchers_dry_run_is_the_preflight_alone(tmp_path, skip):
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("pre-flight of sft:") == 1
     assert not (tmp_path / "started").exists() and not (tmp_path / "outputs").exists()
+
+
+def test_a_gated_model_without_a_token_says_whether_the_hub_can_be_reached(monkeypatch):
+    import huggingface_hub
+
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *args, **kwargs: None)
+    for unreachable, said in ((None, "the hub can be reached"),
+                              ("HF_HUB_OFFLINE is set", "the hub cannot be reached (HF_HUB_OFFLINE is set)")):
+        monkeypatch.setattr(preflight, "hub_unreachable", lambda: unreachable)
+        check = preflight.model_check("--model_name_or_path", "google/gemma-2b", {})
+        assert not check.ok and "a gated model: accept its licence" in check.line and check.line.endswith(said)
