@@ -90,3 +90,19 @@ def test_a_gated_model_without_a_token_says_whether_the_hub_can_be_reached(monke
         monkeypatch.setattr(preflight, "hub_unreachable", lambda: unreachable)
         check = preflight.model_check("--model_name_or_path", "google/gemma-2b", {})
         assert not check.ok and "a gated model: accept its licence" in check.line and check.line.endswith(said)
+
+
+def test_memory_line_judges_the_plan_on_the_visible_gpu(monkeypatch):
+    """With a GPU in use: the plan's peak plus the reserve against the first GPU's memory (stand-in properties)."""
+    import types
+
+    import torch
+
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    made = plan.make_plan(None, 1, stage="sft", model="gemma-2b")
+    for total_gib, ok in ((80, True), (20, False)):
+        monkeypatch.setattr(torch.cuda, "get_device_properties",
+                            lambda index: types.SimpleNamespace(total_memory=total_gib * 2 ** 30))
+        check = preflight.memory_check(made, 1, ["Fake GPU"])
+        assert check.ok is ok and (made.peak + 3 * 2 ** 30 <= total_gib * 2 ** 30) is ok  # 71.8 GiB peak
+        assert f"of {total_gib:.1f} GiB per GPU on 1 GPU(s): {'fits' if ok else 'does NOT fit'}" in check.line
