@@ -242,8 +242,11 @@ class SandboxLimits:
     max_output_bytes: cap on each test's stdout, on a call's serialised return value and on stderr
         (``RLIMIT_FSIZE`` on the two memory files the program can write: its whole disk/memory-file quota is
         twice this).
-    max_processes: ``RLIMIT_NPROC``, set only where seccomp is not installed (it counts all processes of the
-        uid and is ignored for root).
+    max_tasks: threads and processes of the program's child, itself included (:class:`_TaskBound`: a pids
+        cgroup per program, else ``RLIMIT_NPROC`` under a real uid of the program's own, else ``RLIMIT_NPROC``
+        above the uid's current count); a thread or process beyond it fails to start (EAGAIN) in that program.
+    cpu_quota: CPUs each program's threads may use together (``cpu.cfs_quota_us`` or ``cpu.max`` of its cgroup,
+        where a cgroup can be created; elsewhere ``max_tasks`` bounds its runnable threads).
     syscall_filters: install Landlock and seccomp; False leaves rlimits and the Python-level guard only.
     restrict_reads: with Landlock, let the program read only its directory, the standard library, the
         ``importable_packages`` and what the runtime loads (shared libraries, time zones...), not every file the
@@ -258,7 +261,8 @@ class SandboxLimits:
     memory_bytes: int = 2 << 30
     max_output_bytes: int = 8 << 20
     max_open_files: int = 256
-    max_processes: int = 32
+    max_tasks: int = 32
+    cpu_quota: float = 1.0
     syscall_filters: bool = True
     restrict_reads: bool = True
     importable_packages: Tuple[str, ...] = ("numpy",)
@@ -352,9 +356,11 @@ def _continue_always(run: TestRun) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def expected_isolation(syscall_filters: bool, restrict_reads: bool) -> Tuple[str, ...]:
-    """The layers a child must report for these settings on this machine; any other set is a sandbox error."""
-    layers = ["rlimits", "no_new_privs", "no_capabilities"]
+def expected_isolation(syscall_filters: bool, restrict_reads: bool, task_layers: Tuple[str, ...] = ()) \
+        -> Tuple[str, ...]:
+    """The layers a child must report for these settings on this machine, with ``task_layers`` (those of
+    :class:`_TaskBound`); any other set is a sandbox error."""
+    layers = ["rlimits", *task_layers, "no_new_privs", "no_capabilities"]
     if not syscall_filters:
         return tuple(layers + ["python_guard"])
     abi = landlock_abi()
@@ -416,10 +422,12 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
     failure of the sandbox itself is reported in ``ProgramRun.sandbox_error``."""
     if spec.num_tests < 1:
         raise ValueError("a program needs at least one test")
-    expected = expected_isolation(limits.syscall_filters, limits.restrict_reads)
     runs: List[TestRun] = []
+    expected: Tuple[str, ...] = ()
     try:
-        with _ProgramFiles(spec, limits) as files:
+        bound = _task_bound()
+        expected = expected_isolation(limits.syscall_filters, limits.restrict_reads, bound.layers)
+        with _ProgramFiles(spec, limits, bound) as files:
             next_test = losses = 0
             while next_test < spec.num_tests:
                 child = _child_result(files, next_test, spec, limits, expected, on_test)
@@ -452,6 +460,277 @@ def _child_result(files: "_ProgramFiles", first_test: int, spec: ProgramSpec, li
         return _ChildResult(runs=[], next_test=first_test, server_lost=True)
 
 
+# ------------------------------------------------------------------- the bound on each program's tasks and CPU
+
+TASK_BOUNDS = ("cgroup_v1", "cgroup_v2", "uid", "nproc")  # in the order they are tried
+_SANDBOX_UID_BASE = 61184  # the real uid of slot 0 under the ``uid`` bound (systemd's range for dynamic users)
+_MAX_SLOTS = 4096  # programs running at once in one trainer process
+_CPU_PERIOD_US = 100_000
+_CGROUP_PREFIX = "dschat-sandbox-"
+
+
+class _TaskBound:
+    """How each program's tasks (threads and processes) and CPU are bounded on this machine, chosen once per
+    trainer process by :func:`_task_bound` (the first of :data:`TASK_BOUNDS` that works here). Each running
+    program holds a *slot* (reused once the program's processes are gone):
+
+    * ``cgroup_v1`` / ``cgroup_v2``: a cgroup of the slot's own, ``dschat-sandbox-<pid>-<slot>`` beside the
+      trainer's own cgroup's processes, with ``pids.max`` = ``max_tasks`` and, where the cpu controller is there,
+      a quota of ``cpu_quota`` CPUs per period; the child joins it (its pid into ``cgroup.procs``) before it
+      hardens itself. Needs write access to the hierarchy: root where cgroup v1 is mounted writable, or a
+      delegated cgroup v2 subtree in which pids (and cpu) can be enabled for children;
+    * ``uid`` (root, no cgroup): the child's *real* uid becomes the slot's own (``_SANDBOX_UID_BASE`` + slot; the
+      effective and filesystem uids stay, so it reads what it read before) with ``RLIMIT_NPROC`` =
+      ``max_tasks``: the kernel counts tasks per real uid and, once capabilities are dropped, exempts only real
+      root. No CPU quota (``max_tasks`` bounds the program's runnable threads);
+    * ``nproc`` (not root, no cgroup): ``RLIMIT_NPROC`` = the uid's task count when the child starts plus
+      ``max_tasks``. The total stays bounded (``max_tasks`` per running program) and the trainer and its fork
+      servers are not held to it, but programs of one uid share the headroom: a program that floods after a
+      neighbour started can take what the neighbour had left. No CPU quota.
+
+    A child reports the layers of its bound (:attr:`layers`) with the others, and the parent checks them."""
+
+    def __init__(self, mechanism: str, directories: Optional[Dict[str, str]] = None):
+        self.mechanism = mechanism
+        self.pid = os.getpid()
+        self._directories = dict(directories or {})  # layer ("tasks_cgroup", "cpu_cgroup") -> the trainer's cgroup
+        self._version = 2 if mechanism == "cgroup_v2" else 1
+        self._lock = threading.Lock()
+        self._free: List[int] = []
+        self._slots = 0
+
+    @property
+    def layers(self) -> Tuple[str, ...]:
+        if self._directories:
+            return tuple(layer for layer in ("tasks_cgroup", "cpu_cgroup") if layer in self._directories)
+        return (f"tasks_{self.mechanism}",)
+
+    def acquire(self, limits: "SandboxLimits") -> Tuple[int, dict]:
+        """A free slot, prepared for ``limits``, and what the child's spec says of it (``task_bound``)."""
+        with self._lock:
+            if self._free:
+                slot = self._free.pop()
+            elif self._slots < _MAX_SLOTS:
+                slot, self._slots = self._slots, self._slots + 1
+            else:
+                raise SandboxError(f"more than {_MAX_SLOTS} programs at once")
+        try:
+            return slot, self._prepare(slot, limits)
+        except OSError as error:
+            self.release(slot)
+            raise SandboxError(f"could not prepare the {self.mechanism} bound of slot {slot}: {error}") from None
+
+    def _prepare(self, slot: int, limits: "SandboxLimits") -> dict:
+        bound = {"cgroups": {}, "uid": None, "nproc": self.mechanism == "nproc", "max_tasks": limits.max_tasks}
+        if self.mechanism == "uid":
+            bound["uid"] = _SANDBOX_UID_BASE + slot
+        for layer, own in self._directories.items():
+            directory = self._slot_directory(own, slot)
+            os.makedirs(directory, exist_ok=True)
+            if layer == "tasks_cgroup":
+                _write_control(directory, "pids.max", str(limits.max_tasks))
+            elif self._version == 2:
+                _write_control(directory, "cpu.max", f"{round(limits.cpu_quota * _CPU_PERIOD_US)} {_CPU_PERIOD_US}")
+            else:
+                _write_control(directory, "cpu.cfs_period_us", str(_CPU_PERIOD_US))
+                _write_control(directory, "cpu.cfs_quota_us", str(round(limits.cpu_quota * _CPU_PERIOD_US)))
+            bound["cgroups"][layer] = os.path.join(directory, "cgroup.procs")
+        return bound
+
+    def _slot_directory(self, own: str, slot: int) -> str:
+        return os.path.join(own, f"{_CGROUP_PREFIX}{self.pid}-{slot}")
+
+    def release(self, slot: int) -> None:
+        """The program's processes are gone (killed and reaped): the slot may serve the next program. Anything
+        left in its cgroups (a process that left its group without the filters) is killed first; a slot whose
+        cgroup does not empty is not reused."""
+        for own in set(self._directories.values()):
+            directory = self._slot_directory(own, slot)
+            if os.path.isdir(directory) and not _empty_cgroup(directory):
+                logger.warning("sandbox cgroup %s does not empty: its slot is not reused", directory)
+                return
+        with self._lock:
+            self._free.append(slot)
+
+    def close(self) -> None:
+        """Remove the slots' cgroups (at exit)."""
+        if self.pid != os.getpid():
+            return
+        for own in set(self._directories.values()):
+            for slot in range(self._slots):
+                try:
+                    os.rmdir(self._slot_directory(own, slot))
+                except OSError:
+                    pass
+
+
+def _write_control(directory: str, name: str, value: str) -> None:
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def _empty_cgroup(directory: str) -> bool:
+    """SIGKILL every process in the cgroup ``directory``; whether it is then empty (within a short wait)."""
+    deadline = time.monotonic() + _EXIT_GRACE_S
+    while True:
+        try:
+            with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as procs:
+                pids = [int(line) for line in procs if line.strip()]
+        except OSError:
+            return False
+        if not pids:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+
+
+def _own_cgroups() -> Tuple[Dict[str, str], Optional[str]]:
+    """This process's cgroup directories: by cgroup v1 controller, and its cgroup v2 one (None if none is
+    mounted), from ``/proc/self/cgroup`` and the mount table."""
+    paths: Dict[str, str] = {}
+    with open("/proc/self/cgroup", encoding="utf-8") as cgroups:
+        for line in cgroups:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                paths[controller] = path
+    v1: Dict[str, str] = {}
+    v2 = None
+    with open("/proc/self/mountinfo", encoding="utf-8") as mounts:
+        for line in mounts:
+            fields, _, tail = line.partition(" - ")
+            fields, tail = fields.split(), tail.split()
+            if len(fields) < 5 or len(tail) < 3:
+                continue
+            root, mount_point = fields[3], fields[4]
+            kinds = [""] if tail[0] == "cgroup2" else tail[2].split(",") if tail[0] == "cgroup" else []
+            for kind in kinds:
+                path = paths.get(kind)
+                if path is None:
+                    continue
+                relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+                directory = os.path.normpath(os.path.join(mount_point, relative))
+                if kind:
+                    v1[kind] = directory
+                else:
+                    v2 = directory
+    return v1, v2
+
+
+def _cgroup_directories(mechanism: str) -> Optional[Dict[str, str]]:
+    """For a cgroup bound: the trainer's cgroups in which slots can be created, by layer (pids required, cpu
+    where the controller is there), or None where it cannot be used here."""
+    try:
+        v1, v2 = _own_cgroups()
+    except (OSError, ValueError):
+        return None
+    if mechanism == "cgroup_v1":
+        directories = {layer: v1[controller] for layer, controller in (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
+                       if controller in v1}
+    elif v2 is not None:
+        try:
+            with open(os.path.join(v2, "cgroup.controllers"), encoding="ascii") as controllers:
+                available = controllers.read().split()
+        except OSError:
+            return None
+        enable = [controller for controller in ("pids", "cpu") if controller in available]
+        try:
+            _write_control(v2, "cgroup.subtree_control", " ".join(f"+{controller}" for controller in enable))
+        except OSError:
+            return None
+        directories = {layer: v2 for layer, controller in (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
+                       if controller in enable}
+    else:
+        return None
+    return directories if "tasks_cgroup" in directories else None
+
+
+def _probe(bound: _TaskBound) -> bool:
+    """Whether ``bound`` works here: a slot is prepared and a short-lived process joins its cgroups."""
+    try:
+        slot, spec = bound.acquire(SandboxLimits())
+    except SandboxError:
+        return False
+    probe = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for procs in spec["cgroups"].values():
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, str(probe.pid).encode("ascii"))
+            finally:
+                os.close(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.kill()
+        probe.wait()
+        bound.release(slot)
+        bound.close()  # its cgroups are made again when a program needs them
+
+
+def _uid_bound_available() -> bool:
+    """Root, with the slots' uids mapped in this user namespace."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as uid_map:
+            ranges = [tuple(map(int, line.split())) for line in uid_map if line.strip()]
+    except (OSError, ValueError):
+        return False
+    return any(first <= _SANDBOX_UID_BASE and _SANDBOX_UID_BASE + _MAX_SLOTS <= first + count
+               for first, _, count in ranges)
+
+
+def make_task_bound(mechanism: str) -> Optional[_TaskBound]:
+    """The bound ``mechanism`` (one of :data:`TASK_BOUNDS`) if it works here, else None."""
+    if mechanism.startswith("cgroup"):
+        directories = _cgroup_directories(mechanism)
+        if directories is None:
+            return None
+        bound = _TaskBound(mechanism, directories)
+        return bound if _probe(bound) else None
+    if mechanism == "uid":
+        return _TaskBound(mechanism) if _uid_bound_available() else None
+    return _TaskBound(mechanism) if os.geteuid() != 0 else None  # root is not held to RLIMIT_NPROC
+
+
+_TASK_BOUND: List[_TaskBound] = []  # this process's bound, once chosen
+
+
+def _task_bound() -> _TaskBound:
+    """This trainer process's bound on each program's tasks (the first of :data:`TASK_BOUNDS` that works here),
+    chosen on first use and logged; a process forked from the trainer chooses its own."""
+    with _TASK_BOUND_LOCK:
+        if not _TASK_BOUND or _TASK_BOUND[0].pid != os.getpid():
+            chosen = next(filter(None, map(make_task_bound, TASK_BOUNDS)), None)
+            if chosen is None:
+                raise SandboxError("no bound on a program's tasks works here (no writable cgroup, root without "
+                                   "its uid range mapped)")
+            logger.info("sandbox: each program's tasks are bounded by %s (layers %s)", chosen.mechanism,
+                        ", ".join(chosen.layers))
+            _TASK_BOUND[:] = [chosen]
+        return _TASK_BOUND[0]
+
+
+def task_bound_mechanism() -> str:
+    """Which of :data:`TASK_BOUNDS` bounds each program's tasks in this process (for run logs)."""
+    return _task_bound().mechanism
+
+
+_TASK_BOUND_LOCK = threading.Lock()
+atexit.register(lambda: _TASK_BOUND and _TASK_BOUND[0].close())
+
+
 # ----------------------------------------------------------------------------------------------- parent side
 
 
@@ -462,9 +741,15 @@ class _ProgramFiles:
     write and only the parent reads back, through its own descriptors: the output (stdout, or a call's return
     value) and stderr. Nothing in the directory is read back by the parent."""
 
-    def __init__(self, spec: ProgramSpec, limits: SandboxLimits):
-        self.workdir = tempfile.mkdtemp(prefix="dschat-sandbox-", dir=limits.tmp_root)
+    def __init__(self, spec: ProgramSpec, limits: SandboxLimits, bound: _TaskBound):
+        self._bound = bound
+        self.slot, self.task_bound = bound.acquire(limits)  # released once every child has been killed and reaped
         self.input = self.input_for_child = self.output = self.stderr = -1
+        try:
+            self.workdir = tempfile.mkdtemp(prefix="dschat-sandbox-", dir=limits.tmp_root)
+        except BaseException:
+            bound.release(self.slot)
+            raise
         try:
             self.input = os.memfd_create("dschat-sandbox-input", os.MFD_CLOEXEC)
             self.input_for_child = os.open(f"/proc/self/fd/{self.input}", os.O_RDONLY | os.O_CLOEXEC)
@@ -481,6 +766,7 @@ class _ProgramFiles:
         self.close()
 
     def close(self) -> None:
+        self._bound.release(self.slot)
         for fd in (self.input, self.input_for_child, self.output, self.stderr):
             if fd >= 0:
                 os.close(fd)
@@ -572,7 +858,8 @@ def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, 
         "fn_name": spec.fn_name, "entry_point": spec.entry_point,
         "limits": asdict(limits), "sys_path": list(import_path), "readable_paths": list(readable_paths),
         "workdir": files.workdir, "first_test": first_test, "report_fd": report_fd, "ack_fd": ack_fd,
-        "input_fd": files.input_for_child, "output_fd": files.output, "report_key": key, **channels,
+        "input_fd": files.input_for_child, "output_fd": files.output, "report_key": key,
+        "task_bound": files.task_bound, **channels,
     }).encode("utf-8")
 
 

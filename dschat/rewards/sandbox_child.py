@@ -60,7 +60,7 @@ def main(spec_fd: int) -> None:
     first_test = spec["first_test"]
     cpu_seconds = math.ceil(spec["limits"]["test_timeout_s"] * (spec["num_tests"] - first_test + 1)) + 1
     channel.send(event="hardened", layers=_harden(spec["workdir"], spec["readable_paths"], spec["limits"],
-                                                  cpu_seconds))
+                                                  cpu_seconds, spec["task_bound"]))
     try:
         program = compile(spec["source"], SOLUTION_FILENAME, "exec", dont_inherit=True)
     except Exception as error:  # SyntaxError, null bytes, nesting too deep for the compiler, ...
@@ -424,12 +424,13 @@ def landlock_abi() -> int:
                                ctypes.c_long(_LANDLOCK_CREATE_RULESET_VERSION)))
 
 
-def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int) -> list[str]:
+def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int, task_bound: dict) -> list[str]:
     """Apply every isolation layer asked for, most fundamental first; returns the names of those applied
     (the parent compares them with what it asked for)."""
     layers = ["rlimits"]
     _set_resource_limits(limits, cpu_seconds)
     libc = ctypes.CDLL(None, use_errno=True)
+    layers += _bound_tasks(libc, task_bound)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                   ctypes.c_ulong(0)) == 0:
         layers.append("no_new_privs")
@@ -444,7 +445,6 @@ def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int) 
         if _install_seccomp(libc, os.getpid()):
             layers.append("seccomp")
     else:
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
         _python_level_guard()
         layers.append("python_guard")
     return layers
@@ -459,6 +459,54 @@ def _set_resource_limits(limits: dict, cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
 
 
+def _bound_tasks(libc, bound: dict) -> list[str]:
+    """This child's share of the machine's tasks and CPU, as the parent's ``_TaskBound`` prepared it, applied while
+    the child still holds its capabilities (the program cannot undo it: it can write no cgroup file, and the
+    filters refuse every ``set*uid`` call); the layers applied. Cgroups: the child joins each one it is given
+    (``tasks_cgroup``: ``pids.max``; ``cpu_cgroup``: a CPU quota). ``uid``: its real uid becomes its slot's own
+    (effective and filesystem uids unchanged) under ``RLIMIT_NPROC`` (``tasks_uid``). ``nproc``: ``RLIMIT_NPROC``
+    above the tasks its uid runs now (``tasks_nproc``)."""
+    layers = []
+    pid = str(os.getpid()).encode("ascii")
+    for layer, procs in bound["cgroups"].items():
+        try:
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, pid)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        layers.append(layer)
+    if bound["uid"] is not None:
+        _drop_bounding_set(libc)  # needs CAP_SETPCAP, which the uid change below may take away
+        resource.setrlimit(resource.RLIMIT_NPROC, (bound["max_tasks"], bound["max_tasks"]))
+        os.setresuid(bound["uid"], -1, -1)
+        if os.getresuid()[0] == bound["uid"]:
+            layers.append("tasks_uid")
+    if bound["nproc"]:
+        limit = _tasks_of_uid(os.getuid()) + bound["max_tasks"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+        layers.append("tasks_nproc")
+    return layers
+
+
+def _tasks_of_uid(uid: int) -> int:
+    """How many tasks (threads) processes of real uid ``uid`` run now, as ``RLIMIT_NPROC`` counts them."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as status:
+                fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
+            if int(fields[b"Uid"].split()[0]) == uid:
+                count += int(fields[b"Threads"])
+        except (OSError, KeyError, ValueError, IndexError):  # a process that ended meanwhile
+            continue
+    return count
+
+
 class _CapabilityHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -470,6 +518,13 @@ class _CapabilityData(ctypes.Structure):
 
 def _drop_capabilities(libc) -> bool:
     """Empty the bounding set (where permitted) and the effective, permitted and inheritable sets."""
+    _drop_bounding_set(libc)
+    header = _CapabilityHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapabilityData * 2)()
+    return libc.capset(ctypes.byref(header), data) == 0
+
+
+def _drop_bounding_set(libc) -> None:
     try:
         with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as last_cap_file:
             last_capability = int(last_cap_file.read())
@@ -478,9 +533,6 @@ def _drop_capabilities(libc) -> bool:
     for capability in range(last_capability + 1):
         libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(capability), ctypes.c_ulong(0), ctypes.c_ulong(0),
                    ctypes.c_ulong(0))
-    header = _CapabilityHeader(_CAPABILITY_VERSION_3, 0)
-    data = (_CapabilityData * 2)()
-    return libc.capset(ctypes.byref(header), data) == 0
 
 
 class _LandlockRulesetAttr(ctypes.Structure):

@@ -1,0 +1,139 @@
+"""Round 4 of the hostile policy against the sandbox (issue 39): a program's threads and CPU stay its own, and no
+value a program returns costs the trainer more than linear time.
+
+* Thread flood: a program that starts threads without end, beside honest programs, in a "container" (a pids
+  cgroup with a small ``pids.max`` around a trainer process, as a deployment has): the honest programs' verdicts
+  must be the ones they get alone, the trainer must still start a thread, and the flood is held to its own bound
+  (each mechanism of ``sandbox.TASK_BOUNDS`` this machine offers).
+* The trainer's CPU for a hash-colliding set (and dict) returned by a call-based program is bounded.
+* Correct programs the reference harnesses pass: an iterator where HumanEval's test materialises it, ``Decimal``
+  where APPS' ``==`` accepts it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from dschat.rewards import sandbox
+
+REPOSITORY = str(Path(__file__).resolve().parents[1])
+CONTAINER_PIDS = 200  # the "container's" pids.max: room for the trainer, its fork servers and 8 programs
+
+FLOOD = textwrap.dedent("""\
+    import threading, time
+    threading.stack_size(65536)
+    end = time.monotonic() + 4
+    while time.monotonic() < end:  # take every task it can, and keep trying for 4 s
+        try:
+            threading.Thread(target=time.sleep, args=(6,), daemon=True).start()
+        except RuntimeError:
+            time.sleep(0.001)
+    print(input())
+    """)
+HONEST = [
+    "print(input())\n",
+    textwrap.dedent("""\
+        import sys, threading
+        threading.stack_size(1 << 26)  # the competitive programmer's deep-recursion idiom: one thread
+        sys.setrecursionlimit(10 ** 5)
+        def depth(n):
+            return 0 if n == 0 else 1 + depth(n - 1)
+        def main():
+            print(depth(int(input()) * 1000) // 1000)
+        thread = threading.Thread(target=main)
+        thread.start()
+        thread.join()
+        """),
+]
+CONTAINED_TRAINER = textwrap.dedent("""\
+    import json, sys, threading, time
+    sys.stdin.readline()  # the test has moved this process into its container cgroup
+    from dschat.rewards import SandboxLimits, execute_program, execute_programs, sandbox
+    from dschat.utils.data.schema import CodeTask
+    mechanism, tmp_root, flood, honest = json.loads(sys.argv[1])
+    sandbox._TASK_BOUND[:] = [sandbox.make_task_bound(mechanism)]
+    limits = SandboxLimits(test_timeout_s=8.0, tmp_root=tmp_root)
+    task = CodeTask(task_id="seven", prompt="", inputs=["7\\n"], outputs=["7\\n"])
+    programs = [honest[index % len(honest)] for index in range(7)]
+
+    def verdicts():
+        results = execute_programs([task] * len(programs), programs, limits, max_workers=len(programs))
+        return [(result.outcome.value, result.detail) for result in results]
+
+    alone = verdicts()
+    flooded = {}
+    flooder = threading.Thread(target=lambda: flooded.update(result=execute_program(task, flood, limits)))
+    flooder.start()
+    time.sleep(1.5)  # the flood now holds what it could take
+    beside = verdicts()
+    try:
+        thread = threading.Thread(target=time.sleep, args=(0,))
+        thread.start()
+        thread.join()
+        trainer_thread = "started"
+    except RuntimeError as error:
+        trainer_thread = str(error)
+    flooder.join()
+    print(json.dumps({"alone": alone, "beside": beside, "trainer_thread": trainer_thread,
+                      "flood": flooded["result"].outcome.value, "isolation": flooded["result"].isolation}))
+    """)
+
+
+def container_cgroup(name: str) -> Path:
+    """A new cgroup v1 pids cgroup beside the test's own, or skip where none can be made."""
+    try:
+        v1, _ = sandbox._own_cgroups()
+        directory = Path(v1["pids"]) / name
+        directory.mkdir()
+    except (OSError, KeyError) as error:
+        pytest.skip(f"needs a writable cgroup v1 pids hierarchy ({error!r})")
+    (directory / "pids.max").write_text(str(CONTAINER_PIDS))
+    return directory
+
+
+def remove_cgroup(directory: Path) -> None:
+    for child in directory.iterdir():
+        if child.is_dir():
+            remove_cgroup(child)
+    for pid in (directory / "cgroup.procs").read_text().split():
+        os.kill(int(pid), 9)
+    deadline = time.monotonic() + 5
+    while (directory / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    directory.rmdir()
+
+
+@pytest.mark.parametrize("mechanism", ["cgroup_v1", "uid"])
+def test_a_thread_flood_takes_neither_its_neighbours_tasks_nor_the_trainers(tmp_path, mechanism):
+    """Class 1: a program held 4,000 threads; beside it 6 of 7 honest programs were sandbox errors ("fork server
+    could not fork: EAGAIN") and the trainer could not start a thread. Now, in a container of 200 tasks: the
+    flood is held to its own ``max_tasks`` (and passes its own test), every honest program (one of them starts a
+    thread) gets the verdict it gets alone, and the trainer starts a thread."""
+    if sandbox.make_task_bound(mechanism) is None:
+        pytest.skip(f"the {mechanism} bound does not work here")
+    container = container_cgroup(f"dschat-test-container-{os.getpid()}-{mechanism}")
+    environment = dict(os.environ, PYTHONPATH=REPOSITORY)
+    trainer = subprocess.Popen(
+        [sys.executable, "-c", CONTAINED_TRAINER, json.dumps([mechanism, str(tmp_path), FLOOD, HONEST])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    try:
+        (container / "cgroup.procs").write_text(str(trainer.pid))
+        out, err = trainer.communicate("go\n", timeout=240)
+    finally:
+        trainer.kill()
+        trainer.wait()
+        remove_cgroup(container)
+    assert trainer.returncode == 0, err[-3000:]
+    report = json.loads(out)
+    assert report["alone"] == [["passed", ""]] * 7, report["alone"]
+    assert report["beside"] == report["alone"], report["beside"]
+    assert report["trainer_thread"] == "started"
+    assert report["flood"] == "passed"
+    assert {"cgroup_v1": "tasks_cgroup", "uid": "tasks_uid"}[mechanism] in report["isolation"]
