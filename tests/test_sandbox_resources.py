@@ -110,19 +110,33 @@ def remove_cgroup(directory: Path) -> None:
     directory.rmdir()
 
 
-@pytest.mark.parametrize("mechanism", ["cgroup_v1", "uid"])
+NOBODY = 65534
+
+
+def as_nobody() -> None:
+    """The real uid of a non-root trainer (the kernel counts ``RLIMIT_NPROC`` per real uid), keeping root's
+    effective uid so that the interpreter's files stay readable."""
+    os.setresuid(NOBODY, 0, 0)
+
+
+@pytest.mark.parametrize("mechanism", ["cgroup_v1", "uid", "nproc"])
 def test_a_thread_flood_takes_neither_its_neighbours_tasks_nor_the_trainers(tmp_path, mechanism):
     """Class 1: a program held 4,000 threads; beside it 6 of 7 honest programs were sandbox errors ("fork server
     could not fork: EAGAIN") and the trainer could not start a thread. Now, in a container of 200 tasks: the
     flood is held to its own ``max_tasks`` (and passes its own test), every honest program (one of them starts a
     thread) gets the verdict it gets alone, and the trainer starts a thread."""
-    if sandbox.make_task_bound(mechanism) is None:
+    if mechanism == "nproc" and os.getuid() == 0 and os.geteuid() == 0:
+        preexec = as_nobody  # a non-root trainer's bound, from a root test
+    elif sandbox.make_task_bound(mechanism) is None:
         pytest.skip(f"the {mechanism} bound does not work here")
+    else:
+        preexec = None
     container = container_cgroup(f"dschat-test-container-{os.getpid()}-{mechanism}")
     environment = dict(os.environ, PYTHONPATH=REPOSITORY)
     trainer = subprocess.Popen(
         [sys.executable, "-c", CONTAINED_TRAINER, json.dumps([mechanism, str(tmp_path), FLOOD, HONEST])],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
+        preexec_fn=preexec)
     try:
         (container / "cgroup.procs").write_text(str(trainer.pid))
         out, err = trainer.communicate("go\n", timeout=240)
@@ -136,4 +150,41 @@ def test_a_thread_flood_takes_neither_its_neighbours_tasks_nor_the_trainers(tmp_
     assert report["beside"] == report["alone"], report["beside"]
     assert report["trainer_thread"] == "started"
     assert report["flood"] == "passed"
-    assert {"cgroup_v1": "tasks_cgroup", "uid": "tasks_uid"}[mechanism] in report["isolation"]
+    assert {"cgroup_v1": "tasks_cgroup", "uid": "tasks_uid", "nproc": "tasks_nproc"}[mechanism] in report["isolation"]
+
+
+# --------------------------------------------------------------------- class 3: the trainer's cost of a value
+
+MODULUS = 2 ** 61 - 1  # CPython hashes an int as its value modulo this prime
+BIG = (2 ** 4000 // MODULUS) * MODULUS
+# 5,000 integers of 4,000 bits that all hash alike and share their leading digits: each comparison is long
+COLLIDING = f"[{BIG} + k * {MODULUS} for k in range(1, 5001)]"
+ANSWER = [BIG + k for k in range(1, 5001)]  # a correct answer as long as the colliding value
+
+
+def trainer_cpu(function) -> tuple:
+    """``function()`` and the CPU seconds this process (the trainer, all threads) spent on it."""
+    started = time.process_time()
+    value = function()
+    return value, time.process_time() - started
+
+
+@pytest.mark.parametrize("returned, expected", [
+    (f"set({COLLIDING})", ANSWER),
+    (f"dict.fromkeys({COLLIDING}, 1)", {str(value): 1 for value in ANSWER}),
+    (f"{{'k': frozenset({COLLIDING})}}", {"k": ANSWER}),
+], ids=["set", "dict", "frozenset_in_dict"])
+def test_a_hash_colliding_value_costs_the_trainer_linear_time(tmp_path, returned, expected):
+    """Class 3: a set of 5,000 integers that hash alike, returned by a call-based program, took the trainer
+    5.0-5.7 s of CPU to build for 3 tests (here: 3.2-3.9 s, each case). Now nothing a program returns is hashed
+    in the trainer (a mapping is matched against the expected dict's own table): the value fails, and the
+    trainer spends under 0.5 s."""
+    from dschat.rewards import SandboxLimits, TestOutcome, execute_program
+    from dschat.utils.data.schema import CodeTask
+
+    task = CodeTask(task_id="colliding", prompt="", fn_name="f", inputs=[[0]] * 3, outputs=[expected] * 3)
+    program = f"def f(x):\n    return {returned}\n"
+    limits = SandboxLimits(test_timeout_s=20.0, tmp_root=str(tmp_path))
+    result, seconds = trainer_cpu(lambda: execute_program(task, program, limits))
+    assert result.test_outcomes == (TestOutcome.FAILED,) * 3, result.detail
+    assert seconds < 0.5, seconds

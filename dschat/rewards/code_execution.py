@@ -378,13 +378,38 @@ def _values_match(actual, expected) -> bool:
         return type(actual) in (list, tuple) and len(actual) == len(expected) \
             and all(map(_values_match, actual, expected))
     if kind is dict:
-        return isinstance(actual, dict) and actual.keys() == expected.keys() \
-            and all(_values_match(actual[key], item) for key, item in expected.items())
+        return _pairs_match(actual, expected)
     if kind is float:
         return type(actual) in (int, bool, float) and (actual == expected or _floats_close(actual, expected))
     if kind in (int, bool):  # exactly, as Python compares them (a float passes only when exactly equal)
         return type(actual) in (int, bool, float) and actual == expected
     return type(actual) is kind and actual == expected  # str, None
+
+
+def _pairs_match(actual, expected: dict) -> bool:
+    """Whether a mapping a program returned (decoded as :class:`~dschat.rewards.plain_data.Unhashed`: its
+    pairs, never hashed into a table of its own; or a dict) equals ``expected`` as Python's ``==`` of two dicts
+    would decide, key by key, each value by :func:`_values_match`: as many pairs as expected keys, each key a
+    number or a string found in the expected dict's own table (trusted: no key a program chose can make a
+    lookup slow) and no expected key found twice. Linear in the number of pairs."""
+    if isinstance(actual, dict):
+        pairs = tuple(actual.items())
+    elif type(actual) is plain_data.Unhashed and issubclass(actual.kind, dict):
+        pairs = actual.items
+    else:
+        return False
+    if len(pairs) != len(expected):
+        return False
+    keys = list(expected)
+    position = {key: index for index, key in enumerate(keys)}
+    found = set()
+    for key, item in pairs:
+        key = _python_scalar(key)
+        index = position.get(key) if type(key) in (str, int, bool, float) else None
+        if index is None or index in found or not _values_match(item, expected[keys[index]]):
+            return False
+        found.add(index)
+    return True
 
 
 def _python_scalar(value):
@@ -418,7 +443,7 @@ def _judge(mode: ProgramMode, run: TestRun, expected) -> Tuple[TestOutcome, str]
     if run.output.startswith(UNSERIALISABLE_MARKER):
         return TestOutcome.FAILED, "the return value is not plain data"
     try:
-        value = plain_data.decode(run.output)
+        value = plain_data.decode(run.output, hashed=False)  # linear, whatever the members' hashes
     except plain_data.NotPlainData:
         return TestOutcome.RUNTIME_ERROR, "malformed return value"
     return (TestOutcome.PASSED if call_output_matches(value, expected) else TestOutcome.FAILED), ""

@@ -20,7 +20,12 @@ The text is one JSON line in which every node is a list ``[tag, payload...]``, s
 
 :func:`decode` reads bytes a program's process wrote, so it is linear in their length and bounded in memory: the
 caller caps the length, ``json.loads`` (C, linear; nesting deeper than the interpreter's recursion limit raises
-``RecursionError``) parses, and the tree is rebuilt with an explicit depth budget. Anything that is not a
+``RecursionError``) parses, and the tree is rebuilt with an explicit depth budget. Rebuilding a set or a mapping
+hashes its members, which a program can make collide (5,000 integers that hash alike: quadratic, seconds of CPU);
+so where that cost must stay linear (the trainer, APPS call-based) ``decode(..., hashed=False)`` returns sets and
+mappings as :class:`Unhashed` (their members or pairs, in order, nothing hashed), which the comparison matches
+against the expected value's own table; where the real objects are needed (HumanEval's verdict interpreter) they are
+built under that process's deadline. Anything that is not a
 well-formed encoding raises :class:`NotPlainData`, never another exception. numpy is imported only when a value
 holds numpy data. Imported by the sandbox's child scripts as a top-level module, so standard library only.
 """
@@ -49,6 +54,21 @@ _DEFAULT_FACTORIES = {kind.__name__: kind for kind in (int, float, complex, str,
 
 class NotPlainData(ValueError):
     """A value (or a text) that is not plain data in the sense of this module."""
+
+
+class Unhashed:
+    """A set or mapping decoded without hashing what it holds (:func:`decode` with ``hashed=False``): its type
+    (``kind``) and ``items``, its members or its ``(key, value)`` pairs in the order they were sent. Equal only to
+    itself."""
+
+    __slots__ = ("kind", "items")
+
+    def __init__(self, kind: type, items: tuple):
+        self.kind = kind
+        self.items = items
+
+    def __repr__(self) -> str:
+        return f"Unhashed({self.kind.__name__}, {len(self.items)} items)"
 
 
 def encode(value, max_depth: int = MAX_DEPTH) -> str:
@@ -120,18 +140,19 @@ def _numpy_tree(value, kind: type, depth: int):
     return None
 
 
-def decode(text: bytes, max_depth: int = MAX_DEPTH):
+def decode(text: bytes, max_depth: int = MAX_DEPTH, hashed: bool = True):
     """The value encoded by :func:`encode` in ``text``; :class:`NotPlainData` for anything else. Linear time in
-    ``len(text)`` (the caller bounds it)."""
+    ``len(text)`` (the caller bounds it) with ``hashed=False`` (sets and mappings then :class:`Unhashed`); with
+    ``hashed=True``, building a set or mapping of members that hash alike is quadratic."""
     try:
-        return _value(json.loads(text), max_depth)
+        return _value(json.loads(text), max_depth, hashed)
     except NotPlainData:
         raise
     except (ValueError, TypeError, KeyError, IndexError, RecursionError, OverflowError, MemoryError) as error:
         raise NotPlainData(f"malformed plain data ({type(error).__name__})") from None
 
 
-def _value(node, depth: int):
+def _value(node, depth: int, hashed: bool = True):
     if type(node) is not list or not node or type(node[0]) is not str:
         raise NotPlainData("malformed plain data")
     tag, payload = node[0], node[1:]
@@ -151,20 +172,25 @@ def _value(node, depth: int):
     if depth <= 0:
         raise NotPlainData(f"nested more than {MAX_DEPTH} deep")
     if tag in _SEQUENCE_TYPES and len(payload) == 1 and type(payload[0]) is list:
-        return _SEQUENCE_TYPES[tag](_value(item, depth - 1) for item in payload[0])
+        kind = _SEQUENCE_TYPES[tag]
+        items = (_value(item, depth - 1, hashed) for item in payload[0])
+        return kind(items) if hashed or kind not in (set, frozenset) else Unhashed(kind, tuple(items))
     if tag in _MAPPING_TYPES and len(payload) == 1:  # (a Counter built from pairs would count the pairs)
-        return _MAPPING_TYPES[tag](dict(_pairs(payload[0], depth)))
+        pairs = _pairs(payload[0], depth, hashed)
+        return _MAPPING_TYPES[tag](dict(pairs)) if hashed else Unhashed(_MAPPING_TYPES[tag], tuple(pairs))
     if tag == "D" and len(payload) == 2 and (payload[0] == "" or payload[0] in _DEFAULT_FACTORIES):
-        return collections.defaultdict(_DEFAULT_FACTORIES.get(payload[0]), dict(_pairs(payload[1], depth)))
+        pairs = _pairs(payload[1], depth, hashed)
+        return collections.defaultdict(_DEFAULT_FACTORIES.get(payload[0]), dict(pairs)) if hashed \
+            else Unhashed(collections.defaultdict, tuple(pairs))
     if tag == "A" and len(payload) == 3 and payload[0] in NUMPY_DTYPES:
         return _numpy_array(payload[0], payload[1], payload[2], depth)
     raise NotPlainData("malformed plain data")
 
 
-def _pairs(node, depth: int) -> list:
+def _pairs(node, depth: int, hashed: bool) -> list:
     if type(node) is not list or not all(type(pair) is list and len(pair) == 2 for pair in node):
         raise NotPlainData("malformed plain data")
-    return [(_value(key, depth - 1), _value(item, depth - 1)) for key, item in node]
+    return [(_value(key, depth - 1, hashed), _value(item, depth - 1, hashed)) for key, item in node]
 
 
 def _numpy_scalar(dtype: str, value):

@@ -483,7 +483,7 @@ class _TaskBound:
       effective and filesystem uids stay, so it reads what it read before) with ``RLIMIT_NPROC`` =
       ``max_tasks``: the kernel counts tasks per real uid and, once capabilities are dropped, exempts only real
       root. No CPU quota (``max_tasks`` bounds the program's runnable threads);
-    * ``nproc`` (not root, no cgroup): ``RLIMIT_NPROC`` = the uid's task count when the child starts plus
+    * ``nproc`` (a real uid other than root, no cgroup): ``RLIMIT_NPROC`` = the uid's task count when the child starts plus
       ``max_tasks``. The total stays bounded (``max_tasks`` per running program) and the trainer and its fork
       servers are not held to it, but programs of one uid share the headroom: a program that floods after a
       neighbour started can take what the neighbour had left. No CPU quota.
@@ -701,7 +701,7 @@ def make_task_bound(mechanism: str) -> Optional[_TaskBound]:
         return bound if _probe(bound) else None
     if mechanism == "uid":
         return _TaskBound(mechanism) if _uid_bound_available() else None
-    return _TaskBound(mechanism) if os.geteuid() != 0 else None  # root is not held to RLIMIT_NPROC
+    return _TaskBound(mechanism) if os.getuid() != 0 else None  # a real uid of root is not held to RLIMIT_NPROC
 
 
 _TASK_BOUND: List[_TaskBound] = []  # this process's bound, once chosen
