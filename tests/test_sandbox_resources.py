@@ -91,9 +91,9 @@ def container_cgroups(name: str, controls: dict) -> list:
     "200"}, "cpu": {...}}``), as a container's; or skip where they cannot be made."""
     made = []
     try:
-        v1, _ = sandbox._own_cgroups()
+        own = sandbox._own_cgroups()
         for hierarchy, files in controls.items():
-            directory = Path(v1[hierarchy]) / name
+            directory = Path(own[hierarchy][0]) / name
             directory.mkdir()
             made.append(directory)
             for control, value in files.items():

@@ -473,37 +473,43 @@ _CGROUP_PREFIX = "dschat-sandbox-"
 class _TaskBound:
     """How each program's tasks (threads and processes) and CPU are bounded on this machine, chosen once per
     trainer process by :func:`_task_bound` (the first of :data:`TASK_BOUNDS` that works here). Each running
-    program holds a *slot* (reused once the program's processes are gone):
+    program holds a *slot* (reused once the program is done), and its children are forked by fork servers of
+    that slot's own:
 
-    * ``cgroup_v1`` / ``cgroup_v2``: a cgroup of the slot's own, ``dschat-sandbox-<pid>-<slot>`` beside the
-      trainer's own cgroup's processes, with ``pids.max`` = ``max_tasks`` and, where the cpu controller is there,
-      a quota of ``cpu_quota`` CPUs per period; the child joins it (its pid into ``cgroup.procs``) before it
-      hardens itself. Needs write access to the hierarchy: root where cgroup v1 is mounted writable, or a
-      delegated cgroup v2 subtree in which pids (and cpu) can be enabled for children;
+    * ``cgroup_v1`` / ``cgroup_v2``: a cgroup per slot, ``dschat-sandbox-<pid>-<slot>`` below the trainer's own
+      cgroup, with ``pids.max`` = ``max_tasks`` + 1 (the slot's fork server is the one more) and, where the cpu
+      controller is there, a quota of ``cpu_quota`` CPUs; the parent moves the slot's fork server into it once,
+      so every child is born in it (no migration per child: moving a process between cgroups waits for an RCU
+      grace period, ~30 ms here) and checks that it is (``/proc/self/cgroup``) before it hardens itself. Needs
+      write access to the hierarchy: root where cgroup v1 is mounted writable, or a delegated cgroup v2 subtree
+      in which pids (and cpu) can be enabled for children;
     * ``uid`` (root, no cgroup): the child's *real* uid becomes the slot's own (``_SANDBOX_UID_BASE`` + slot; the
       effective and filesystem uids stay, so it reads what it read before) with ``RLIMIT_NPROC`` =
       ``max_tasks``: the kernel counts tasks per real uid and, once capabilities are dropped, exempts only real
       root. No CPU quota (``max_tasks`` bounds the program's runnable threads);
-    * ``nproc`` (a real uid other than root, no cgroup): ``RLIMIT_NPROC`` = the uid's task count when the child starts plus
-      ``max_tasks``. The total stays bounded (``max_tasks`` per running program) and the trainer and its fork
-      servers are not held to it, but programs of one uid share the headroom: a program that floods after a
-      neighbour started can take what the neighbour had left. No CPU quota.
+    * ``nproc`` (a real uid other than root, no cgroup): ``RLIMIT_NPROC`` = the uid's task count when the child
+      starts plus ``max_tasks``. The total stays bounded (``max_tasks`` per running program) and the trainer and
+      its fork servers are not held to it, but programs of one uid share the headroom: a program that floods after
+      a neighbour started can take what the neighbour had left. No CPU quota.
 
     A child reports the layers of its bound (:attr:`layers`) with the others, and the parent checks them."""
 
-    def __init__(self, mechanism: str, directories: Optional[Dict[str, str]] = None):
+    def __init__(self, mechanism: str, cgroups: Optional[Dict[str, Tuple[str, str, str]]] = None):
         self.mechanism = mechanism
         self.pid = os.getpid()
-        self._directories = dict(directories or {})  # layer ("tasks_cgroup", "cpu_cgroup") -> the trainer's cgroup
+        # layer ("tasks_cgroup", "cpu_cgroup") -> (controller as /proc/self/cgroup names it, the trainer's cgroup
+        # directory, its path in the hierarchy)
+        self._cgroups = dict(cgroups or {})
         self._version = 2 if mechanism == "cgroup_v2" else 1
         self._lock = threading.Lock()
         self._free: List[int] = []
         self._slots = 0
+        self._residents: Dict[int, set] = {}  # slot -> pids of its fork servers
 
     @property
     def layers(self) -> Tuple[str, ...]:
-        if self._directories:
-            return tuple(layer for layer in ("tasks_cgroup", "cpu_cgroup") if layer in self._directories)
+        if self._cgroups:
+            return tuple(layer for layer in ("tasks_cgroup", "cpu_cgroup") if layer in self._cgroups)
         return (f"tasks_{self.mechanism}",)
 
     def acquire(self, limits: "SandboxLimits") -> Tuple[int, dict]:
@@ -521,46 +527,58 @@ class _TaskBound:
             self.release(slot)
             raise SandboxError(f"could not prepare the {self.mechanism} bound of slot {slot}: {error}") from None
 
+    def _name(self, slot: int) -> str:
+        return f"{_CGROUP_PREFIX}{self.pid}-{slot}"
+
     def _prepare(self, slot: int, limits: "SandboxLimits") -> dict:
         bound = {"cgroups": {}, "uid": None, "nproc": self.mechanism == "nproc", "max_tasks": limits.max_tasks}
         if self.mechanism == "uid":
             bound["uid"] = _SANDBOX_UID_BASE + slot
-        for layer, own in self._directories.items():
-            directory = self._slot_directory(own, slot)
+        for layer, (controller, own, path) in self._cgroups.items():
+            directory = os.path.join(own, self._name(slot))
             os.makedirs(directory, exist_ok=True)
             if layer == "tasks_cgroup":
-                _write_control(directory, "pids.max", str(limits.max_tasks))
+                _write_control(directory, "pids.max", str(limits.max_tasks + 1))
             elif self._version == 2:
                 _write_control(directory, "cpu.max", f"{round(limits.cpu_quota * _CPU_PERIOD_US)} {_CPU_PERIOD_US}")
             else:
                 _write_control(directory, "cpu.cfs_period_us", str(_CPU_PERIOD_US))
                 _write_control(directory, "cpu.cfs_quota_us", str(round(limits.cpu_quota * _CPU_PERIOD_US)))
-            bound["cgroups"][layer] = os.path.join(directory, "cgroup.procs")
+            bound["cgroups"][layer] = [controller, os.path.join(path, self._name(slot))]
         return bound
 
-    def _slot_directory(self, own: str, slot: int) -> str:
-        return os.path.join(own, f"{_CGROUP_PREFIX}{self.pid}-{slot}")
+    def place(self, slot: int, pid: int) -> None:
+        """Move a fork server of ``slot`` (just started, idle) into the slot's cgroups: its children are born there."""
+        for directory in self._directories(slot):
+            os.makedirs(directory, exist_ok=True)
+            _write_control(directory, "cgroup.procs", str(pid))
+        with self._lock:
+            self._residents.setdefault(slot, set()).add(pid)
+
+    def _directories(self, slot: int) -> List[str]:
+        return sorted({os.path.join(own, self._name(slot)) for _, own, _ in self._cgroups.values()})
 
     def release(self, slot: int) -> None:
-        """The program's processes are gone (killed and reaped): the slot may serve the next program. Anything
-        left in its cgroups (a process that left its group without the filters) is killed first; a slot whose
-        cgroup does not empty is not reused."""
-        for own in set(self._directories.values()):
-            directory = self._slot_directory(own, slot)
-            if os.path.isdir(directory) and not _empty_cgroup(directory):
+        """The program's children are gone (killed and reaped): the slot may serve the next program. Anything
+        else left in its cgroups but its fork servers (a process that left its group without the filters) is
+        killed first; a slot whose cgroup does not empty is not reused."""
+        with self._lock:
+            residents = set(self._residents.get(slot, ()))
+        for directory in self._directories(slot):
+            if os.path.isdir(directory) and not _empty_cgroup(directory, residents):
                 logger.warning("sandbox cgroup %s does not empty: its slot is not reused", directory)
                 return
         with self._lock:
             self._free.append(slot)
 
     def close(self) -> None:
-        """Remove the slots' cgroups (at exit)."""
+        """Remove the slots' cgroups (at exit, once the fork servers are gone)."""
         if self.pid != os.getpid():
             return
-        for own in set(self._directories.values()):
-            for slot in range(self._slots):
+        for slot in range(self._slots):
+            for directory in self._directories(slot):
                 try:
-                    os.rmdir(self._slot_directory(own, slot))
+                    os.rmdir(directory)
                 except OSError:
                     pass
 
@@ -573,13 +591,14 @@ def _write_control(directory: str, name: str, value: str) -> None:
         os.close(fd)
 
 
-def _empty_cgroup(directory: str) -> bool:
-    """SIGKILL every process in the cgroup ``directory``; whether it is then empty (within a short wait)."""
+def _empty_cgroup(directory: str, residents: set) -> bool:
+    """SIGKILL every process in the cgroup ``directory`` but ``residents``; whether none is then left (within a
+    short wait)."""
     deadline = time.monotonic() + _EXIT_GRACE_S
     while True:
         try:
             with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as procs:
-                pids = [int(line) for line in procs if line.strip()]
+                pids = [int(line) for line in procs if line.strip() and int(line) not in residents]
         except OSError:
             return False
         if not pids:
@@ -594,17 +613,16 @@ def _empty_cgroup(directory: str) -> bool:
         time.sleep(0.01)
 
 
-def _own_cgroups() -> Tuple[Dict[str, str], Optional[str]]:
-    """This process's cgroup directories: by cgroup v1 controller, and its cgroup v2 one (None if none is
-    mounted), from ``/proc/self/cgroup`` and the mount table."""
+def _own_cgroups() -> Dict[str, Tuple[str, str]]:
+    """This process's cgroups, by controller as ``/proc/self/cgroup`` names it ("" for cgroup v2): its directory
+    (where its hierarchy is mounted) and its path in the hierarchy."""
     paths: Dict[str, str] = {}
     with open("/proc/self/cgroup", encoding="utf-8") as cgroups:
         for line in cgroups:
             _, controllers, path = line.rstrip("\n").split(":", 2)
             for controller in controllers.split(",") if controllers else [""]:
                 paths[controller] = path
-    v1: Dict[str, str] = {}
-    v2 = None
+    found: Dict[str, Tuple[str, str]] = {}
     with open("/proc/self/mountinfo", encoding="utf-8") as mounts:
         for line in mounts:
             fields, _, tail = line.partition(" - ")
@@ -615,60 +633,47 @@ def _own_cgroups() -> Tuple[Dict[str, str], Optional[str]]:
             kinds = [""] if tail[0] == "cgroup2" else tail[2].split(",") if tail[0] == "cgroup" else []
             for kind in kinds:
                 path = paths.get(kind)
-                if path is None:
-                    continue
-                relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
-                directory = os.path.normpath(os.path.join(mount_point, relative))
-                if kind:
-                    v1[kind] = directory
-                else:
-                    v2 = directory
-    return v1, v2
+                if path is not None:
+                    relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+                    found[kind] = (os.path.normpath(os.path.join(mount_point, relative)), path)
+    return found
 
 
-def _cgroup_directories(mechanism: str) -> Optional[Dict[str, str]]:
-    """For a cgroup bound: the trainer's cgroups in which slots can be created, by layer (pids required, cpu
-    where the controller is there), or None where it cannot be used here."""
+def _cgroup_layers(mechanism: str) -> Optional[Dict[str, Tuple[str, str, str]]]:
+    """For a cgroup bound: by layer (pids required, cpu where the controller is there), the controller, the
+    trainer's cgroup in which slots can be created and its path; None where it cannot be used here."""
     try:
-        v1, v2 = _own_cgroups()
+        own = _own_cgroups()
     except (OSError, ValueError):
         return None
+    wanted = (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
     if mechanism == "cgroup_v1":
-        directories = {layer: v1[controller] for layer, controller in (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
-                       if controller in v1}
-    elif v2 is not None:
+        layers = {layer: (controller, *own[controller]) for layer, controller in wanted if controller in own}
+    elif "" in own:
+        directory, path = own[""]
         try:
-            with open(os.path.join(v2, "cgroup.controllers"), encoding="ascii") as controllers:
+            with open(os.path.join(directory, "cgroup.controllers"), encoding="ascii") as controllers:
                 available = controllers.read().split()
+            enable = [controller for _, controller in wanted if controller in available]
+            _write_control(directory, "cgroup.subtree_control", " ".join(f"+{controller}" for controller in enable))
         except OSError:
             return None
-        enable = [controller for controller in ("pids", "cpu") if controller in available]
-        try:
-            _write_control(v2, "cgroup.subtree_control", " ".join(f"+{controller}" for controller in enable))
-        except OSError:
-            return None
-        directories = {layer: v2 for layer, controller in (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
-                       if controller in enable}
+        layers = {layer: ("", directory, path) for layer, controller in wanted if controller in enable}
     else:
         return None
-    return directories if "tasks_cgroup" in directories else None
+    return layers if "tasks_cgroup" in layers else None
 
 
 def _probe(bound: _TaskBound) -> bool:
-    """Whether ``bound`` works here: a slot is prepared and a short-lived process joins its cgroups."""
+    """Whether ``bound`` works here: a slot is prepared and a short-lived process is placed in its cgroups."""
     try:
-        slot, spec = bound.acquire(SandboxLimits())
+        slot, _ = bound.acquire(SandboxLimits())
     except SandboxError:
         return False
     probe = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for procs in spec["cgroups"].values():
-            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                os.write(fd, str(probe.pid).encode("ascii"))
-            finally:
-                os.close(fd)
+        bound.place(slot, probe.pid)
         return True
     except OSError:
         return False
@@ -695,10 +700,10 @@ def _uid_bound_available() -> bool:
 def make_task_bound(mechanism: str) -> Optional[_TaskBound]:
     """The bound ``mechanism`` (one of :data:`TASK_BOUNDS`) if it works here, else None."""
     if mechanism.startswith("cgroup"):
-        directories = _cgroup_directories(mechanism)
-        if directories is None:
+        layers = _cgroup_layers(mechanism)
+        if layers is None:
             return None
-        bound = _TaskBound(mechanism, directories)
+        bound = _TaskBound(mechanism, layers)
         return bound if _probe(bound) else None
     if mechanism == "uid":
         return _TaskBound(mechanism) if _uid_bound_available() else None
@@ -743,7 +748,7 @@ class _ProgramFiles:
     value) and stderr. Nothing in the directory is read back by the parent."""
 
     def __init__(self, spec: ProgramSpec, limits: SandboxLimits, bound: _TaskBound):
-        self._bound = bound
+        self.bound = bound
         self.slot, self.task_bound = bound.acquire(limits)  # released once every child has been killed and reaped
         self.input = self.input_for_child = self.output = self.stderr = -1
         try:
@@ -767,7 +772,7 @@ class _ProgramFiles:
         self.close()
 
     def close(self) -> None:
-        self._bound.release(self.slot)
+        self.bound.release(self.slot)
         for fd in (self.input, self.input_for_child, self.output, self.stderr):
             if fd >= 0:
                 os.close(fd)
@@ -896,12 +901,14 @@ def _verdict_server_command() -> Tuple[str, ...]:
 
 
 def _start(server_command: Callable[[], Tuple[str, ...]], spec_data: bytes, pass_fds: Tuple[int, ...],
-           files: _ProgramFiles, stderr_fd: Optional[int]) -> "_Child":
-    """A new child of a fork server started with ``server_command()``, in its own session (process group), its
-    spec in a sealed memory file; stdin and stdout /dev/null, stderr ``stderr_fd`` (None: /dev/null)."""
+           files: _ProgramFiles, stderr_fd: Optional[int], in_slot: bool = True) -> "_Child":
+    """A new child of a fork server started with ``server_command()`` - one of the program's slot if ``in_slot``
+    (:class:`_TaskBound`) - in its own session (process group), its spec in a sealed memory file; stdin and stdout
+    /dev/null, stderr ``stderr_fd`` (None: /dev/null)."""
     spec_fd = _sealed_memory_file(spec_data)
     try:
-        return _FORK_SERVERS.spawn(server_command(), (spec_fd, *pass_fds), files.workdir, stderr_fd)
+        return _FORK_SERVERS.spawn(server_command(), (spec_fd, *pass_fds), files.workdir, stderr_fd,
+                                   (files.bound, files.slot) if in_slot else None)
     finally:
         os.close(spec_fd)
 
@@ -957,7 +964,7 @@ def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, lim
         verdict = _start(_verdict_server_command, _verdict_spec(spec, limits, key, request_fd=request_write,
                                                                 reply_fd=reply_read, report_fd=verdict_write,
                                                                 go_fd=go_read),
-                         (request_write, reply_read, verdict_write, go_read), files, None)
+                         (request_write, reply_read, verdict_write, go_read), files, None, in_slot=False)
         program = _start(_program_server_command, _child_spec(files, spec, limits, first_test, report_write, -1, "",
                                                      request_fd=request_read, reply_fd=reply_write),
                          (report_write, request_read, reply_write, files.input_for_child, files.output), files,
@@ -1257,21 +1264,23 @@ class _ForkServers:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._servers: Dict[Tuple[str, ...], List[_ForkServer]] = {}
+        self._servers: Dict[tuple, List[_ForkServer]] = {}  # by command and slot
 
-    def spawn(self, command: Tuple[str, ...], fds: Tuple[int, ...], workdir: str,
-              stderr_fd: Optional[int]) -> "_Child":
-        server = self._free_server(command)
+    def spawn(self, command: Tuple[str, ...], fds: Tuple[int, ...], workdir: str, stderr_fd: Optional[int],
+              slot: Optional[Tuple[_TaskBound, int]] = None) -> "_Child":
+        """A child of a server for ``command`` - for a ``(bound, slot)``, one of that slot's own, placed in its
+        cgroups when started (:meth:`_TaskBound.place`)."""
+        server = self._free_server(command, slot)
         try:
             pid, pidfd = server.spawn(fds, workdir, stderr_fd)
         finally:
             server.lock.release()
         return _Child(pid, pidfd, server)
 
-    def _free_server(self, command: Tuple[str, ...]) -> _ForkServer:
-        """A live server for ``command`` that no other thread is using, locked for the caller."""
+    def _free_server(self, command: Tuple[str, ...], slot: Optional[Tuple[_TaskBound, int]]) -> _ForkServer:
+        """A live server for ``command`` (and ``slot``) that no other thread is using, locked for the caller."""
         with self._lock:
-            servers = self._servers.setdefault(command, [])
+            servers = self._servers.setdefault((command, slot), [])
             for server in list(servers):
                 if not server.lock.acquire(blocking=False):
                     continue
@@ -1281,6 +1290,13 @@ class _ForkServers:
                 server.lock.release()
                 servers.remove(server)
             server = _ForkServer(command)
+            if slot is not None:
+                try:
+                    slot[0].place(slot[1], server.pid)
+                except OSError as error:
+                    server.close()
+                    raise SandboxError(f"could not place a fork server in slot {slot[1]}'s cgroups: {error}") \
+                        from None
             server.lock.acquire()
             servers.append(server)
             return server

@@ -462,22 +462,17 @@ def _set_resource_limits(limits: dict, cpu_seconds: int) -> None:
 def _bound_tasks(libc, bound: dict) -> list[str]:
     """This child's share of the machine's tasks and CPU, as the parent's ``_TaskBound`` prepared it, applied while
     the child still holds its capabilities (the program cannot undo it: it can write no cgroup file, and the
-    filters refuse every ``set*uid`` call); the layers applied. Cgroups: the child joins each one it is given
-    (``tasks_cgroup``: ``pids.max``; ``cpu_cgroup``: a CPU quota). ``uid``: its real uid becomes its slot's own
+    filters refuse every ``set*uid`` call); the layers applied. Cgroups: the child was born in its slot's (its
+    fork server lives there) and checks that it is in each one it is given (``tasks_cgroup``: ``pids.max``;
+    ``cpu_cgroup``: a CPU quota). ``uid``: its real uid becomes its slot's own
     (effective and filesystem uids unchanged) under ``RLIMIT_NPROC`` (``tasks_uid``). ``nproc``: ``RLIMIT_NPROC``
     above the tasks its uid runs now (``tasks_nproc``)."""
     layers = []
-    pid = str(os.getpid()).encode("ascii")
-    for layer, procs in bound["cgroups"].items():
-        try:
-            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-        except OSError:
-            continue
-        layers.append(layer)
+    if bound["cgroups"]:
+        with open("/proc/self/cgroup", encoding="utf-8") as cgroups:
+            mine = {(controller, path) for _, controllers, path in
+                    (line.rstrip("\n").split(":", 2) for line in cgroups) for controller in controllers.split(",")}
+        layers += [layer for layer, (controller, path) in bound["cgroups"].items() if (controller, path) in mine]
     if bound["uid"] is not None:
         _drop_bounding_set(libc)  # needs CAP_SETPCAP, which the uid change below may take away
         resource.setrlimit(resource.RLIMIT_NPROC, (bound["max_tasks"], bound["max_tasks"]))
