@@ -166,6 +166,27 @@ def test_a_thread_flood_takes_neither_its_neighbours_tasks_nor_the_trainers(tmp_
     assert {"cgroup_v1": "tasks_cgroup", "uid": "tasks_uid", "nproc": "tasks_nproc"}[mechanism] in report["isolation"]
 
 
+def test_the_last_task_bound_refuses_every_thread(tmp_path, monkeypatch):
+    """Where no cgroup, uid or ``RLIMIT_NPROC`` bound works (root without its slots' uids mapped), the seccomp
+    filter refuses every thread: the flood gets none, a program starting one thread is its own runtime error, a
+    program without threads passes."""
+    from dschat.rewards import SandboxLimits, execute_program
+    from dschat.utils.data.schema import CodeTask
+
+    bound = sandbox.make_task_bound("seccomp")
+    if bound is None or "seccomp" not in sandbox.expected_isolation(True, True):
+        pytest.skip("needs the seccomp filter (x86-64)")
+    monkeypatch.setattr(sandbox, "_TASK_BOUND", [bound])
+    task = CodeTask(task_id="seven", prompt="", inputs=["7\n"], outputs=["7\n"])
+    limits = SandboxLimits(test_timeout_s=8.0, tmp_root=str(tmp_path))
+    counting = FLOOD.replace("end = time.monotonic() + 4", "end = time.monotonic() + 0.5").replace(
+        "print(input())", "print(threading.active_count())")
+    results = [execute_program(task, program, limits) for program in (HONEST[0], HONEST[1], counting)]
+    assert [result.outcome.value for result in results] == ["passed", "runtime_error", "failed"], results
+    assert "can't start new thread" in results[1].detail and "got '1\\n'" in results[2].detail, results
+    assert all("tasks_seccomp" in result.isolation for result in results)
+
+
 # --------------------------------------------------------------------- class 3: the trainer's cost of a value
 
 MODULUS = 2 ** 61 - 1  # CPython hashes an int as its value modulo this prime

@@ -90,7 +90,8 @@ What the child enforces on itself before it touches the program (``ProgramRun.is
   cgroup per program where the trainer may create cgroups (root with cgroup v1, or a delegated cgroup v2 subtree),
   with a quota of ``cpu_quota`` CPUs where the cpu controller is there; else (root) a real uid of the program's
   own under ``RLIMIT_NPROC``; else ``RLIMIT_NPROC`` above its uid's task count (neighbours of one uid then share
-  the headroom). Without a cgroup there is no CPU quota: ``max_tasks`` bounds the program's runnable threads;
+  the headroom); else (x86-64) the seccomp filter refuses every thread. Without a cgroup there is no CPU quota:
+  ``max_tasks`` bounds the program's runnable threads;
 * memory: ``RLIMIT_AS``; open files: ``RLIMIT_NOFILE``; no core dumps;
 * disk: the program can create no file anywhere (below); it writes only to its two memory files, each capped by
   ``RLIMIT_FSIZE`` (``max_output_bytes``, writes beyond fail with EFBIG), so a program holds at most twice that;
@@ -476,7 +477,7 @@ def _child_result(files: "_ProgramFiles", first_test: int, spec: ProgramSpec, li
 
 # ------------------------------------------------------------------- the bound on each program's tasks and CPU
 
-TASK_BOUNDS = ("cgroup_v1", "cgroup_v2", "uid", "nproc")  # in the order they are tried
+TASK_BOUNDS = ("cgroup_v1", "cgroup_v2", "uid", "nproc", "seccomp")  # in the order they are tried
 _SANDBOX_UID_BASE = 61184  # the real uid of slot 0 under the ``uid`` bound (systemd's range for dynamic users)
 _MAX_SLOTS = 4096  # programs running at once in one trainer process
 _CPU_PERIOD_US = 100_000
@@ -503,7 +504,9 @@ class _TaskBound:
     * ``nproc`` (a real uid other than root, no cgroup): ``RLIMIT_NPROC`` = the uid's task count when the child
       starts plus ``max_tasks``. The total stays bounded (``max_tasks`` per running program) and the trainer and
       its fork servers are not held to it, but programs of one uid share the headroom: a program that floods after
-      a neighbour started can take what the neighbour had left. No CPU quota.
+      a neighbour started can take what the neighbour had left. No CPU quota;
+    * ``seccomp`` (root whose slot uids are not mapped here, no cgroup; x86-64): the filter refuses every thread,
+      so a program runs one task - a program that starts a thread (the deep-recursion idiom) is a runtime error.
 
     A child reports the layers of its bound (:attr:`layers`) with the others, and the parent checks them."""
 
@@ -544,7 +547,8 @@ class _TaskBound:
         return f"{_CGROUP_PREFIX}{self.pid}-{slot}"
 
     def _prepare(self, slot: int, limits: "SandboxLimits") -> dict:
-        bound = {"cgroups": {}, "uid": None, "nproc": self.mechanism == "nproc", "max_tasks": limits.max_tasks}
+        bound = {"cgroups": {}, "uid": None, "nproc": self.mechanism == "nproc",
+                 "no_threads": self.mechanism == "seccomp", "max_tasks": limits.max_tasks}
         if self.mechanism == "uid":
             bound["uid"] = _SANDBOX_UID_BASE + slot
         for layer, (controller, own, path) in self._cgroups.items():
@@ -720,7 +724,9 @@ def make_task_bound(mechanism: str) -> Optional[_TaskBound]:
         return bound if _probe(bound) else None
     if mechanism == "uid":
         return _TaskBound(mechanism) if _uid_bound_available() else None
-    return _TaskBound(mechanism) if os.getuid() != 0 else None  # a real uid of root is not held to RLIMIT_NPROC
+    if mechanism == "nproc":
+        return _TaskBound(mechanism) if os.getuid() != 0 else None  # a real uid of root is not held to RLIMIT_NPROC
+    return _TaskBound(mechanism) if os.uname().machine == "x86_64" else None  # seccomp: the filter is x86-64 only
 
 
 _TASK_BOUND: List[_TaskBound] = []  # this process's bound, once chosen
@@ -734,7 +740,7 @@ def _task_bound() -> _TaskBound:
             chosen = next(filter(None, map(make_task_bound, TASK_BOUNDS)), None)
             if chosen is None:
                 raise SandboxError("no bound on a program's tasks works here (no writable cgroup, root without "
-                                   "its uid range mapped)")
+                                   "its uid range mapped, no seccomp)")
             logger.info("sandbox: each program's tasks are bounded by %s (layers %s)", chosen.mechanism,
                         ", ".join(chosen.layers))
             _TASK_BOUND[:] = [chosen]

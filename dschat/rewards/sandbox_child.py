@@ -430,7 +430,7 @@ def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int, 
     layers = ["rlimits"]
     _set_resource_limits(limits, cpu_seconds)
     libc = ctypes.CDLL(None, use_errno=True)
-    layers += _bound_tasks(libc, task_bound)
+    layers += _bound_tasks(libc, task_bound, limits["syscall_filters"])
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                   ctypes.c_ulong(0)) == 0:
         layers.append("no_new_privs")
@@ -442,7 +442,7 @@ def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int, 
             layers.append(f"landlock_abi{abi}")
             if limits["restrict_reads"]:
                 layers.append("landlock_reads")
-        if _install_seccomp(libc, os.getpid()):
+        if _install_seccomp(libc, os.getpid(), threads=not task_bound["no_threads"]):
             layers.append("seccomp")
     else:
         _python_level_guard()
@@ -459,14 +459,15 @@ def _set_resource_limits(limits: dict, cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
 
 
-def _bound_tasks(libc, bound: dict) -> list[str]:
+def _bound_tasks(libc, bound: dict, syscall_filters: bool) -> list[str]:
     """This child's share of the machine's tasks and CPU, as the parent's ``_TaskBound`` prepared it, applied while
     the child still holds its capabilities (the program cannot undo it: it can write no cgroup file, and the
     filters refuse every ``set*uid`` call); the layers applied. Cgroups: the child was born in its slot's (its
     fork server lives there) and checks that it is in each one it is given (``tasks_cgroup``: ``pids.max``;
     ``cpu_cgroup``: a CPU quota). ``uid``: its real uid becomes its slot's own
     (effective and filesystem uids unchanged) under ``RLIMIT_NPROC`` (``tasks_uid``). ``nproc``: ``RLIMIT_NPROC``
-    above the tasks its uid runs now (``tasks_nproc``)."""
+    above the tasks its uid runs now (``tasks_nproc``). ``no_threads``: the seccomp filter (installed later, x86-64
+    only) refuses every thread (``tasks_seccomp``)."""
     layers = []
     if bound["cgroups"]:
         with open("/proc/self/cgroup", encoding="utf-8") as cgroups:
@@ -483,6 +484,8 @@ def _bound_tasks(libc, bound: dict) -> list[str]:
         limit = _tasks_of_uid(os.getuid()) + bound["max_tasks"]
         resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
         layers.append("tasks_nproc")
+    if bound["no_threads"] and syscall_filters and os.uname().machine == "x86_64":
+        layers.append("tasks_seccomp")  # a filter that is then not installed is a missing "seccomp" layer
     return layers
 
 
@@ -680,7 +683,7 @@ def _fcntl_rule() -> list[tuple[int, int, int, int]]:
     ]
 
 
-def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
+def _seccomp_program(own_pid: int, threads: bool = True) -> list[tuple[int, int, int, int]]:
     """The filter, an allow-list: foreign architectures killed; the calls in ``_X86_64_ALLOWED`` allowed;
     open/openat only for reading (else EACCES; openat2, whose flags a filter cannot read, ENOSYS so that
     callers fall back to openat); ioctl only ``_ALLOWED_IOCTLS`` (else ENOTTY); fcntl only ``_ALLOWED_FCNTLS``
@@ -702,7 +705,10 @@ def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
         program += _refusal_rule(syscall, argument, _BPF_JSET, (_OPEN_WRITE_FLAGS,), errno.EACCES)
     program += _allow_rule(_X86_64_IOCTL, 1, _ALLOWED_IOCTLS, errno.ENOTTY)
     program += _fcntl_rule()
-    program += _argument_rule(_X86_64_CLONE, 0, _BPF_JSET, _CLONE_THREAD)
+    if threads:
+        program += _argument_rule(_X86_64_CLONE, 0, _BPF_JSET, _CLONE_THREAD)
+    else:  # the last task bound: no thread at all (EAGAIN, as when a bound is reached)
+        program += [_bpf(_BPF_JEQ, _X86_64_CLONE, 0, 1), _bpf(_BPF_RETURN, _bpf_errno(errno.EAGAIN))]
     for syscall in _X86_64_SIGNALS.values():
         program += _argument_rule(syscall, 0, _BPF_JEQ, own_pid)
     program += [  # prlimit64(pid, resource, new_limit, old_limit): pid 0 or this process may set its own limits
@@ -726,11 +732,11 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _install_seccomp(libc, own_pid: int) -> bool:
+def _install_seccomp(libc, own_pid: int, threads: bool = True) -> bool:
     """Install :func:`_seccomp_program` (x86-64 only; needs ``no_new_privs``). True when installed."""
     if os.uname().machine != "x86_64":
         return False
-    program = _seccomp_program(own_pid)
+    program = _seccomp_program(own_pid, threads)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*instruction) for instruction in program))
     fprog = _SockFprog(len(program), instructions)
     return libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),
