@@ -166,6 +166,33 @@ def test_a_thread_flood_takes_neither_its_neighbours_tasks_nor_the_trainers(tmp_
     assert {"cgroup_v1": "tasks_cgroup", "uid": "tasks_uid", "nproc": "tasks_nproc"}[mechanism] in report["isolation"]
 
 
+def test_a_delegated_cgroup_v2_subtree_is_used_as_the_kernel_expects(tmp_path, monkeypatch):
+    """cgroup v2 (not mounted with controllers on this machine, so on a stand-in directory): pids and cpu are
+    enabled for the trainer's cgroup's children, each slot gets ``pids.max`` and ``cpu.max``, its fork servers
+    are written into its ``cgroup.procs``, and the child is told the path ``/proc/self/cgroup`` will show."""
+    own = tmp_path / "delegated"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    monkeypatch.setattr(sandbox, "_own_cgroups", lambda: {"": (str(own), "/user.slice/trainer")})
+    layers = sandbox._cgroup_layers("cgroup_v2")
+    assert (own / "cgroup.subtree_control").read_text() == "+pids +cpu"
+    bound = sandbox._TaskBound("cgroup_v2", layers)
+    name = f"dschat-sandbox-{os.getpid()}-0"  # a new bound's first slot; the kernel makes a cgroup's files
+    (own / name).mkdir()
+    for control in ("pids.max", "cpu.max", "cgroup.procs"):
+        (own / name / control).write_text("")
+    slot, spec = bound.acquire(sandbox.SandboxLimits(max_tasks=8, cpu_quota=0.5))
+    assert slot == 0
+    assert (own / name / "pids.max").read_text() == "9"  # the slot's fork server is the one more
+    assert (own / name / "cpu.max").read_text() == "50000 100000"
+    assert spec["cgroups"] == {"tasks_cgroup": ["", f"/user.slice/trainer/{name}"],
+                               "cpu_cgroup": ["", f"/user.slice/trainer/{name}"]}
+    bound.place(slot, 4242)
+    assert (own / name / "cgroup.procs").read_text() == "4242"
+    assert bound.layers == ("tasks_cgroup", "cpu_cgroup")
+
+
 def test_the_last_task_bound_refuses_every_thread(tmp_path, monkeypatch):
     """Where no cgroup, uid or ``RLIMIT_NPROC`` bound works (root without its slots' uids mapped), the seccomp
     filter refuses every thread: the flood gets none, a program starting one thread is its own runtime error, a
