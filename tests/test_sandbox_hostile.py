@@ -484,7 +484,7 @@ def test_the_programs_child_is_given_neither_test_code_nor_key():
                                test_code=task.test_code, entry_point=task.entry_point, test_prelude=task.prompt)
 
     class Files:
-        workdir, input_for_child, output = "/nonexistent", -1, -1
+        workdir, input_for_child, output, task_bound = "/nonexistent", -1, -1, {}
 
     child_spec = json.loads(sandbox._child_spec(Files, spec, SandboxLimits(), 0, 5, -1, "", request_fd=6,
                                                 reply_fd=7))

@@ -41,8 +41,12 @@ expected dict's keys are converted to ``int`` first when they all are integers. 
   never ``1000000000.0`` for ``1000000007``); a float answer by a finite number within the same tolerance (APPS
   compares exactly: more lenient here, for floats only); nothing non-finite matches a finite answer; strings and
   None by equality. A one-element expected list also accepts its element (APPS' unwrapping, only in the
-  one-element case: APPS passed ``3`` for ``[3, 5]``). A numpy array, set or deque never matches a list (APPS:
-  an error, or False); a value that is not plain data (a generator, an object) fails.
+  one-element case: APPS passed ``3`` for ``[3, 5]``). A ``Decimal`` is a number like the others (``Decimal(6)``
+  for ``6``, ``Decimal('0.5')`` for ``0.5``, as APPS' ``==`` accepts them). A numpy array, set, deque, iterator or
+  generator never matches a list (APPS: an error, or False); a value that is not plain data (an object) fails.
+  Decoding and comparing cost the trainer time linear in the output read, whatever the program returned: sets
+  and mappings are not rebuilt (their members could hash alike), a mapping is matched pair by pair against the
+  expected dict (:func:`_pairs_match`).
 * imports: like APPS, both APPS styles run after APPS' import header (``sys``, ``itertools``, ``collections``,
   ``math``, ``typing.List``, ``numpy as np``, ``heapq``...; LeetCode-style programs and starter code rely on
   it), executed in the program's namespace; only the header lines binding a name the program mentions are run
@@ -60,6 +64,7 @@ expected dict's keys are converted to ``int`` first when they all are integers. 
 """
 from __future__ import annotations
 
+import decimal
 import json
 import logging
 import math
@@ -378,13 +383,43 @@ def _values_match(actual, expected) -> bool:
         return type(actual) in (list, tuple) and len(actual) == len(expected) \
             and all(map(_values_match, actual, expected))
     if kind is dict:
-        return isinstance(actual, dict) and actual.keys() == expected.keys() \
-            and all(_values_match(actual[key], item) for key, item in expected.items())
+        return _pairs_match(actual, expected)
     if kind is float:
-        return type(actual) in (int, bool, float) and (actual == expected or _floats_close(actual, expected))
+        return _is_number(actual) and (actual == expected or _floats_close(actual, expected))
     if kind in (int, bool):  # exactly, as Python compares them (a float passes only when exactly equal)
-        return type(actual) in (int, bool, float) and actual == expected
+        return _is_number(actual) and actual == expected
     return type(actual) is kind and actual == expected  # str, None
+
+
+def _pairs_match(actual, expected: dict) -> bool:
+    """Whether a mapping a program returned (decoded as :class:`~dschat.rewards.plain_data.Unhashed`: its
+    pairs, never hashed into a table of its own; or a dict) equals ``expected`` as Python's ``==`` of two dicts
+    would decide, key by key, each value by :func:`_values_match`: as many pairs as expected keys, each key a
+    number or a string found in the expected dict's own table (trusted: no key a program chose can make a
+    lookup slow) and no expected key found twice. Linear in the number of pairs."""
+    if isinstance(actual, dict):
+        pairs = tuple(actual.items())
+    elif type(actual) is plain_data.Unhashed and issubclass(actual.kind, dict):
+        pairs = actual.items
+    else:
+        return False
+    if len(pairs) != len(expected):
+        return False
+    keys = list(expected)
+    position = {key: index for index, key in enumerate(keys)}
+    found = set()
+    for key, item in pairs:
+        key = _python_scalar(key)
+        index = position.get(key) if type(key) in (str, int, bool, float) else None
+        if index is None or index in found or not _values_match(item, expected[keys[index]]):
+            return False
+        found.add(index)
+    return True
+
+
+def _is_number(value) -> bool:
+    """An ``int``, ``bool``, ``float`` or ``Decimal`` (which APPS' ``==`` compares with numbers exactly)."""
+    return type(value) in (int, bool, float, decimal.Decimal)
 
 
 def _python_scalar(value):
@@ -418,7 +453,7 @@ def _judge(mode: ProgramMode, run: TestRun, expected) -> Tuple[TestOutcome, str]
     if run.output.startswith(UNSERIALISABLE_MARKER):
         return TestOutcome.FAILED, "the return value is not plain data"
     try:
-        value = plain_data.decode(run.output)
+        value = plain_data.decode(run.output, hashed=False)  # linear, whatever the members' hashes
     except plain_data.NotPlainData:
         return TestOutcome.RUNTIME_ERROR, "malformed return value"
     return (TestOutcome.PASSED if call_output_matches(value, expected) else TestOutcome.FAILED), ""

