@@ -333,11 +333,13 @@ class PPOTrainer:
 
     def step(self, batch: dict) -> tuple:
         """One PPO iteration; returns ``(metrics averaged over processes, experience)``."""
+        iteration = time.perf_counter()
         experience, stats = self.make_experience(batch)
         start = time.perf_counter()
         stats.update(self.train_on_experience(experience))
         stats["timing/train"] = torch.as_tensor(time.perf_counter() - start)
         self.rollout_engine.mark_stale()  # the actor changed: the engine loads (or a producer is sent) it
+        stats["timing/iteration"] = torch.as_tensor(time.perf_counter() - iteration)
         stats.update(self.rollout_statistics(experience))
         stats["lr/actor"] = torch.tensor(self.engines.actor.get_lr()[0])
         if self.engines.critic is not None:
