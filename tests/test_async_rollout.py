@@ -172,3 +172,36 @@ def test_a_hung_producer_ends_the_run_within_the_timeout(tmp_path, monkeypatch, 
                                                 "--async_rollout", "1", "--rollout_timeout", "3"], capsys)
     assert "sent no rollout for 3 s (--rollout_timeout)" in message
     assert time.monotonic() - start < 60
+
+
+@pytest.mark.slow  # three runs in child processes (~1 min)
+def test_sigterm_to_the_whole_process_group_checkpoints_and_resumes_exactly(tmp_path):
+    """SIGTERM to the trainer and its producer alike (what SLURM sends a job): the producer ignores it, the trainer
+    finishes its step, drains the producer into a complete checkpoint and exits 143; the resumed run's metrics
+    equal an uninterrupted run's."""
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT, child_env
+
+    flags = FLAGS + ["--max_steps", "12", "--save_steps", "4", "--async_rollout", "2", "--rollout_is", "macro"]
+
+    def command(out, *extra):
+        return [sys.executable, "-m", "dschat.cli.ppo", *flags, "--output_dir", str(out), *extra]
+
+    subprocess.run(command(tmp_path / "full"), cwd=ROOT, env=child_env(), check=True, capture_output=True,
+                   timeout=900)
+    out = tmp_path / "stopped"
+    process = subprocess.Popen(command(out), cwd=ROOT, env=child_env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    metrics = out / "metrics.jsonl"
+    while process.poll() is None and (not metrics.exists() or metrics.read_text().count("loss/policy") < 2):
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGTERM)
+    _, stderr = process.communicate(timeout=900)
+    assert process.returncode == 143, stderr[-3000:]
+    assert "Traceback" not in stderr and "stopped: SIGTERM received: finished step" in stderr
+    subprocess.run(command(out, "--resume"), cwd=ROOT, env=child_env(), check=True, capture_output=True,
+                   timeout=900)
+    assert train_rows(out) == train_rows(tmp_path / "full")
