@@ -9,6 +9,8 @@ measure and correct the gap (``--rollout_is``, :mod:`dschat.rlhf.macro_action.co
 """
 from __future__ import annotations
 
+import logging
+
 from .base import PlainModel, Rollout, RolloutEngine
 
 
@@ -26,6 +28,11 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
     if actor.device.type != "cpu":
         raise ConfigError(f"--async_rollout {args.async_rollout}: the producer runs on CPU only so far (its weight "
                           "transfer between GPUs, vLLM's NCCL path, is not built); use --async_rollout 0 on GPUs")
+    if args.rollout_is == "none":
+        logging.getLogger(__name__).warning(
+            "--async_rollout %d with --rollout_is none: rollouts up to %d policy versions old are trained on "
+            "uncorrected (the gap is only measured, rollout/logprob_abs_diff); --rollout_is macro corrects it",
+            args.async_rollout, args.async_rollout)
     module = actor.module.get_base_model() if hasattr(actor.module, "get_base_model") else actor.module
     spec = ProducerSpec(engine=args.rollout_engine, config=module.config, dtype=next(module.parameters()).dtype,
                         tokenizer=tokenizer, pad_token_id=tokenizer.pad_token_id,
