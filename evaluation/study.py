@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 from dschat.utils.cli import ArgumentParser
+from dschat.utils.machine import machine_record
 
 MARKER = "study_run.json"
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,7 +307,8 @@ def train_run(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[int]
               flush=True)
         return None
     marker = {"task": run.task, "arm": run.arm, "seed": run.seed, "wall_s": round(wall, 1),
-              "cpu_s": round(cpu, 1), "commit": code_version()["commit"], "flags": command[2:],
+              "cpu_s": round(cpu, 1), "commit": code_version()["commit"],
+              "machine": machine_record(), "flags": command[2:],
               "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     (directory / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
     print(f"ok {name} in {wall:.0f} s ({cpu:.0f} CPU s)", flush=True)

@@ -1,24 +1,26 @@
-"""The README's sentences about the study, written from the same summaries as the report
-(:mod:`evaluation.study_report`): every number in them is computed here, and ``tests/test_study_readme.py`` requires
-the README to contain them verbatim, so a sentence cannot outlive its data.
+"""The study page's sentences (``docs/study-findings.md``, the README's study section before the docs site), written
+from the same summaries as the report (:mod:`evaluation.study_report`): every number in them is computed here, and
+``tests/test_study_readme.py`` requires the page to contain them verbatim, so a sentence cannot outlive its data.
 
-    python -m evaluation.study_findings docs/study/runs.jsonl                     # prints the README's study bullets
-    python -m evaluation.study_findings docs/study/runs.jsonl --readme README.md  # writes them, and both tables, in
+    python -m evaluation.study_findings docs/study/runs.jsonl                                # prints the bullets
+    python -m evaluation.study_findings docs/study/runs.jsonl --readme docs/study-findings.md  # writes them, and both
+                                                                                              # tables, in the page
 """
 from __future__ import annotations
 
 import json
 import statistics
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from evaluation.study import MAPPO_LAMBDA_ARMS, TASKS
-from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p, holm,
-                                        paired_t_p, tost)
-from evaluation.study_report import (arm_lambda, by_arm, collapses, common_seeds, confirmation_table, confirmation_verdicts,
-                                     exploration_verdicts, holm_against_baseline, mappo_family, mean_estimate,
-                                     model_seed_comparisons, ordering_agreement,
-                                     parity_by_stop, plateau, position_groups, reading, readme_table,
+from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, VARIATION_COVERED, format_p)
+from evaluation.study_report import (adjusted_test, arm_lambda, by_arm, collapse_sensitivity, collapses, common_seeds,
+                                     confirmation_table,
+                                     confirmation_verdicts,
+                                     exploration_verdicts, mappo_family, mean_estimate,
+                                     model_seed_comparisons, multiplicity, ordering_agreement,
+                                     parity_by_stop, plateau, position_groups, positions_against_runs, reading, readme_table,
                                      sampling_noise, sampling_seed_comparison, sampling_seed_text,
                                      seed_split, unseen_seed_check)
 
@@ -29,19 +31,19 @@ def _finals(groups, arm, metric, seeds) -> List[float]:
     return [groups[arm][s][metric][-1] for s in seeds]
 
 
-def _diff(groups, arm, base, metric, digits: int = 3):
-    """(text of arm − base paired on their common seeds, seeds ahead, seeds, TOST)."""
+def _diff(groups, arm, base, metric, tests, digits: int = 3, task: str = "long"):
+    """(text of arm − base paired on their common seeds, seeds ahead, seeds, its test after the multiplicity rule)."""
     seeds = common_seeds(groups[arm], groups[base])
     diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
     return (mean_estimate(diffs).text(digits), sum(d > 0 for d in diffs), len(seeds),
-            tost(diffs, EQUIVALENCE_MARGINS[metric]) if metric in EQUIVALENCE_MARGINS else None)
+            adjusted_test(tests, task, arm, base, metric, seeds))
 
 
 def _seed_range(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}-{seeds[-1]}"
 
 
-def verdict_bullet(groups) -> Optional[str]:
+def verdict_bullet(groups, tests) -> Optional[str]:
     """The answer to the study's question: MA-PPO's best against token PPO's best, each chosen on other seeds."""
     exploration, _ = seed_split(groups)
     best, confirmed = confirmation_verdicts(groups)
@@ -49,9 +51,11 @@ def verdict_bullet(groups) -> Optional[str]:
     primary = confirmed or explored
     if not primary:
         return None
-    adjusted = holm({m: v.p for m, v in primary.items()})
+    procedure = "confirmation" if confirmed else "exploration"
+    adjusted = {m: tests["verdict", procedure, m] for m in primary}
     gold, rm = primary["gold"], primary["rm"]
-    gold_reading = reading(gold.diff.mean, adjusted["gold"], gold.equivalence, "MA-PPO", "token PPO")
+    gold_reading = reading(gold.diff.mean, adjusted["gold"].p_holm, adjusted["gold"].equivalence, "MA-PPO",
+                           "token PPO")
     if gold_reading.startswith("equivalent"):
         answer = f"No: on gold the two are {gold_reading}"
     elif gold_reading.startswith("MA-PPO"):
@@ -68,66 +72,79 @@ def verdict_bullet(groups) -> Optional[str]:
         mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
                  if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
         text += (f"On fresh seeds {_seed_range(gold.seeds)} (SFT + RM seed {TASKS['long'].model_seed}; "
-                 f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed), {mappo} − "
+                 f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed; this selection "
+                 "procedure was committed after the first of these runs had finished, and an interim result on 5 seed "
+                 f"pairs was published before the last: report, \"Order of decisions\"), {mappo} − "
                  f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
                  f"{_seed_range(exploration)}): ")
     else:
         text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
                  "MA-PPO): ")
-    text += (f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p {format_p(adjusted['gold'])}; "
-             f"{gold.equivalence.text()}), RM {rm.diff.text()} ({rm.ahead}/{rm.diff.n}, Holm p "
-             f"{format_p(adjusted['rm'])}; {reading(rm.diff.mean, adjusted['rm'], rm.equivalence, 'MA-PPO', 'token PPO')})"
+    text += (f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p "
+             f"{format_p(adjusted['gold'].p_holm)}; {adjusted['gold'].equivalence.text()}), RM {rm.diff.text()} "
+             f"({rm.ahead}/{rm.diff.n}, Holm p {format_p(adjusted['rm'].p_holm)}; "
+             f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')})"
              ". The margin Δ (gold ±{:g}, RM ±{:g}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on "
-             "seeds 1-8, fixed before MA-PPO's λ arms ran.".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
+             "seeds 1-8, fixed before round 3's runs (a first round, 2026-11-23, had run both methods at λ = 1 on 5 "
+             "seeds per task).".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
+    sensitivity = collapse_sensitivity(groups) if confirmed else {}
+    if sensitivity:
+        parts = []
+        for name, v in sensitivity.items():
+            test = tests["verdict", name, "gold"]
+            parts.append(f"{name}, gold {v.diff.text()} ({v.ahead}/{v.diff.n}; "
+                         f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
+        text += (" Collapse-robust, beside it (Holm over the two; report, \"Collapse sensitivity\"): "
+                 + "; ".join(parts) + ".")
     if confirmed and all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
         text += (" At λ = 1 (γ = 1) neither method discounts the terminal reward along the response, so what is left "
                  "between them is the macro itself: its value estimates and its per-macro update.")
     if confirmed and explored:
         e = explored["gold"]
-        e_adjusted = holm({m: v.p for m, v in explored.items()})
+        e_test = tests["verdict", "exploration", "gold"]
         text += (f" On the exploration seeds {_seed_range(e.seeds)} (every λ of token PPO against every MA-PPO arm "
                  "run there at λ = 0.95, bests chosen on the other half; the margin was derived from these seeds, so "
                  f"this test was not fixed in advance): gold {e.diff.text()} "
-                 f"({reading(e.diff.mean, e_adjusted['gold'], e.equivalence, 'MA-PPO', 'token PPO')}).")
+                 f"({reading(e.diff.mean, e_test.p_holm, e_test.equivalence, 'MA-PPO', 'token PPO')}).")
     return text
 
 
-def paper_lambda_bullet(groups) -> Optional[str]:
-    """MA-PPO n = 5 against PPO at the paper's λ = 0.95: gold, RM with the seeds behind, lengths."""
+def paper_lambda_bullet(groups, summaries, tests) -> Optional[str]:
+    """MA-PPO n = 5 against PPO at the paper's λ = 0.95: gold, RM with the seeds behind, lengths; and the same pair
+    on the further SFT + RM seeds."""
     if "mappo" not in groups or "ppo" not in groups:
         return None
-    tests = holm_against_baseline_groups(groups)
-    gold, gold_ahead, n, _ = _diff(groups, "mappo", "ppo", "gold")
-    rm, rm_ahead, _, _ = _diff(groups, "mappo", "ppo", "rm", 2)
+    gold, gold_ahead, n, gold_test = _diff(groups, "mappo", "ppo", "gold", tests)
+    rm, rm_ahead, _, rm_test = _diff(groups, "mappo", "ppo", "rm", tests, 2)
     seeds = common_seeds(groups["mappo"], groups["ppo"])
     behind = [(s, groups["mappo"][s]["rm"][-1] - groups["ppo"][s]["rm"][-1]) for s in seeds
               if groups["mappo"][s]["rm"][-1] < groups["ppo"][s]["rm"][-1]]
     lengths = {arm: statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("ppo", "mappo")}
     gold_diffs = [a - b for a, b in zip(_finals(groups, "mappo", "gold", seeds), _finals(groups, "ppo", "gold", seeds))]
     new = mean_estimate(gold_diffs)
-    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds** (SFT + "
-            f"RM seed {TASKS['long'].model_seed}): "
-            f"{gold} (Holm p {format_p(tests['mappo', 'gold'])}), a new seed's difference predicted in "
-            f"[{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} seeds, and "
-            f"the mean difference {rm} (Holm p {format_p(tests['mappo', 'rm'])}) is pulled down by "
+    others = model_seed_comparisons(summaries).get(("ppo", "mappo"), {}).get("gold")
+    elsewhere = ""
+    if others:
+        elsewhere = "; on SFT + RM seeds " + ", ".join(
+            f"{m}: {p.diff.mean:+.3f} ({p.ahead}/{p.diff.n})" for m, p in zip(others.model_seeds, others.per_model_seed)
+            if m != TASKS["long"].model_seed)
+    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds of one "
+            f"SFT + RM seed ({TASKS['long'].model_seed}){elsewhere}**: on seed {TASKS['long'].model_seed} "
+            f"{gold} (Holm p {format_p(gold_test.p_holm)}, family \"{gold_test.family}\"), a new PPO seed's difference "
+            f"predicted in [{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} "
+            f"seeds, and the mean difference {rm} (Holm p {format_p(rm_test.p_holm)}) is pulled down by "
             + ", ".join(f"seed {s} ({d:+.2f})" for s, d in behind)
             + f". Final responses are about as long: {lengths['ppo']:.1f} tokens (PPO) and {lengths['mappo']:.1f} "
             "(MA-PPO), seed means.")
 
 
-def holm_against_baseline_groups(groups) -> Dict:
-    """Holm-adjusted p of each long-task README arm against PPO, keyed by (arm, metric)."""
-    summaries = [run for runs in groups.values() for run in runs.values()]
-    return {(arm, metric): adjusted for (task, arm, metric), (_, adjusted) in holm_against_baseline(summaries).items()
-            if task == "long"}
-
-
-def same_weight_bullet(groups, positions) -> Optional[str]:
+def same_weight_bullet(groups, positions, tests) -> Optional[str]:
     """MA-PPO n = 5 at λ = 0.95 against token PPO at λ = 0.99 (the λ^(d/n) equivalent): equivalent on what?"""
     if not {"mappo", "ppo-lam0.99"} <= set(groups):
         return None
-    gold, _, n, gold_tost = _diff(groups, "mappo", "ppo-lam0.99", "gold")
-    rm, rm_ahead, _, rm_tost = _diff(groups, "mappo", "ppo-lam0.99", "rm")
+    gold, _, n, gold_test = _diff(groups, "mappo", "ppo-lam0.99", "gold", tests)
+    rm, rm_ahead, _, rm_test = _diff(groups, "mappo", "ppo-lam0.99", "rm", tests)
+    gold_tost, rm_tost = gold_test.equivalence, rm_test.equivalence
     seeds = common_seeds(groups["mappo"], groups["ppo-lam0.99"])
     length = [statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("mappo", "ppo-lam0.99")]
     text = (f"- **MA-PPO n = 5 (λ = 0.95) is not token PPO at λ = 0.99.** With γ = 1 and a terminal reward, n-token "
@@ -146,7 +163,7 @@ def same_weight_bullet(groups, positions) -> Optional[str]:
     return text + "."
 
 
-def same_lambda_bullet(groups) -> Optional[str]:
+def same_lambda_bullet(groups, tests) -> Optional[str]:
     """The macro beyond λ: MA-PPO against token PPO at the same λ on the confirmation's seeds."""
     _, confirmation = seed_split(groups)
     pairs = [(arm, base) for arm, base in (("mappo-lam1", "ppo-lam1"), ("mappo-lam0.99", "ppo-lam0.99"),
@@ -156,34 +173,27 @@ def same_lambda_bullet(groups) -> Optional[str]:
              and len([s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]) >= 2]
     if not pairs or pairs == [("mappo-lam1", "ppo-lam1")]:
         return None  # the one pair is the verdict's comparison
-    pvalues, parts = {}, []
+    parts = []
     for arm, base in pairs:
         seeds = [s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]
-        for metric in ("gold", "rm"):
-            diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
-            pvalues[arm, metric] = (paired_t_p(diffs), diffs)
-    adjusted = holm({key: p for key, (p, _) in pvalues.items()})
-    for arm, base in pairs:
         cells = []
         for metric in ("gold", "rm"):
-            diffs = pvalues[arm, metric][1]
-            equivalence = tost(diffs, EQUIVALENCE_MARGINS[metric])
+            diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
+            test = adjusted_test(tests, "long", arm, base, metric, seeds)
             cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}; "
-                         f"{reading(equivalence.mean, adjusted[arm, metric], equivalence, 'MA-PPO', 'token PPO')})")
-        parts.append(f"{arm} − {base} at λ = {arm_lambda(arm):g}: " + ", ".join(cells))
-    return (f"- **At the same λ, on the fresh seeds** (SFT + RM seed {TASKS['long'].model_seed}; Holm over these "
-            "comparisons; equivalence within the margins): "
+                         f"{reading(test.equivalence.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
+        parts.append(f"{arm} − {base} at λ = {arm_lambda(arm):g} (family \"{test.family}\"): " + ", ".join(cells))
+    return (f"- **At the same λ, on the fresh seeds** (SFT + RM seed {TASKS['long'].model_seed}; differences and "
+            "equivalences Holm-adjusted within each test's family, report \"Families of tests\"): "
             + "; ".join(parts) + ". At λ = 1 neither method discounts the terminal reward along the response, so "
             "what is left between them is the macro itself (its value estimates and its per-macro update).")
 
 
-def model_seed_bullet(summaries) -> Optional[str]:
+def model_seed_bullet(summaries, tests) -> Optional[str]:
     """The pairs of ``MODEL_SEED_PAIRS`` on every SFT + RM seed, with the interval that covers the model seed."""
     found = model_seed_comparisons(summaries)
     if not found:
         return None
-    adjusted = holm({(pair, metric): paired_t_p(c.across.means) for pair, metrics in found.items()
-                     for metric, c in metrics.items()})
     parts, gold_readings = [], []
     for pair, metrics in found.items():
         cells = []
@@ -191,8 +201,8 @@ def model_seed_bullet(summaries) -> Optional[str]:
             digits = 3 if metric == "gold" else 2
             per_seed = ", ".join(f"seed {model_seed} {p.diff.mean:+.{digits}f} ({p.ahead}/{p.diff.n})"
                                  for model_seed, p in zip(c.model_seeds, c.per_model_seed))
-            reading_text = reading(c.across.mean, adjusted[pair, metric], c.across.equivalence, "MA-PPO",
-                                   "token PPO")
+            test = tests["model seeds", pair, metric]
+            reading_text = reading(c.across.mean, test.p_holm, test.equivalence, "MA-PPO", "token PPO")
             if metric == "gold":
                 gold_readings.append(reading_text)
             cells.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, "
@@ -212,19 +222,20 @@ def model_seed_bullet(summaries) -> Optional[str]:
         headline += (", and the SFT + RM seed changes the gap (one-way ANOVA p < 0.05 for every pair): the bullets "
                      f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
     return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
-            "SFT + RM seed as well as the PPO seed; Holm over these comparisons; report, \"Two pairs on several "
-            "SFT + RM seeds\". " + "; ".join(parts) + ".")
+            "SFT + RM seed as well as the PPO seed; differences and equivalences Holm-adjusted over these comparisons; "
+            "report, \"Two pairs on several SFT + RM seeds\". " + "; ".join(parts) + ".")
 
 
-def n_sweep_bullet(groups) -> Optional[str]:
+def n_sweep_bullet(groups, tests) -> Optional[str]:
     """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence."""
     arms = [a for a in ("mappo-n3", "mappo-n10", "mappo-ninf", "mappo-entropy") if a in groups]
     if "mappo" not in groups or not arms:
         return None
     parts = []
     for arm in arms:
-        gold, ahead, n, equivalence = _diff(groups, arm, "mappo", "gold")
-        parts.append(f"{arm} {gold} ({'equivalent' if equivalence.equivalent else 'not shown equivalent'})")
+        gold, ahead, n, test = _diff(groups, arm, "mappo", "gold", tests)
+        parts.append(f"{arm} {gold} ({'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
+                     f"TOST p {format_p(test.equivalence.p)} after Holm within family \"{test.family}\")")
     return ("- **MA-PPO's termination settings at λ = 0.95, gold against n = 5** (paired, equivalence within "
             f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
 
@@ -320,17 +331,16 @@ def unseen_bullet(groups) -> Optional[str]:
                                            for arm, (inside, runs, (low, high)) in found.items()) + ".")
 
 
-def short_bullet(summaries) -> Optional[str]:
+def short_bullet(summaries, tests) -> Optional[str]:
     groups = by_arm(summaries, "short")
     if not {"ppo", "mappo", "mappo-entropy"} <= set(groups):
         return None
-    tests = {(arm, m): adjusted for (task, arm, m), (_, adjusted) in holm_against_baseline(summaries).items()
-             if task == "short"}
     parts = []
     for arm in ("mappo", "mappo-entropy"):
-        gold, ahead, n, equivalence = _diff(groups, arm, "ppo", "gold")
-        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, Holm p {format_p(tests[arm, 'gold'])}; "
-                     f"{'equivalent' if equivalence.equivalent else 'not shown equivalent'} within ±{equivalence.margin:g})")
+        gold, ahead, n, test = _diff(groups, arm, "ppo", "gold", tests, task="short")
+        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, Holm p {format_p(test.p_holm)}; "
+                     f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'} within "
+                     f"±{test.equivalence.margin:g})")
     return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
 
 
@@ -345,7 +355,11 @@ def scope_bullet(summaries, positions) -> str:
                         within < between for _, _, within, between in noise.values()) else "."))
     by_draw = sampling_seed_comparison(positions)
     if by_draw:
-        measured += " " + sampling_seed_text(by_draw)
+        measured += " " + sampling_seed_text(by_draw, positions_against_runs(positions, summaries))
+    unrecorded = sum(not s.get("machine") for s in summaries)
+    if unrecorded:
+        measured += (f" {unrecorded} of {len(summaries)} runs do not record their machine; every interval is estimated "
+                     "on the study's machines only and contains no machine component (report, \"Machines\").")
     not_run = ("the other arms on further SFT + RM seeds" if model_seed_comparisons(summaries) else
                "a second and third SFT + RM seed for the core comparison")
     return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + f" Not run: {not_run}, and sampling "
@@ -355,12 +369,13 @@ def scope_bullet(summaries, positions) -> str:
 def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> List[str]:
     """The README's study bullets, in order."""
     groups = by_arm(summaries, "long")
-    bullets = [verdict_bullet(groups), same_lambda_bullet(groups) if MAPPO_LAMBDA_ARMS else None,
-               paper_lambda_bullet(groups), model_seed_bullet(summaries), same_weight_bullet(groups, positions),
-               n_sweep_bullet(groups),
+    tests = multiplicity(summaries)
+    bullets = [verdict_bullet(groups, tests), same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
+               paper_lambda_bullet(groups, summaries, tests), model_seed_bullet(summaries, tests),
+               same_weight_bullet(groups, positions, tests), n_sweep_bullet(groups, tests),
                positions_bullet(groups, positions), collapse_bullet(groups),
                length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
-               short_bullet(summaries), scope_bullet(summaries, positions)]
+               short_bullet(summaries, tests), scope_bullet(summaries, positions)]
     return [b for b in bullets if b]
 
 

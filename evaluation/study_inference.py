@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -22,14 +22,15 @@ LEVEL = 0.95
 """The confidence level of every two-sided interval the study reports."""
 
 EQUIVALENCE_MARGINS = {"gold": 0.010, "rm": 0.067}
-"""The equivalence margin Δ per metric, fixed before MA-PPO's λ arms were run: one third of what tuning token PPO's
+"""The equivalence margin Δ per metric, fixed before round 3's MA-PPO λ arms were run (round 1 had run MA-PPO and token
+PPO at λ = 1 on 5 seeds per task under an older protocol, before it): one third of what tuning token PPO's
 λ alone bought on the long task in the round-2 runs (PPO at λ = 1 − PPO at λ = 0.95, final score, seed mean over
 seeds 1-8: gold +0.0305, RM +0.2001; ``tests/test_study_inference.py`` recomputes it from the committed runs). Two
 arms whose paired difference lies inside ±Δ (two one-sided tests at 5%) differ by less than a third of the gain the
 baseline gets from its own λ: "no difference worth the name" on this task. Gold is the primary metric (the task's
 ground truth; the reward model is the proxy a policy can exploit)."""
 MARGIN_RULE = ("one third of token PPO's λ = 0.95 → 1 gain (round-2 runs, seeds 1-8: gold +0.0305, RM +0.2001), "
-               "fixed before MA-PPO's λ arms ran")
+               "fixed before round 3's runs (round 1 had run both methods at λ = 1: report, \"Order of decisions\")")
 
 COLLAPSE_FRACTION = 0.5
 """A run collapses when its eval response length falls below this fraction of its length at step 0 (the SFT
@@ -84,6 +85,8 @@ class Equivalence:
     high: float
     margin: float
     p: float
+    holm: bool = False
+    """``p`` is Holm-adjusted within the test's family (:func:`adjust_families`); the 90% interval is not."""
 
     @property
     def equivalent(self) -> bool:
@@ -92,7 +95,11 @@ class Equivalence:
     def text(self, digits: int = 3) -> str:
         verdict = "equivalent" if self.equivalent else "not shown equivalent"
         return (f"90% CI [{self.low:.{digits}f}, {self.high:.{digits}f}] vs ±{self.margin:g}: {verdict} "
-                f"(TOST p = {format_p(self.p)})")
+                f"({'Holm-adjusted ' if self.holm else ''}TOST p = {format_p(self.p)})")
+
+    def flipped(self) -> "Equivalence":
+        """The same test of the difference the other way round (baseline − method)."""
+        return Equivalence(-self.mean, -self.high, -self.low, self.margin, self.p, self.holm)
 
 
 def tost(diffs: Sequence[float], margin: float) -> Equivalence:
@@ -130,6 +137,39 @@ def holm(pvalues: Mapping[str, float]) -> Dict[str, float]:
         running = max(running, min(1.0, (len(order) - rank) * pvalues[name]))
         adjusted[name] = running
     return adjusted
+
+
+@dataclass(frozen=True)
+class AdjustedTest:
+    """One paired comparison after the study's one multiplicity rule: its family, the two-sided t test's p raw and
+    Holm-adjusted, and its equivalence test (TOST) with the p Holm-adjusted over the same family."""
+
+    family: str
+    p: float
+    p_holm: float
+    equivalence: Equivalence
+
+
+def adjust_families(families: Mapping[str, Mapping[Hashable, Tuple[Sequence[float], float]]]
+                    ) -> Dict[Hashable, AdjustedTest]:
+    """``families[name][key] = (paired differences, equivalence margin)``; within each family Holm's correction
+    (:func:`holm`) is applied to the difference tests' p-values and, separately, to the TOST p-values, so a
+    difference and an equivalence are claimed under the same family-wise error rate α. A key in two families is an
+    error (each test belongs to one)."""
+    found: Dict[Hashable, AdjustedTest] = {}
+    for name, tests in families.items():
+        if not tests:
+            continue
+        clash = [key for key in tests if key in found]
+        if clash:
+            raise ValueError(f"test {clash[0]!r} is in families {found[clash[0]].family!r} and {name!r}")
+        raw = {key: (paired_t_p(diffs), tost(diffs, margin)) for key, (diffs, margin) in tests.items()}
+        p_holm = holm({key: p for key, (p, _) in raw.items()})
+        tost_holm = holm({key: e.p for key, (_, e) in raw.items()})
+        for key, (p, e) in raw.items():
+            found[key] = AdjustedTest(name, p, p_holm[key],
+                                      Equivalence(e.mean, e.low, e.high, e.margin, tost_holm[key], True))
+    return found
 
 
 # ---- best against best, chosen on other seeds -------------------------------------------------------------------
@@ -202,6 +242,38 @@ def across_model_seeds(diffs: Sequence[Sequence[float]], margin: float, level: f
                             float(scipy_stats.f_oneway(*groups).pvalue), tost(means, margin))
 
 
+@dataclass(frozen=True)
+class NewModelSeed:
+    """Where a value lands on an SFT + RM seed not yet trained (normal model v = μ + a_model_seed + e_ppo_seed, S model
+    seeds of n PPO seeds each): ``mean_low/high``, the t prediction interval of that model seed's mean over n PPO
+    seeds (the S means are i.i.d. with variance σ_a² + σ_e²/n: m̄ ± t(S−1)·s_m·√(1 + 1/S)); ``run_low/high``, of
+    one run there (variance σ_a² + σ_e², estimated by s_m² + s_w²·(1 − 1/n) with s_w² the pooled within-model-seed
+    variance; same t quantile)."""
+
+    mean: float
+    mean_low: float
+    mean_high: float
+    run_low: float
+    run_high: float
+    model_seeds: int
+
+
+def new_model_seed_interval(values: Sequence[Sequence[float]], level: float = LEVEL) -> NewModelSeed:
+    """``values[k]``: one value per PPO seed on model seed k (as many on every model seed, two or more)."""
+    groups = [np.asarray(v, dtype=float) for v in values]
+    if len(groups) < 2 or len({len(g) for g in groups}) != 1 or len(groups[0]) < 2:
+        raise ValueError("need at least two model seeds with the same number (at least two) of PPO seeds each")
+    means = np.array([g.mean() for g in groups])
+    s, n = len(groups), len(groups[0])
+    t = scipy_stats.t.ppf((1 + level) / 2, s - 1)
+    between = float(means.var(ddof=1))
+    within = float(np.mean([g.var(ddof=1) for g in groups]))
+    half_mean = t * math.sqrt(between * (1 + 1 / s))
+    half_run = t * math.sqrt(between * (1 + 1 / s) + within * (1 - 1 / n))
+    centre = float(means.mean())
+    return NewModelSeed(centre, centre - half_mean, centre + half_mean, centre - half_run, centre + half_run, s)
+
+
 # ---- collapse ------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -222,6 +294,13 @@ class Collapse:
     def text(self) -> str:
         return (f"{self.start:.0f} → {self.lowest:.0f} at step {self.lowest_step}, final {self.final:.0f}"
                 + (" (ends collapsed)" if self.ends_collapsed else ""))
+
+
+def collapse_floored(gold: Sequence[float], lengths: Sequence[float]) -> float:
+    """A run's final gold, floored for collapse: a run that ends collapsed (final eval length below
+    :data:`COLLAPSE_FRACTION` of its step-0 length) scores its step-0 gold (the SFT policy's: no gain), since a
+    policy that answers in a few tokens has stopped doing the task even where the share of sentiment words is high."""
+    return float(gold[0] if lengths[-1] < COLLAPSE_FRACTION * lengths[0] else gold[-1])
 
 
 def collapse(steps: Sequence[int], lengths: Sequence[float]) -> Optional[Collapse]:

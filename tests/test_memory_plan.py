@@ -178,16 +178,16 @@ def test_docs_table_is_the_tools_output(configs_table):
 
 
 def test_readme_summary_is_the_smallest_fit_of_every_task(configs_table):
-    """The README's per-model summary states, for each model and stage, the smallest fit the tool gives every
+    """The launchers page's per-model summary states, for each model and stage, the smallest fit the tool gives every
     task config of that model."""
     smallest = {}
     for row in configs_table.splitlines()[2:]:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         _, stage, model, _ = cells[0].split("/")
         smallest.setdefault((model, stage), set()).add(cells[-1])
-    with open(os.path.join(ROOT, "README.md")) as handle:
+    with open(os.path.join(ROOT, "docs", "launchers.md")) as handle:
         readme = handle.read()
-    section = readme[readme.index("### Memory plan"):]
+    section = readme[readme.index("## Memory plan"):]
     models = {"Gemma 2B": "gemma-2b", "Gemma 7B": "gemma-7b", "Gemma-2 27B": "gemma2-27b",
               "CodeGemma 2B": "codegemma-2b", "CodeGemma 7B": "codegemma-7b"}
     stages = ("sft", "rm", "dpo", "ppo")

@@ -1,5 +1,5 @@
 """Pipeline records (``evaluation.pipeline_record``): what ``demo.sh`` and ``smollm2_cpu.sh`` record of their
-stages, and the README tables rendered from the committed records, so the pipelines' quoted figures cannot drift."""
+stages, and the README / docs tables rendered from the committed records, so the pipelines' quoted figures cannot drift."""
 import json
 import statistics
 import subprocess
@@ -17,6 +17,8 @@ COMMITTED = {"demo": ("sft", "rm", "ppo", "mappo"),
              "smollm2": ("sft", "rm", "ppo-s1", "mappo-s1", "ppo-s2", "mappo-s2", "ppo-s3", "mappo-s3", "ppo-s4",
                          "mappo-s4")}
 """docs/<name>/record.json -> the stages its script records, in order."""
+QUOTED_IN = {"demo": "README.md", "smollm2": "docs/pretrained-model.md"}
+"""docs/<name>/record.json -> the page that quotes its table."""
 
 
 def write_stage(out: Path, name: str, evals: list, commit: str = "a" * 40, dirty: bool = False,
@@ -100,11 +102,11 @@ def test_a_stage_without_output_is_one_line(pipeline, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(COMMITTED))
 def test_readme_quotes_the_committed_record(name):
-    """The README's table for a pipeline is the committed record's, from finished stages of one clean commit."""
+    """The table a page quotes for a pipeline is the committed record's, from finished stages of one clean commit."""
     record = json.loads((ROOT / "docs" / name / "record.json").read_text())
     assert tuple(record["stages"]) == COMMITTED[name]
     stages = record["stages"].values()
     assert all(stage["finished"] for stage in stages)
     assert len({(stage["commit"], stage["dirty"]) for stage in stages}) == 1
     assert not next(iter(stages))["dirty"]
-    assert "\n".join(readme_table(record)) in (ROOT / "README.md").read_text()
+    assert "\n".join(readme_table(record)) in (ROOT / QUOTED_IN[name]).read_text()

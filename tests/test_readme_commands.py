@@ -1,19 +1,24 @@
-"""Every command in the README's ``bash`` blocks works as written, so the README cannot drift (issue 15).
+"""Every command in the ``bash`` blocks of the README and of the documentation's pages works as written, so neither
+can drift (issues 15, 41).
 
-The blocks run with bash, in README order, in a scratch directory that links the repository's files and puts a
-stand-in at ``.venv/bin/python`` (and ``.venv/bin/transformers``) which records each command line:
+The blocks run with bash, the README's first and then the pages' in the site's reading order (``mkdocs.yml``'s nav,
+which must list every page under ``docs/``), in a scratch directory that links the repository's files and puts a
+stand-in at ``.venv/bin/python`` (and ``.venv/bin/transformers``, ``.venv/bin/mkdocs``) which records each command
+line:
 
 - ``test_every_readme_command_parses`` (default suite): the stand-in only records; each recorded Python command is
   then parsed by its own entry point's argparse parser (in this process, in the scratch directory, stopped right
-  after ``parse_args``): every flag exists, required flags are given, values have their types. What an earlier
-  README command writes (its ``--output_dir``: a HF checkpoint, for step 3 ``actor``/``critic`` inside) is made
-  as a stand-in before a later command is parsed, so the verdict never depends on the repository's ``outputs/``.
+  after ``parse_args``; ``mkdocs``: by its click command): every flag exists, required flags are given, values have
+  their types. What an earlier command writes (its ``--output_dir``: a HF checkpoint, for step 3 ``actor``/``critic``
+  inside) is made as a stand-in before a later command is parsed, so the verdict never depends on the repository's
+  ``outputs/``.
   A ``bash scripts/X.sh`` line is not run (those scripts install into ``.venv``); its script must exist.
-- ``test_readme_commands_run`` (``-m slow``: 7 processes, 3–7 min on 2 busy cores): the stand-in runs the real
+- ``test_readme_commands_run`` (``-m slow``: 13 processes, 286 s on 2 busy cores): the stand-in runs the real
   interpreter, with the documented override ``--max_steps 2 --max_eval_samples 16`` appended to every
   ``training/*/main.py`` command (argparse: the last value wins). Blocks left to other targets:
   ``bash scripts/...`` (they install into ``.venv``; the demo runs the flags of "Stages"), the judge against
-  ``transformers serve`` (the ``-m integration`` target), the benchmarks (minutes each; they print figures).
+  ``transformers serve`` (the ``-m integration`` target), the benchmarks (minutes each; they print figures), the
+  docs site (``tests/test_docs_site.py`` builds it; ``mkdocs serve`` never returns).
   The example files the commands name ship with the repository (``docs/examples/``).
 """
 from __future__ import annotations
@@ -32,11 +37,13 @@ from typing import List
 from unittest import mock
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHORTEN = ["--max_steps", "2", "--max_eval_samples", "16"]
 NOT_RUN = {"bash scripts/": "installs into .venv", "transformers serve": "the -m integration target",
-           "scripts/benchmarks/": "benchmarks print figures, minutes each"}
+           "scripts/benchmarks/": "benchmarks print figures, minutes each",
+           "mkdocs": "tests/test_docs_site.py builds the site; serve never returns"}
 
 STAND_IN = """#!{python}
 import json, os, sys
@@ -48,6 +55,8 @@ if os.environ.get("README_TEST_RUN") != "1":
     sys.exit(0)
 if prog == "transformers":
     argv = ["-m", "transformers.cli.transformers"] + argv
+elif prog == "mkdocs":
+    argv = ["-m", "mkdocs"] + argv
 elif argv and argv[0].startswith("training/"):
     argv = argv + {shorten!r}
 os.execv(sys.executable, [sys.executable] + argv)
@@ -55,7 +64,7 @@ os.execv(sys.executable, [sys.executable] + argv)
 
 
 def bash_blocks(markdown: str) -> List[str]:
-    """The README's ```bash blocks (also indented ones inside list items), dedented."""
+    """A page's ```bash blocks (also indented ones inside list items), dedented."""
     return [textwrap.dedent(body) for body in re.findall(r"^([ \t]*)```bash\n(.*?)^\1```", markdown, re.S | re.M)
             for body in [body[1]]]
 
@@ -66,7 +75,24 @@ def logical_lines(block: str) -> List[str]:
     return [line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-BLOCKS = bash_blocks((ROOT / "README.md").read_text())
+def nav_pages(nav) -> List[str]:
+    """The pages of an ``mkdocs.yml`` nav (a list of paths and ``{title: path or list}``), in reading order."""
+    pages = []
+    for entry in nav:
+        for item in entry.values() if isinstance(entry, dict) else [entry]:
+            pages += nav_pages(item) if isinstance(item, list) else [item]
+    return pages
+
+
+PAGES = ["README.md"] + [f"docs/{page}" for page in nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])]
+"""Every page whose commands this test checks, in the order its blocks run."""
+BLOCKS = [(page, block) for page in PAGES for block in bash_blocks((ROOT / page).read_text())]
+"""(page, block) of every ```bash block, in order."""
+
+
+def test_the_nav_lists_every_page():
+    """A page outside the nav would escape this test (and ``mkdocs build --strict``, which warns of it)."""
+    assert sorted(PAGES[1:]) == sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md"))
 
 
 @pytest.fixture()
@@ -77,7 +103,7 @@ def sandbox(tmp_path):
             (tmp_path / entry.name).symlink_to(entry)
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
-    for name in ("python", "transformers"):
+    for name in ("python", "transformers", "mkdocs"):
         path = bin_dir / name
         path.write_text(STAND_IN.format(python=sys.executable, shorten=SHORTEN))
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -124,22 +150,34 @@ def parse_only(argv: List[str], capsys) -> argparse.Namespace:
         except Parsed:
             return parsed["args"]
         except (SystemExit, ValueError) as exit_:
-            pytest.fail(f"README command `python {' '.join(argv)}` does not parse: {capsys.readouterr().err.strip()}"
+            pytest.fail(f"documented command `python {' '.join(argv)}` does not parse: {capsys.readouterr().err.strip()}"
                         f" ({exit_!r})")
-    pytest.fail(f"README command `python {' '.join(argv)}` never parsed its arguments")
+    pytest.fail(f"documented command `python {' '.join(argv)}` never parsed its arguments")
+
+
+def parse_mkdocs(argv: List[str]) -> None:
+    """Parse ``mkdocs ARGV`` with mkdocs' own click command (without running it)."""
+    import click
+    from mkdocs.__main__ import cli
+
+    try:
+        command = cli.commands[argv[0]]
+        command.make_context(argv[0], argv[1:])
+    except (KeyError, IndexError, click.ClickException) as error:
+        pytest.fail(f"command `mkdocs {' '.join(argv)}` does not parse: {error!r}")
 
 
 def test_readme_has_the_commands_this_test_checks():
-    commands = [line for block in BLOCKS for line in logical_lines(block)]
+    commands = [line for _, block in BLOCKS for line in logical_lines(block)]
     for entry in ("training/step1_supervised_finetuning/main.py", "training/step2_reward_model_finetuning/main.py",
                   "training/step3_rlhf_finetuning/main.py", "training/step2_dpo_finetuning/main.py",
                   "dschat.rlhf.macro_action.viewer", "evaluation.judge", "evaluation.rm_score"):
-        assert any(entry in line for line in commands), f"no README command runs {entry}"
+        assert any(entry in line for line in commands), f"no documented command runs {entry}"
 
 
 def stand_in_outputs(sandbox: Path, argv: List[str]) -> None:
     """What ``argv``'s training stage leaves in its ``--output_dir`` (a HF checkpoint; step 3: ``actor`` and
-    ``critic``), as empty-config stand-ins under ``sandbox``, for the README commands that read it later."""
+    ``critic``), as empty-config stand-ins under ``sandbox``, for the documented commands that read it later."""
     if not (argv and argv[0].startswith("training/") and "--output_dir" in argv):
         return
     output_dir = sandbox / argv[argv.index("--output_dir") + 1]
@@ -151,26 +189,29 @@ def stand_in_outputs(sandbox: Path, argv: List[str]) -> None:
 @pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
 def test_every_readme_command_parses(sandbox, capsys, monkeypatch):
     expected = 0
-    for block in BLOCKS:
+    for page, block in BLOCKS:
         for line in logical_lines(block):
             if line.startswith("bash scripts/"):
                 script = line.split()[1]
-                assert (ROOT / script).is_file(), f"README runs {script}, which does not exist"
-            expected += len(re.findall(r"(?<![=\w])(?:\$PY|\.venv/bin/python|\.venv/bin/transformers)\b", line))
+                assert (ROOT / script).is_file(), f"{page} runs {script}, which does not exist"
+            expected += len(re.findall(r"(?<![=\w])(?:\$PY|\.venv/bin/(?:python|transformers|mkdocs))\b", line))
         result = run_block(sandbox, block, run=False)
-        assert result.returncode == 0, f"README block failed:\n{block}\n{result.stderr}"
+        assert result.returncode == 0, f"{page}: block failed:\n{block}\n{result.stderr}"
     commands = recorded(sandbox)
     assert len(commands) == expected  # every command line was seen
     monkeypatch.chdir(sandbox)  # relative paths resolve in the scratch directory, never in the repository
     for command in commands:
         placeholders = [arg for arg in command["argv"] if arg in ("...", "…") or re.fullmatch(r"<[^>]+>", arg)]
-        assert not placeholders, f"README command {command['argv']} has placeholders {placeholders}"
-        for flag in ("--file", "--config"):  # files the README names ship with the repository
+        assert not placeholders, f"documented command {command['argv']} has placeholders {placeholders}"
+        for flag in ("--file", "--config"):  # files the pages name ship with the repository
             if flag in command["argv"]:
                 path = command["argv"][command["argv"].index(flag) + 1]
-                assert (ROOT / path).is_file(), f"README command names {path}, which is not in the repository"
+                assert (ROOT / path).is_file(), f"documented command names {path}, which is not in the repository"
         if command["prog"] == "transformers":
             assert command["argv"][0] == "serve"
+            continue
+        if command["prog"] == "mkdocs":
+            parse_mkdocs(command["argv"])
             continue
         parse_only(command["argv"], capsys)
         stand_in_outputs(sandbox, command["argv"])
@@ -178,16 +219,16 @@ def test_every_readme_command_parses(sandbox, capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_readme_commands_run(sandbox):
-    for block in BLOCKS:
+    for page, block in BLOCKS:
         skipped = [reason for marker, reason in NOT_RUN.items() if marker in block]
         if skipped:
             continue
         result = run_block(sandbox, block, run=True)
-        assert result.returncode == 0, f"README block failed:\n{block}\n{result.stderr[-3000:]}"
+        assert result.returncode == 0, f"{page}: block failed:\n{block}\n{result.stderr[-3000:]}"
     trained = [c["argv"] for c in recorded(sandbox) if c["argv"] and c["argv"][0].startswith("training/")]
     assert len(trained) == 4  # SFT, RM, PPO of "Stages" and DPO
     for argv in trained:
         output_dir = sandbox / argv[argv.index("--output_dir") + 1]
-        final = output_dir / "actor" if "step3" in argv[0] else output_dir  # README: the actor in <output_dir>/actor
+        final = output_dir / "actor" if "step3" in argv[0] else output_dir  # "Stages": the actor in <output_dir>/actor
         assert (final / "config.json").is_file() and any(final.glob("*.safetensors")), final
         assert (output_dir / "metrics.jsonl").stat().st_size > 0

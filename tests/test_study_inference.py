@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evaluation.study_inference import (EQUIVALENCE_MARGINS, across_model_seeds, collapse, held_out_best_vs_best, holm,
-                                        paired_t_p, seeds_for_equivalence, tost)
+from evaluation.study_inference import (EQUIVALENCE_MARGINS, adjust_families, across_model_seeds, collapse,
+                                        collapse_floored, held_out_best_vs_best, holm, new_model_seed_interval,
+                                        paired_t_p, seeds_for_equivalence, t_interval, tost)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -134,3 +135,38 @@ def test_across_model_seeds_covers_where_pooling_the_ppo_seeds_does_not():
         pooled += abs(flat.mean()) < half
     assert 0.925 < covered / trials < 0.975
     assert pooled / trials < 0.8
+
+
+def test_adjust_families_holms_differences_and_equivalences_within_each_family():
+    a, b, c = [0.001, 0.002, 0.003, 0.002], [0.010, 0.012, 0.011, 0.013], [0.0, 0.004, -0.002, 0.001]
+    found = adjust_families({"one": {"a": (a, 0.01), "b": (b, 0.01)}, "two": {"c": (c, 0.01)}})
+    pa, pb = paired_t_p(a), paired_t_p(b)
+    assert found["a"].family == "one" and found["c"].family == "two"
+    assert found["a"].p == pa and found["b"].p_holm == pytest.approx(min(1, 2 * min(pa, pb)))
+    assert found["a"].p_holm == pytest.approx(max(min(1, 2 * min(pa, pb)), pa))
+    ta, tb = tost(a, 0.01).p, tost(b, 0.01).p  # b's mean is past the margin: not equivalent, p near 1
+    assert found["a"].equivalence.p == pytest.approx(min(1, 2 * ta)) and ta < tb
+    assert found["a"].equivalence.holm and "Holm-adjusted TOST p" in found["a"].equivalence.text()
+    assert found["c"].equivalence.p == pytest.approx(tost(c, 0.01).p)  # a family of one: unchanged
+    with pytest.raises(ValueError, match="'a' is in families 'one' and 'two'"):
+        adjust_families({"one": {"a": (a, 0.01)}, "two": {"a": (a, 0.01)}})
+
+
+def test_new_model_seed_interval_by_hand():
+    values = [[0.14, 0.16], [0.12, 0.12], [0.10, 0.12]]
+    found = new_model_seed_interval(values)
+    means = [0.15, 0.12, 0.11]
+    t = stats.t.ppf(0.975, 2)
+    half = t * (statistics.variance(means) * 4 / 3) ** 0.5
+    assert (found.mean_low, found.mean_high) == pytest.approx((statistics.fmean(means) - half,
+                                                                 statistics.fmean(means) + half))
+    assert found.mean_low == pytest.approx(t_interval(means, new_seed=True)[0])
+    run_half = t * (statistics.variance(means) * 4 / 3 + statistics.fmean([0.0002, 0.0, 0.0002]) / 2) ** 0.5
+    assert found.run_high == pytest.approx(statistics.fmean(means) + run_half)
+    with pytest.raises(ValueError):
+        new_model_seed_interval([[0.1, 0.2]])
+
+
+def test_collapse_floored_scores_a_run_that_ends_collapsed_at_its_step_zero_gold():
+    assert collapse_floored([0.07, 0.12, 0.16], [116, 80, 57]) == 0.07  # 57 < 58 = half of 116: ends collapsed
+    assert collapse_floored([0.07, 0.12, 0.16], [116, 30, 58]) == 0.16  # fell below half, came back: not floored

@@ -1,14 +1,19 @@
-"""The README's study figures and sentences cannot drift from the committed report: its tables are the ones
-``evaluation.study_report`` renders from ``docs/study/runs.jsonl``, its bullets are the ones
-``evaluation.study_findings`` writes from the same runs, and every run of the committed study was made at a clean
-commit the runner recorded (``study.sh --verify``, a slow test, checks the code reproduces)."""
+"""The study page's figures and sentences (``docs/study-findings.md``) and the README's headline cannot drift from
+the committed report: the page's tables are the ones ``evaluation.study_report`` renders from
+``docs/study/runs.jsonl``, its bullets are the ones ``evaluation.study_findings`` writes from the same runs (``--readme
+docs/study-findings.md`` rewrites them), the README's headline sentences are the bold leads of those bullets, and
+every run of the committed study was made at a clean commit the runner recorded (``study.sh --verify``, a slow
+test, checks the code reproduces)."""
 import json
+import re
 from pathlib import Path
 
-from evaluation.study_findings import readme_findings, rewrite_readme
+from evaluation.study_findings import README_SECTION, readme_findings, rewrite_readme
 from evaluation.study_report import by_arm, confirmation_table, readme_table, seed_split
 
 ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "study-findings.md"
+"""The page holding the study section the generator rewrites."""
 
 
 def committed(name):
@@ -16,34 +21,58 @@ def committed(name):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_readme_study_tables_are_rendered_from_the_committed_runs():
-    readme = (ROOT / "README.md").read_text()
+def test_study_page_tables_are_rendered_from_the_committed_runs():
+    page = PAGE.read_text()
     report = (ROOT / "docs/study/README.md").read_text()
     runs = committed("runs.jsonl")
     assert readme_table(runs)
     for table in (readme_table(runs), confirmation_table(runs)):  # the second is empty before the confirmation
         text = "\n".join(table)
-        assert text in readme and text in report
+        assert text in page and text in report
 
 
-def test_readme_study_sentences_are_written_from_the_committed_runs():
-    readme = (ROOT / "README.md").read_text()
+def test_the_report_leaves_no_placeholder_unfilled():
+    """A format field left out of its f-string (``{best}``) would print as it is."""
+    import re
+
+    for path in (ROOT / "docs/study/README.md", PAGE):
+        text = path.read_text()
+        section = text[text.index("## What the study shows"):] if path == PAGE else text
+        assert not re.search(r"\{[a-z_]+(\[[^]]*\])?(:[^}]*)?\}", section.split("\n## ", 1)[0] if path == PAGE
+                             else section), path
+
+
+def test_study_page_sentences_are_written_from_the_committed_runs():
+    page = PAGE.read_text()
     findings = readme_findings(committed("runs.jsonl"), committed("positions.jsonl"))
     assert len(findings) >= 8
     for line in findings:
-        assert line in readme, line[:120]
+        assert line in page, line[:120]
 
 
-def test_the_readme_study_section_is_exactly_what_the_generator_writes():
-    """No stale bullet or row survives beside the generated ones (``study_findings --readme`` rewrites the
-    section's tables and bullets; here it must change nothing), and a stale figure is put right."""
-    readme = (ROOT / "README.md").read_text()
+def test_the_study_page_section_is_exactly_what_the_generator_writes():
+    """No stale bullet or row survives beside the generated ones (``study_findings --readme docs/study-findings.md``
+    rewrites the section's tables and bullets; here it must change nothing), and a stale figure is put right."""
+    page = PAGE.read_text()
     runs, positions = committed("runs.jsonl"), committed("positions.jsonl")
-    assert rewrite_readme(readme, runs, positions) == readme
+    assert rewrite_readme(page, runs, positions) == page
     bullet = readme_findings(runs, positions)[0]
-    stale = readme.replace(bullet, bullet + "\n- **A sentence no run supports.**")
+    stale = page.replace(bullet, bullet + "\n- **A sentence no run supports.**")
     stale = stale.replace(readme_table(runs)[2], readme_table(runs)[2].replace("| 8 |", "| 7 |", 1))
-    assert stale != readme and rewrite_readme(stale, runs, positions) == readme
+    assert stale != page and rewrite_readme(stale, runs, positions) == page
+
+
+def test_the_readme_headline_is_the_generated_findings_bold_leads():
+    """Each bold sentence of the README's study section opens one of the generated bullets (a stale headline fails
+    here once ``study_findings --readme docs/study-findings.md`` has rewritten the page)."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index(README_SECTION):].split("\n## ")[0]
+    headline = re.findall(r"^- \*\*(.+?)\*\*", section, re.M)
+    leads = {re.match(r"- \*\*(.+?)\*\*", line).group(1)
+             for line in readme_findings(committed("runs.jsonl"), committed("positions.jsonl"))}
+    assert headline
+    for sentence in headline:
+        assert sentence in leads, sentence
 
 
 def test_every_run_of_the_committed_study_ran_at_a_clean_commit_the_runner_recorded():

@@ -126,6 +126,19 @@ def test_runner_skips_finished_runs_and_retrains_unfinished_ones(fake_step3):
     assert sorted((out / "short" / "ppo" / "calls.txt").read_text().split()) == calls
 
 
+def test_every_new_run_row_records_its_machine(fake_step3):
+    """The runner writes the machine record (``dschat.utils.machine.machine_record``) into each run's marker, and the
+    run's row in runs.jsonl carries it; rows without one (made before) stay without."""
+    from dschat.utils.machine import machine_record
+
+    run = study.Run("short", "ppo", 1)
+    assert study.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is not None
+    assert json.loads((run.directory(fake_step3) / study.MARKER).read_text())["machine"] == machine_record()
+    assert run_summary(run.directory(fake_step3))["machine"] == machine_record()
+    (run.directory(fake_step3) / study.MARKER).write_text(json.dumps({"task": "short", "arm": "ppo", "seed": 1}))
+    assert "machine" not in run_summary(run.directory(fake_step3))
+
+
 def test_a_failed_run_leaves_no_marker(fake_step3):
     run = study.Run("short", "ppo", 1, extra=("--fail",))
     assert study.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is None

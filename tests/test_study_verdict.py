@@ -8,9 +8,12 @@ import pytest
 from scipy import stats
 
 from evaluation.study_findings import model_seed_bullet
-from evaluation.study_report import (confirmation_table, confirmation_verdicts, merge_meta, merge_runs,
-                                     model_seed_comparison, model_seed_lines, not_run_lines, sampling_noise,
-                                     sampling_seed_comparison, seed_split, unseen_seed_check)
+from evaluation.study_inference import paired_t_p, tost
+from evaluation.study_report import (adjusted_test, collapse_sensitivity, confirmation_table, confirmation_verdicts,
+                                     merge_meta, merge_runs, model_seed_comparison, model_seed_lines, multiplicity,
+                                     new_seed_lines, not_run_lines, positions_against_runs, readme_table,
+                                     sampling_noise, sampling_seed_comparison, seed_split, comparison_families,
+                                     unseen_seed_check)
 
 STEPS = [0, 12, 24, 36, 48]
 
@@ -181,10 +184,133 @@ def test_the_pairs_across_sft_rm_seeds_by_hand():
     assert "mappo-lam1 − ppo-lam1, collapses on long-sftrm3 (eval length below 50% of step 0, evaluated every 12 " \
            "iterations): none." in lines
     assert "| mappo − ppo | 2 | 5-8 |" in lines and "| mappo-lam1 − ppo-lam1 | across 3 | 4 each |" in lines
-    bullet = model_seed_bullet(summaries + paper)
+    bullet = model_seed_bullet(summaries + paper, multiplicity(summaries + paper))
     assert "mappo-lam1 − ppo-lam1 at λ = 1 on SFT + RM seeds 1234, 2, 3 (4 PPO seeds each)" in bullet
     assert "seed 2 +0.000 (2/4)" in bullet and "mappo − ppo at λ = 0.95 on SFT + RM seeds 1234, 2" in bullet
     assert bullet.startswith("- **On 3 SFT + RM seeds, ")
     costs = "\n".join(not_run_lines(summaries + paper))
     assert "SFT + RM seeds to decide mappo-lam1 − ppo-lam1 on gold" in costs  # pair 1 is not shown equivalent
     assert "long-sftrm3/ppo seeds 5-8" in costs and "long-sftrm2/ppo " not in costs  # what of pair 2 is missing
+
+
+def test_collapse_sensitivity_by_hand():
+    """Fresh seeds 5-10; MA-PPO λ = 1's seed 5 has the top gold (0.160) but ends collapsed (20 of 116 tokens)."""
+    ppo = {5: 0.150, 6: 0.152, 7: 0.148, 8: 0.149, 9: 0.150, 10: 0.150}
+    lam1 = {5: 0.160, 6: 0.158, 7: 0.150, 8: 0.151, 9: 0.152, 10: 0.152}
+    lam099 = {5: 0.150, 6: 0.150, 7: 0.156, 8: 0.157, 9: 0.153, 10: 0.153}
+    fresh = ([run("ppo-lam1", s, g) for s, g in ppo.items()]
+             + [run("mappo-lam1", s, g, length=20.0 if s == 5 else 100.0) for s, g in lam1.items()]
+             + [run("mappo-lam0.99", s, g) for s, g in lam099.items()])
+    found = collapse_sensitivity(groups_of(EXPLORATION + fresh))
+    # floored, λ 1's seed 5 scores its step-0 gold 0.07. Chosen on 5-7: λ 1 (0.07 + 0.158 + 0.150) / 3 = 0.126 <
+    # λ 0.99 0.152, tested on 8-10: +0.008, +0.003, +0.003; chosen on 8-10: λ 1 0.1517 < λ 0.99 0.1543, tested on
+    # 5-7: 0.0, −0.002, +0.008
+    floored = found["collapse-floored gold"]
+    assert [f.best_b for f in floored.folds] == ["mappo-lam0.99", "mappo-lam0.99"]
+    assert [d for f in floored.folds for d in f.diffs] == pytest.approx([0.008, 0.003, 0.003, 0.0, -0.002, 0.008])
+    # without seed 5: seeds 6-10 halved into (6, 7) and (8, 9, 10); chosen on 6-7: λ 1 0.154 > λ 0.99 0.153, tested
+    # on 8-10: +0.002 each; chosen on 8-10: λ 0.99, tested on 6-7: −0.002, +0.008
+    kept = found["seeds without a collapsed run"]
+    assert kept.seeds == (6, 7, 8, 9, 10)
+    assert [f.best_b for f in kept.folds] == ["mappo-lam1", "mappo-lam0.99"]
+    assert [d for f in kept.folds for d in f.diffs] == pytest.approx([0.002, 0.002, 0.002, -0.002, 0.008])
+    tests = multiplicity(EXPLORATION + fresh)
+    raw = [paired_t_p([0.008, 0.003, 0.003, 0.0, -0.002, 0.008]), paired_t_p([0.002, 0.002, 0.002, -0.002, 0.008])]
+    low = min(1, 2 * min(raw))
+    assert sorted(t.p_holm for t in tests.values() if t.family == "collapse sensitivity") == pytest.approx(
+        [low, max(low, max(raw))])
+
+
+def test_one_multiplicity_rule_for_differences_and_equivalences():
+    """Each comparison is one test in one family, whichever table prints it; within a family the difference p's and
+    the TOST p's are Holm-adjusted alike (by hand for the confirmation family of this data: mappo-lam1 and
+    mappo-lam0.99 against ppo-lam1 on seeds 5-8, both metrics)."""
+    summaries = EXPLORATION + CONFIRMATION
+    families = comparison_families(summaries)
+    keys = [key for _, tests in families.values() for key in tests]
+    assert len(keys) == len(set(keys))
+    tests = multiplicity(summaries)
+    groups = groups_of(summaries)
+    diffs = {(arm, m): [groups[arm][s][m][-1] - groups["ppo-lam1"][s][m][-1] for s in (5, 6, 7, 8)]
+             for arm in ("mappo-lam1", "mappo-lam0.99") for m in ("gold", "rm")}
+    margins = {"gold": 0.01, "rm": 0.067}
+    for kind, raw in (("p", {k: paired_t_p(d) for k, d in diffs.items()}),
+                      ("tost", {k: tost(d, margins[k[1]]).p for k, d in diffs.items()})):
+        order = sorted(raw, key=raw.get)
+        expected, running = {}, 0.0
+        for rank, key in enumerate(order):
+            running = max(running, min(1.0, (4 - rank) * raw[key]))
+            expected[key] = running
+        for (arm, metric), value in expected.items():
+            found = adjusted_test(tests, "long", arm, "ppo-lam1", metric, [5, 6, 7, 8])
+            assert found.family == "confirmation"
+            assert (found.p_holm if kind == "p" else found.equivalence.p) == pytest.approx(value)
+    # the reverse comparison is the same test, its interval turned round
+    there = adjusted_test(tests, "long", "mappo-lam1", "ppo-lam1", "gold", [5, 6, 7, 8])
+    back = adjusted_test(tests, "long", "ppo-lam1", "mappo-lam1", "gold", [5, 6, 7, 8])
+    assert back.p_holm == there.p_holm and back.equivalence.low == pytest.approx(-there.equivalence.high)
+
+
+def test_the_readme_table_counts_collapses_on_its_rows_seeds_only():
+    """A collapse on a seed outside the row (here mappo seed 9, which PPO at λ = 0.95 did not run) is not counted in
+    the row of the seeds both ran (1-4)."""
+    summaries = EXPLORATION + [run("mappo", 9, 0.15, length=20.0)]
+    row = next(line for line in readme_table(summaries) if line.startswith("| long | mappo |"))
+    assert row.endswith("| 0 (0) |")
+    summaries = EXPLORATION[:-1] + [run("mappo", 4, 0.145, length=20.0)]
+    row = next(line for line in readme_table(summaries) if line.startswith("| long | mappo |"))
+    assert row.endswith("| 1 (1) |")
+
+
+def test_new_seed_intervals_of_the_pre_registered_pair_by_hand():
+    """Three SFT + RM seeds, 2 PPO seeds each: ppo-lam1 0.14 / 0.16 on 1234, 0.12 / 0.12 on 2, 0.10 / 0.12 on 3;
+    mappo-lam1 0.01 above on every run. Means 0.15, 0.12, 0.11 (grand 0.12667); s_m² = var(means);
+    s_w² = mean(0.0002, 0, 0.0002); t(0.975, 2)."""
+    values = {1234: (0.14, 0.16), 2: (0.12, 0.12), 3: (0.10, 0.12)}
+    tasks = {1234: "long", 2: "long-sftrm2", 3: "long-sftrm3"}
+    summaries = []
+    for model_seed, finals in values.items():
+        for seed, gold in zip((9, 10), finals):
+            summaries += [run("ppo-lam1", seed, gold, task=tasks[model_seed]),
+                          run("mappo-lam1", seed, gold + 0.01, task=tasks[model_seed])]
+    lines = "\n".join(new_seed_lines(summaries))
+    means = [0.15, 0.12, 0.11]
+    t = stats.t.ppf(0.975, 2)
+    between, within = statistics.variance(means), statistics.fmean([0.0002, 0.0, 0.0002])
+    centre = statistics.fmean(means)
+    mean_half = t * (between * (1 + 1 / 3)) ** 0.5
+    run_half = t * (between * (1 + 1 / 3) + within * (1 - 1 / 2)) ** 0.5
+    home_half = stats.t.ppf(0.975, 1) * statistics.stdev([0.14, 0.16]) * (1 + 1 / 2) ** 0.5
+    assert (f"| mappo-lam1 − ppo-lam1 | ppo-lam1 | 1234, 2, 3 (n = 2) | [{0.15 - home_half:.3f}, {0.15 + home_half:.3f}] "
+            f"| {centre:.3f} [{centre - mean_half:.3f}, {centre + mean_half:.3f}] | "
+            f"[{centre - run_half:.3f}, {centre + run_half:.3f}] |") in lines
+    # the difference is 0.01 on every run: no spread at all
+    assert "| mappo-lam1 − ppo-lam1 | mappo-lam1 − ppo-lam1 | 1234, 2, 3 (n = 2) | [0.010, 0.010] | 0.010 [0.010, " \
+           "0.010] | [0.010, 0.010] |" in lines
+    costs = "\n".join(not_run_lines(summaries + EXPLORATION))  # the costs need the exploration's baseline
+    assert "on 3 more SFT + RM seeds (6 in all, 2 PPO seeds each): 12 runs (3 × 2 arms × 2), 0.3 CPU hours at the " \
+           "further SFT + RM seeds' 100 CPU s per run" in costs
+
+
+def test_the_positions_draw_against_the_studys_own_evaluation_by_hand():
+    summaries = [run("ppo-lam1", 9, 0.140), run("mappo-lam1", 9, 0.150), run("ppo-lam1", 9, 0.2, task="short")]
+    records = [{"arm": "ppo-lam1", "seed": 9, "sample_seed": 4321, "gold": 0.143},
+               {"arm": "mappo-lam1", "seed": 9, "sample_seed": 4321, "gold": 0.145},
+               {"arm": "mappo-lam1", "seed": 9, "sample_seed": 1, "gold": 0.3}]
+    actors, sd, mean = positions_against_runs(records, summaries)
+    assert actors == 2 and mean == pytest.approx(-0.001) and sd == pytest.approx(statistics.stdev([0.003, -0.005]))
+    assert positions_against_runs(records[:1], summaries) is None
+
+
+def test_more_seeds_for_best_against_best_cost_every_candidate_run():
+    """The procedure trains token PPO's arm and every MA-PPO candidate on each further seed (here 1 + 2 arms); the
+    verdict on 6 fresh seeds is not shown equivalent, and 7 seeds would show it if mean and spread held."""
+    ppo = {5: 0.150, 6: 0.152, 7: 0.148, 8: 0.149, 9: 0.150, 10: 0.150}
+    lam1 = {5: 0.160, 6: 0.148, 7: 0.150, 8: 0.166, 9: 0.152, 10: 0.140}
+    lam099 = {5: 0.150, 6: 0.150, 7: 0.156, 8: 0.157, 9: 0.153, 10: 0.153}
+    summaries = EXPLORATION + ([run("ppo-lam1", s, g) for s, g in ppo.items()]
+                               + [run("mappo-lam1", s, g) for s, g in lam1.items()]
+                               + [run("mappo-lam0.99", s, g) for s, g in lam099.items()])
+    costs = "\n".join(not_run_lines(summaries))
+    assert "equivalence within ±0.01 would show at 7 seeds per arm; the procedure trains all 3 of its arms " \
+           "(ppo-lam1 and MA-PPO's 2 candidates) on each seed, so 1 more seeds are 3 more runs, 0.1 CPU hours" in costs
