@@ -18,14 +18,14 @@ The agreement of two sources is the fraction of the pairs both judged on which t
 from __future__ import annotations
 
 import csv
-import json
 import os
 import sys
 from collections import defaultdict
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from evaluation.judge import PREFER_A, PREFER_B, TIE, UNPARSEABLE, judge_label
 from dschat.utils.cli import ArgumentParser
+from evaluation.jsonl import read_jsonl
 
 PairKey = Tuple[str, int]
 HUMAN_LABELS = {"a": PREFER_A, "b": PREFER_B, "tie": TIE, "e": TIE, "equal": TIE, "draw": TIE}
@@ -90,20 +90,6 @@ def format_agreement(matrix: Mapping[Tuple[str, str], Tuple[Optional[float], int
     return "\n".join(lines)
 
 
-def _read_jsonl(path: str) -> List[Tuple[int, dict]]:
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
-    rows = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if line.strip():
-                try:
-                    rows.append((number, json.loads(line)))
-                except ValueError:
-                    raise ValueError(f"{path} row {number}: not valid JSON") from None
-    return rows
-
-
 def _field(path: str, number: int, row, key: str):
     if not isinstance(row, dict) or key not in row:
         raise ValueError(f"{path} row {number}: needs {key!r}")
@@ -114,7 +100,7 @@ def read_rm_preferences(path_a: str, path_b: str) -> Dict[PairKey, str]:
     """RM preferences from two score files aligned by prompt (k-th occurrence with k-th occurrence)."""
     scored = []
     for path in (path_a, path_b):
-        labelled = [(_field(path, n, row, "prompt"), float(_field(path, n, row, "score"))) for n, row in _read_jsonl(path)]
+        labelled = [(_field(path, n, row, "prompt"), float(_field(path, n, row, "score"))) for n, row in read_jsonl(path)]
         scored.append(key_by_occurrence(labelled))
     scores_a, scores_b = scored
     missing = [k for k in scores_a if k not in scores_b]
@@ -127,7 +113,7 @@ def read_judge_preferences(path: str) -> Tuple[Dict[PairKey, str], str]:
     """(preferences, the judge's name): the model(s) named by the rows' "judge_model" ('+'-joined when several
     answered), or "judge" when the file does not record one."""
     labelled, models = [], set()
-    for number, row in _read_jsonl(path):
+    for number, row in read_jsonl(path):
         verdict = _field(path, number, row, "verdict")
         if verdict not in (PREFER_A, PREFER_B, TIE, UNPARSEABLE):
             raise ValueError(f"{path} row {number}: verdict {verdict!r} is not a, b, tie or unparseable")
@@ -145,7 +131,7 @@ def read_human_preferences(path: str) -> Dict[PairKey, str]:
         with open(path, newline="") as handle:
             rows = list(enumerate(csv.DictReader(handle), 2))
     else:
-        rows = _read_jsonl(path)
+        rows = read_jsonl(path)
     labelled = []
     for number, row in rows:
         label = str(_field(path, number, row, "preferred")).strip().lower()

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dschat.utils.cli import ArgumentParser
+from evaluation.jsonl import read_jsonl
 from evaluation.judge_prompts import JSON_CHOICE, JSON_CRITERIA, SINGLE_CHAR, TASKS, JudgeTask, get_task, render, \
     render_single_char
 
@@ -472,21 +473,12 @@ def tally_by_criterion(judgements: Sequence[PairJudgement], criteria: Sequence[s
 # ------------------------------------------------------------------------------------------------ I/O
 def read_response_rows(path: str) -> List[dict]:
     """Rows of a response JSONL file, each with string "prompt" and "response"."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
     rows = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise ValueError(f"{path} row {number}: not valid JSON") from None
-            for key in ("prompt", "response"):
-                if not isinstance(row, dict) or not isinstance(row.get(key), str):
-                    raise ValueError(f"{path} row {number}: needs a string {key!r}")
-            rows.append(row)
+    for number, row in read_jsonl(path):
+        for key in ("prompt", "response"):
+            if not isinstance(row, dict) or not isinstance(row.get(key), str):
+                raise ValueError(f"{path} row {number}: needs a string {key!r}")
+        rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no rows")
     return rows

@@ -14,13 +14,12 @@ Rows of ``evaluation.rm_score`` carry "response_tokens", the policy's own token 
 """
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from dschat.utils.cli import ArgumentParser
+from evaluation.jsonl import read_jsonl
 
 LENGTH_KEYS = ("response_tokens", "length", "response_length")
 
@@ -80,20 +79,14 @@ def length_counter(tokenizer: Optional[str]) -> Callable[[str], int]:
 
 def read_length_scores(path: str, count: Callable[[str], int]) -> List[Tuple[float, float]]:
     """(length, score) per row of a score JSONL file."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
     pairs = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                score = float(row["score"])
-                length = next((float(row[k]) for k in LENGTH_KEYS if k in row), None)
-                pairs.append((length if length is not None else float(count(row["response"])), score))
-            except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path} row {number}: needs a numeric 'score' and a 'response' or 'length'") from None
+    for number, row in read_jsonl(path):
+        try:
+            score = float(row["score"])
+            length = next((float(row[k]) for k in LENGTH_KEYS if k in row), None)
+            pairs.append((length if length is not None else float(count(row["response"])), score))
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path} row {number}: needs a numeric 'score' and a 'response' or 'length'") from None
     if not pairs:
         raise ValueError(f"{path}: no rows")
     return pairs

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional
 
 import yaml
 
-from evaluation.study_report import mean_estimate, paired_difference
+from evaluation.study.stats import mean_estimate, paired_difference
 from evaluation.training_summary import eval_endpoints, read_metrics
 from dschat.utils.cli import ArgumentParser
 

@@ -22,6 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from evaluation.methods import method_color  # noqa: E402
 from dschat.utils.cli import ArgumentParser
+from evaluation.jsonl import read_jsonl
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]
 ALL_METHODS_TITLE = "RM score distribution"
@@ -204,17 +205,12 @@ def plot_temperature_sweep(sweeps: Mapping[str, Mapping[float, Tuple[float, floa
 
 def read_scores(path: str) -> List[float]:
     """The "score" of every line of a score JSONL file."""
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
     scores = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                scores.append(float(json.loads(line)["score"]))
-            except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path} row {number}: needs a numeric 'score'") from None
+    for number, row in read_jsonl(path):
+        try:
+            scores.append(float(row["score"]))
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path} row {number}: needs a numeric 'score'") from None
     if not scores:
         raise ValueError(f"{path}: no scores")
     return scores

@@ -37,7 +37,7 @@ def test_the_site_builds_strictly_with_the_api_reference_and_the_readme_snippets
         assert f'id="dschat.rlhf.macro_action.{name}"' in api, name
     assert ":func:" not in api and ":mod:" not in api  # reStructuredText roles shown as code (docs/_hooks)
     for page, module in (("rollout", "dschat.rlhf.rollout.weights"), ("rewards", "dschat.rewards.sandbox"),
-                         ("evaluation", "evaluation.study_findings")):
+                         ("evaluation", "evaluation.study.findings")):
         assert f'id="{module}"' in (site / "api" / page / "index.html").read_text(), module
     demo_row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| mappo |"))
     started = (site / "getting-started" / "index.html").read_text()

@@ -39,10 +39,10 @@ def layer_of(module: str) -> int:
     return LAYERS.index(max(matching, key=len))
 
 
-def import_graph() -> dict:
-    """``{module: {dschat modules it imports}}``; ``from package import name`` counts as importing the submodule
+def import_graph(package: Path = PACKAGE) -> dict:
+    """``{module: {modules of package it imports}}``; ``from package import name`` counts as importing the submodule
     ``package.name`` when that is a module, else the package."""
-    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    paths = {module_name(path): path for path in package.rglob("*.py")}
     graph = {}
     for module, path in paths.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -104,6 +104,23 @@ def test_no_upward_import_and_no_cycle_in_dschat():
     assert upward == []
     assert cycles(graph) == []
     assert layer_of("dschat.stages.configs") > layer_of("dschat.rlhf.ppo_config") > layer_of("dschat.utils.config")
+
+
+STUDY = ("design", "stats", "summaries", "decisions", "tables", "position_report", "plots", "report", "findings",
+         "positions", "runner", "__main__")
+"""``evaluation.study``'s modules in the order its ``__init__`` lists them: each imports only modules before it."""
+
+
+def test_no_cycle_in_evaluation_and_the_study_imports_only_down_its_own_order():
+    graph = import_graph(Path(ROOT) / "evaluation")
+    assert cycles(graph) == []
+    study = {module for module in graph if module.startswith("evaluation.study.")}
+    assert study == {f"evaluation.study.{name}" for name in STUDY}
+    later = sorted(f"{module} -> {target}" for module in study for target in graph[module] & study
+                   if STUDY.index(target.rpartition(".")[2]) >= STUDY.index(module.rpartition(".")[2]))
+    assert later == []
+    assert graph["evaluation.study.design"] == set()  # the study's data imports nothing of the project
+    assert graph["evaluation.pipeline_record"] & (study | {"evaluation.study"}) == {"evaluation.study.stats"}
 
 
 RULE = '''"""Two macros per response: its first ceil(n / 2) tokens and the rest."""

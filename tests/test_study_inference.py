@@ -1,4 +1,4 @@
-"""The study's tests (evaluation.study_inference) against hand computations, and the equivalence margins against
+"""The study's tests (evaluation.study.stats) against hand computations, and the equivalence margins against
 the committed runs they were derived from."""
 import json
 import math
@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evaluation.study_inference import (EQUIVALENCE_MARGINS, adjust_families, across_model_seeds, collapse,
-                                        collapse_floored, held_out_best_vs_best, holm, new_model_seed_interval,
-                                        paired_t_p, seeds_for_equivalence, t_interval, tost)
+from evaluation.study.design import EQUIVALENCE_MARGINS
+from evaluation.study.stats import (across_model_seeds, adjust_families, collapse, collapse_floored,
+                                    held_out_best_vs_best, holm, new_model_seed_interval, paired_t_p,
+                                    seeds_for_equivalence, t_interval, tost)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,15 +1,18 @@
 """The study page's figures and sentences (``docs/study-findings.md``) and the README's headline cannot drift from
-the committed report: the page's tables are the ones ``evaluation.study_report`` renders from
-``docs/study/runs.jsonl``, its bullets are the ones ``evaluation.study_findings`` writes from the same runs (``--readme
+the committed report: the page's tables are the ones ``evaluation.study.report`` renders from
+``docs/study/runs.jsonl``, its bullets are the ones ``evaluation.study.findings`` writes from the same runs (``--readme
 docs/study-findings.md`` rewrites them), the README's headline sentences are the bold leads of those bullets, and
 every run of the committed study was made at a clean commit the runner recorded (``study.sh --verify``, a slow
 test, checks the code reproduces)."""
 import json
 import re
+import shutil
 from pathlib import Path
 
-from evaluation.study_findings import README_SECTION, readme_findings, rewrite_readme
-from evaluation.study_report import by_arm, confirmation_table, readme_table, seed_split
+from evaluation.study.findings import README_SECTION, readme_findings, rewrite_readme
+from evaluation.study.report import render
+from evaluation.study.summaries import by_arm, seed_split
+from evaluation.study.tables import confirmation_table, readme_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "study-findings.md"
@@ -29,6 +32,17 @@ def test_study_page_tables_are_rendered_from_the_committed_runs():
     for table in (readme_table(runs), confirmation_table(runs)):  # the second is empty before the confirmation
         text = "\n".join(table)
         assert text in page and text in report
+
+
+def test_the_committed_report_is_what_the_code_renders_from_the_committed_runs(tmp_path, capsys):
+    """``python -m evaluation.study_report docs/study/runs.jsonl`` would change no byte of ``docs/study/README.md``
+    (the figures are drawn too, but their bytes depend on the plotting library's version, so only their links
+    are compared here)."""
+    for name in ("runs.jsonl", "study_meta.json", "positions.jsonl"):
+        shutil.copy(ROOT / "docs/study" / name, tmp_path / name)
+    render(committed("runs.jsonl"), tmp_path)
+    assert (tmp_path / "README.md").read_text() == (ROOT / "docs/study/README.md").read_text()
+    assert capsys.readouterr().out.rstrip("\n") == (ROOT / "docs/study/README.md").read_text().rstrip("\n")
 
 
 def test_the_report_leaves_no_placeholder_unfilled():

@@ -1,6 +1,7 @@
-"""The study's statistics (evaluation.study_report) against hand computations, and the runner's skip/resume
-logic (evaluation.study) with a stand-in for step 3 (no training)."""
+"""The study's statistics (evaluation.study.stats) against hand computations, and the runner's skip/resume
+logic (evaluation.study.runner) with a stand-in for step 3 (no training)."""
 import itertools
+import os
 import json
 import sys
 import time
@@ -9,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evaluation import study
-from evaluation.study_report import (area_under_curve, bootstrap_mean_ci, collect, last_quarter_change, paired_difference,
-                                     parity, parity_interval, report_lines, run_summary, t_interval)
+from evaluation.study import design, runner
+from evaluation.study.report import report_lines
+from evaluation.study.stats import (area_under_curve, bootstrap_mean_ci, last_quarter_change, paired_difference,
+                                    parity, parity_interval, t_interval)
+from evaluation.study.summaries import collect, run_summary
 
 
 def all_resamples(n):
@@ -98,31 +101,31 @@ with open(os.path.join(os.path.dirname(out), "calls.txt"), "a") as f:
 def fake_step3(tmp_path, monkeypatch):
     script = tmp_path / "fake_step3.py"
     script.write_text(FAKE_STEP3)
-    monkeypatch.setattr(study, "step_command", lambda stage, flags: [sys.executable, str(script), *flags])
-    monkeypatch.setattr(study, "ensure_models", lambda task, out, model: (tmp_path / "sft", tmp_path / "rm"))
+    monkeypatch.setattr(runner, "step_command", lambda stage, flags: [sys.executable, str(script), *flags])
+    monkeypatch.setattr(runner, "ensure_models", lambda task, out, model: (tmp_path / "sft", tmp_path / "rm"))
     return tmp_path / "out"
 
 
 def test_runner_skips_finished_runs_and_retrains_unfinished_ones(fake_step3):
     out = fake_step3
-    runs = [study.Run("short", "ppo", seed) for seed in (1, 2, 3)]
+    runs = [runner.Run("short", "ppo", seed) for seed in (1, 2, 3)]
     done = runs[0].directory(out)
     done.mkdir(parents=True)
-    (done / study.MARKER).write_text("{}")
+    (done / runner.MARKER).write_text("{}")
     partial = runs[1].directory(out)  # an interrupted run: output but no marker
     partial.mkdir(parents=True)
     (partial / "metrics.jsonl").write_text(json.dumps({"step": 0, "eval/score": 9.0}) + "\n")
-    assert study.pending(runs, out) == runs[1:]
-    study.run_study(out, runs, "tiny-gemma", jobs=2)
+    assert runner.pending(runs, out) == runs[1:]
+    runner.run_study(out, runs, "tiny-gemma", jobs=2)
     calls = sorted((out / "short" / "ppo" / "calls.txt").read_text().split())
     assert calls == ["seed2", "seed3"]  # seed 1 skipped
-    assert study.pending(runs, out) == []
+    assert runner.pending(runs, out) == []
     assert "9.0" not in (partial / "metrics.jsonl").read_text()  # retrained from scratch
-    marker = json.loads((partial / study.MARKER).read_text())
+    marker = json.loads((partial / runner.MARKER).read_text())
     assert (marker["task"], marker["arm"], marker["seed"]) == ("short", "ppo", 2) and marker["wall_s"] >= 0
     summary = run_summary(partial)
     assert summary["steps"] == [0, 5] and summary["rm"] == [0.0, 0.5] and summary["gold"] == [0.0, 0.05]
-    study.run_study(out, runs, "tiny-gemma", jobs=2)  # everything finished: nothing runs again
+    runner.run_study(out, runs, "tiny-gemma", jobs=2)  # everything finished: nothing runs again
     assert sorted((out / "short" / "ppo" / "calls.txt").read_text().split()) == calls
 
 
@@ -131,56 +134,67 @@ def test_every_new_run_row_records_its_machine(fake_step3):
     run's row in runs.jsonl carries it; rows without one (made before) stay without."""
     from dschat.utils.machine import machine_record
 
-    run = study.Run("short", "ppo", 1)
-    assert study.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is not None
-    assert json.loads((run.directory(fake_step3) / study.MARKER).read_text())["machine"] == machine_record()
+    run = runner.Run("short", "ppo", 1)
+    assert runner.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is not None
+    assert json.loads((run.directory(fake_step3) / runner.MARKER).read_text())["machine"] == machine_record()
     assert run_summary(run.directory(fake_step3))["machine"] == machine_record()
-    (run.directory(fake_step3) / study.MARKER).write_text(json.dumps({"task": "short", "arm": "ppo", "seed": 1}))
+    (run.directory(fake_step3) / runner.MARKER).write_text(json.dumps({"task": "short", "arm": "ppo", "seed": 1}))
     assert "machine" not in run_summary(run.directory(fake_step3))
 
 
 def test_a_failed_run_leaves_no_marker(fake_step3):
-    run = study.Run("short", "ppo", 1, extra=("--fail",))
-    assert study.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is None
-    assert study.pending([run], fake_step3) == [run]
+    run = runner.Run("short", "ppo", 1, extra=("--fail",))
+    assert runner.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is None
+    assert runner.pending([run], fake_step3) == [run]
+
+
+def test_the_runner_finds_the_three_training_scripts_and_puts_the_repository_first_on_the_path():
+    """The runner starts each step's script by its path from the repository root, with that root first on
+    ``PYTHONPATH`` (so the checkout's code is the one trained)."""
+    repository = Path(__file__).resolve().parents[1]
+    assert [runner.step_command(stage, ["--x"])[1:] for stage in ("sft", "rm", "ppo")] == [
+        [str(repository / "training" / folder / "main.py"), "--x"]
+        for folder in ("step1_supervised_finetuning", "step2_reward_model_finetuning", "step3_rlhf_finetuning")]
+    assert all(Path(runner.step_command(stage, [])[1]).is_file() for stage in ("sft", "rm", "ppo"))
+    assert runner.child_env()["PYTHONPATH"].split(os.pathsep)[0] == str(repository)
 
 
 def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
-    runs = study.plan_runs(seeds=2, ablation_seeds=1, tasks=("short", "long", *study.MODEL_SEED_TASKS),
+    runs = runner.plan_runs(seeds=2, ablation_seeds=1, tasks=("short", "long", *design.MODEL_SEED_TASKS),
                            ablation_tasks=("long", "short"))
     core = [(r.task, r.arm, r.seed) for r in runs[:14]]
-    per_seed = [(task, arm) for task in ("short", "long") for arm in study.CORE_ARMS[task]]
+    per_seed = [(task, arm) for task in ("short", "long") for arm in design.CORE_ARMS[task]]
     assert core == [(task, arm, seed) for seed in (1, 2) for task, arm in per_seed]
     assert ("long", "ppo-lam1") in per_seed and ("short", "mappo-entropy") in per_seed
     sweeps = [(r.arm, r.seed) for r in runs[14:24]]  # arm-major, as many seeds as the core arms
-    assert sweeps == [(arm, seed) for arm in study.SWEEP_ARMS["long"] for seed in (1, 2)]
-    first, second = study.CONFIRMATION_TIERS["long"]
+    assert sweeps == [(arm, seed) for arm in design.SWEEP_ARMS["long"] for seed in (1, 2)]
+    first, second = design.CONFIRMATION_TIERS["long"]
     count = 2 * (len(first) + len(second))
     confirmation = [(r.arm, r.seed) for r in runs[24:24 + count]]  # fresh seeds 3-4, tier by tier, seed-major
     assert confirmation == [(arm, seed) for tier in (first, second) for seed in (3, 4) for arm in tier]
-    assert first == ("ppo-lam1", "mappo-lam1") and set(study.MAPPO_LAMBDA_ARMS["long"]) <= set(first + second)
-    assert {r.extra for r in runs[24:24 + count]} == {study.CONFIRMATION_FLAGS}
-    command = study.ppo_command(runs[24], "OUT", "SFT", "RM")
+    assert first == ("ppo-lam1", "mappo-lam1") and set(design.MAPPO_LAMBDA_ARMS["long"]) <= set(first + second)
+    assert {r.extra for r in runs[24:24 + count]} == {design.CONFIRMATION_FLAGS}
+    command = runner.ppo_command(runs[24], "OUT", "SFT", "RM")
     assert [command[i + 1] for i, flag in enumerate(command) if flag == "--eval_steps"] == ["4", "12"]  # last wins
     again = [(r.task, r.arm, r.seed) for r in runs[24 + count:24 + count + 16]]  # the pairs on the other SFT + RM seeds
     assert again == [(task, arm, seed) for pair in (first, ("ppo", "mappo")) for seed in (3, 4)
-                     for task in study.MODEL_SEED_TASKS for arm in pair]
-    assert study.MODEL_SEED_PAIRS["long"][0] == first and {r.extra for r in runs[24 + count:24 + count + 16]} == {
-        study.CONFIRMATION_FLAGS}
+                     for task in design.MODEL_SEED_TASKS for arm in pair]
+    assert design.MODEL_SEED_PAIRS["long"][0] == first and {r.extra for r in runs[24 + count:24 + count + 16]} == {
+        design.CONFIRMATION_FLAGS}
     ablations = [(r.task, r.arm) for r in runs[24 + count + 16:]]
-    assert ablations == [(task, arm) for task in ("long", "short") for arm in study.ABLATION_ARMS]
-    assert set(study.LAMBDA_SWEEP + study.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
-    assert set(study.ARMS) == {r.arm for r in runs}  # every arm defined is planned
+    assert ablations == [(task, arm) for task in ("long", "short") for arm in design.ABLATION_ARMS]
+    assert set(design.LAMBDA_SWEEP + design.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
+    assert set(design.ARMS) == {r.arm for r in runs}  # every arm defined is planned
 
 
 def test_a_run_past_its_time_limit_is_killed_recorded_and_retried_once(fake_step3):
-    run = study.Run("short", "ppo", 1, extra=("--hang",))
+    run = runner.Run("short", "ppo", 1, extra=("--hang",))
     started = time.time()
-    assert study.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm", timeout_minutes=0.02) is None
+    assert runner.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm", timeout_minutes=0.02) is None
     assert time.time() - started < 20
     records = [json.loads(line) for line in (fake_step3 / "timeouts.jsonl").read_text().splitlines()]
     assert [(r["run"], r["attempt"]) for r in records] == [("short/ppo/seed1", 1), ("short/ppo/seed1", 2)]
-    assert study.pending([run], fake_step3) == [run]
+    assert runner.pending([run], fake_step3) == [run]
 
 
 def test_verify_compares_a_fresh_run_with_the_committed_summaries(fake_step3, tmp_path):
@@ -189,11 +203,11 @@ def test_verify_compares_a_fresh_run_with_the_committed_summaries(fake_step3, tm
     committed = {"task": "short", "arm": "ppo", "seed": 1, "steps": [0, 5, 10], "rm": [0.0, 0.5, 0.7],
                  "gold": [0.0, 0.05, 0.06], "length": [12.0, 12.0, 12.0]}
     (report / "runs.jsonl").write_text(json.dumps(committed) + "\n")
-    assert study.verify(fake_step3, report, study.Run("short", "ppo", 1), "tiny-gemma") == []
+    assert runner.verify(fake_step3, report, runner.Run("short", "ppo", 1), "tiny-gemma") == []
     assert collect(fake_step3) == []  # the shortened run is not one the report collects
     committed["gold"][1] = 0.051
     (report / "runs.jsonl").write_text(json.dumps(committed) + "\n")
-    assert study.verify(fake_step3, report, study.Run("short", "ppo", 1), "tiny-gemma") == [
+    assert runner.verify(fake_step3, report, runner.Run("short", "ppo", 1), "tiny-gemma") == [
         "step 5 gold: committed 0.051, now 0.05"]
 
 
@@ -227,7 +241,7 @@ def test_last_quarter_change_is_the_late_slope_times_the_span():
 
 
 def test_position_profile_by_hand():
-    from evaluation.study_positions import position_profile
+    from evaluation.study.positions import position_profile
 
     profile = position_profile(" The lamp is great. The price was awful. I found the staff okay.")
     # three sentences, thirds of one: opening +1; "The lamp is great." 1 positive of 4 words; last: no sentiment;
@@ -242,7 +256,7 @@ def test_position_profile_by_hand():
 
 def test_verify_names_a_malformed_run_in_one_line(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        study.main(["verify", "--verify_run", "long/ppo"])
+        runner.main(["verify", "--verify_run", "long/ppo"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == "error: --verify_run long/ppo: expected TASK/ARM/SEED, e.g. long/ppo/1"
 
@@ -254,9 +268,9 @@ def test_skip_reported_leaves_out_the_runs_the_report_holds(tmp_path, capsys):
     (report / "runs.jsonl").write_text(json.dumps({"task": "long", "arm": "ppo-lam1", "seed": 9}) + "\n")
     flags = ["plan", "--out", str(tmp_path / "out"), "--report_dir", str(report), "--tasks", "long",
              "--confirmation_only", "--arms", "ppo-lam1", "mappo-lam1"]
-    study.main(flags)
+    runner.main(flags)
     everything = capsys.readouterr().out.splitlines()
-    study.main(flags + ["--skip_reported"])
+    runner.main(flags + ["--skip_reported"])
     assert len(everything) == 16 and "todo  long/ppo-lam1/seed9" in everything
     assert capsys.readouterr().out.splitlines() == [line for line in everything if line != "todo  long/ppo-lam1/seed9"]
 
@@ -272,10 +286,10 @@ def test_each_sft_rm_seed_trains_its_own_models_from_that_seed(tmp_path, monkeyp
         (directory / "config.json").write_text("{}")
         return 0, 0.0, 0.0
 
-    monkeypatch.setattr(study, "run_logged", fake_run)
-    sft, rm = study.ensure_models(task, tmp_path, "tiny-gemma")
+    monkeypatch.setattr(runner, "run_logged", fake_run)
+    sft, rm = runner.ensure_models(task, tmp_path, "tiny-gemma")
     assert (sft, rm) == (tmp_path / task / "sft", tmp_path / task / "rm")
     assert [c[c.index("--seed") + 1] for c in commands] == [seed, seed]
     assert commands[1][commands[1].index("--model_name_or_path") + 1] == str(sft)  # the RM starts from its SFT
     assert [c[c.index("--data_name") + 1] for c in commands] == ["synthetic-long"] * 2
-    assert study.TASKS[task].ppo == study.TASKS["long"].ppo
+    assert design.TASKS[task].ppo == design.TASKS["long"].ppo

@@ -1,4 +1,4 @@
-"""The study report's deciding question (evaluation.study_report): the exploration / confirmation split, token PPO's
+"""The study report's deciding question (evaluation.study.decisions): the exploration / confirmation split, token PPO's
 best λ chosen on the exploration seeds, MA-PPO's best chosen on the other half of the fresh seeds, the fresh seeds
 against the published prediction intervals, merging runs made on two machines, the sampling-noise table — on
 hand-made summaries with hand-computed answers; the pre-registered pair on further SFT + RM seeds."""
@@ -7,13 +7,13 @@ import statistics
 import pytest
 from scipy import stats
 
-from evaluation.study_findings import model_seed_bullet
-from evaluation.study_inference import paired_t_p, tost
-from evaluation.study_report import (adjusted_test, collapse_sensitivity, confirmation_table, confirmation_verdicts,
-                                     merge_meta, merge_runs, model_seed_comparison, model_seed_lines, multiplicity,
-                                     new_seed_lines, not_run_lines, positions_against_runs, readme_table,
-                                     sampling_noise, sampling_seed_comparison, seed_split, comparison_families,
-                                     unseen_seed_check)
+from evaluation.study.findings import model_seed_bullet
+from evaluation.study.stats import paired_t_p, tost
+from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, comparison_families,
+                                        confirmation_verdicts, model_seed_comparison, multiplicity, unseen_seed_check)
+from evaluation.study.position_report import positions_against_runs, sampling_noise, sampling_seed_comparison
+from evaluation.study.summaries import merge_meta, merge_runs, seed_split
+from evaluation.study.tables import confirmation_table, model_seed_lines, new_seed_lines, not_run_lines, readme_table
 
 STEPS = [0, 12, 24, 36, 48]
 
@@ -137,8 +137,8 @@ def test_the_pre_registered_pair_under_each_sampling_seed_by_hand():
 
 
 def test_reading_names_a_difference_equivalence_both_or_neither():
-    from evaluation.study_inference import tost
-    from evaluation.study_report import reading
+    from evaluation.study.stats import tost
+    from evaluation.study.decisions import reading
 
     tight = tost([0.004, 0.005, 0.006, 0.005], 0.01)  # inside ±0.01
     wide = tost([0.03, -0.02, 0.01, 0.0], 0.01)

@@ -8,7 +8,7 @@
 # Environment: OUT (default outputs/study; --verify: outputs/study-verify), REPORT (default docs/study), SEEDS
 # (core arms and sweeps, default 8), ABLATION_SEEDS (default 4), JOBS (default 2), MODEL (SFT base model, default
 # tiny-gemma; e.g. smollm2-135m-instruct on a GPU), BUDGET_MINUTES (start no new run after this; rerun to go on),
-# VERIFY_RUN (default: study.py's VERIFY_RUNS, one run of the exploration, one of the confirmation and one on a
+# VERIFY_RUN (default: evaluation/study/design.py's VERIFY_RUNS, one run of the exploration, one of the confirmation and one on a
 # further SFT + RM seed).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 REPORT="${REPORT:-docs/study}"

@@ -6,49 +6,49 @@ collapse detector.
 Every interval but the last covers one source of variation only: the PPO seed (the sampling of rollouts, the value
 head's and the optimizer's randomness), with one SFT model and one reward model shared by every run, and one
 evaluation sampling seed (``--eval_seed``) over 128 samples of 32 distinct held-out prompts
-(:data:`VARIATION_COVERED`); :func:`across_model_seeds` covers the SFT + RM seed as well.
-"""
+(:data:`evaluation.study.design.VARIATION_COVERED`); :func:`across_model_seeds` covers the SFT + RM seed as well.
+
+The report's estimates (:mod:`evaluation.study.report`) live here too; :mod:`evaluation.pipeline_record` uses them
+for its seed table. Per arm and metric (the RM score and the gold score of 128 held-out prompts, sampled with the same noise at
+every evaluation): the final score and the area under the eval curve (trapezoid over the step range: the mean
+level over training), each as the seed mean with two 95% intervals for the mean — Student's t over seeds and the
+percentile bootstrap (which under-covers with 8 seeds: it ignores the uncertainty of the spread) — and a 95%
+prediction interval for one new seed (t with s·√(1 + 1/n)). Against the baseline arm, the paired difference
+(method − baseline on the same seed) with the same three intervals and the number of seeds it is ahead.
+Convergence: the change of each seed's curve over the last quarter of its steps (least-squares slope × the
+quarter's length), t-interval over seeds. Parity (paper §4.2, Fig. 2), made robust: on the seed-averaged curves,
+EMA-smoothed (:func:`evaluation.curves.ema`), the target is the baseline's final smoothed level; the speed-up is
+the first step the baseline's smoothed curve reaches it over the first step the method's does (interpolated
+between evaluations); its interval comes from resampling seeds (paired) and recomputing it. A resample in which
+the method never reaches the target counts as speed-up 0 (and is counted); one where a step is 0 is dropped."""
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import stats as scipy_stats
 
+from evaluation.curves import Series, ema, first_crossing_step
+
+
 ALPHA = 0.05
+
+
 LEVEL = 0.95
 """The confidence level of every two-sided interval the study reports."""
 
-EQUIVALENCE_MARGINS = {"gold": 0.010, "rm": 0.067}
-"""The equivalence margin Δ per metric, fixed before round 3's MA-PPO λ arms were run (round 1 had run MA-PPO and token
-PPO at λ = 1 on 5 seeds per task under an older protocol, before it): one third of what tuning token PPO's
-λ alone bought on the long task in the round-2 runs (PPO at λ = 1 − PPO at λ = 0.95, final score, seed mean over
-seeds 1-8: gold +0.0305, RM +0.2001; ``tests/test_study_inference.py`` recomputes it from the committed runs). Two
-arms whose paired difference lies inside ±Δ (two one-sided tests at 5%) differ by less than a third of the gain the
-baseline gets from its own λ: "no difference worth the name" on this task. Gold is the primary metric (the task's
-ground truth; the reward model is the proxy a policy can exploit)."""
-MARGIN_RULE = ("one third of token PPO's λ = 0.95 → 1 gain (round-2 runs, seeds 1-8: gold +0.0305, RM +0.2001), "
-               "fixed before round 3's runs (round 1 had run both methods at λ = 1: report, \"Order of decisions\")")
 
 COLLAPSE_FRACTION = 0.5
 """A run collapses when its eval response length falls below this fraction of its length at step 0 (the SFT
 policy's) at any evaluation; it 'ends collapsed' when its final length is still below it."""
 
-VARIATION_COVERED = ("Every interval but the SFT + RM seeds' covers the PPO seed only (rollout sampling, value-head "
-                     "initialisation, optimizer noise): one SFT model and one reward model (seed 1234) are shared by "
-                     "every other run. Every evaluation samples 128 responses to 32 distinct held-out prompts with "
-                     "one sampling seed (`--eval_seed 4321`): each run's score is one draw, so the sampling noise is "
-                     "inside the spread over PPO seeds, but the prompts are fixed and the two arms of a pair share the "
-                     "seed (the final actors drawn again under other sampling seeds measure both).")
-
 
 def format_p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
-
-# ---- paired tests ------------------------------------------------------------------------------------------------
 
 def _standard_error(values: Sequence[float]) -> Tuple[float, float, int]:
     values = np.asarray(values, dtype=float)
@@ -172,8 +172,6 @@ def adjust_families(families: Mapping[str, Mapping[Hashable, Tuple[Sequence[floa
     return found
 
 
-# ---- best against best, chosen on other seeds -------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class HeldOutFold:
     select_seeds: Tuple[int, ...]
@@ -206,8 +204,6 @@ def held_out_best_vs_best(finals: Mapping[str, Mapping[int, float]], family_a: S
         folds.append(HeldOutFold(select, test, a, b, tuple(outcome[b][s] - outcome[a][s] for s in test)))
     return folds
 
-
-# ---- PPO seeds nested in SFT + RM seeds ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class AcrossModelSeeds:
@@ -274,8 +270,6 @@ def new_model_seed_interval(values: Sequence[Sequence[float]], level: float = LE
     return NewModelSeed(centre, centre - half_mean, centre + half_mean, centre - half_run, centre + half_run, s)
 
 
-# ---- collapse ------------------------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class Collapse:
     start: float
@@ -309,3 +303,156 @@ def collapse(steps: Sequence[int], lengths: Sequence[float]) -> Optional[Collaps
     lowest = int(np.argmin(lengths[1:])) + 1 if len(lengths) > 1 else 0
     found = Collapse(float(lengths[0]), float(lengths[lowest]), int(steps[lowest]), float(lengths[-1]))
     return found if found.collapsed else None
+
+
+N_BOOT = 10000
+
+
+SMOOTHING = 0.6
+
+
+def percentile_interval(samples: Sequence[float], level: float = LEVEL) -> Tuple[float, float]:
+    """The central ``level`` percentile interval of bootstrap samples (numpy's linear interpolation)."""
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(np.asarray(samples, dtype=float), [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def resample_indices(n: int, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
+    """``[n_boot, n]`` seed indices drawn with replacement (the same draws for every statistic of a table)."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+
+
+def bootstrap_mean_ci(values: Sequence[float], indices: Optional[np.ndarray] = None,
+                      level: float = LEVEL) -> Tuple[float, float]:
+    """95% percentile bootstrap CI of the mean of ``values`` over the resamples ``indices``."""
+    values = np.asarray(values, dtype=float)
+    indices = resample_indices(len(values)) if indices is None else indices
+    return percentile_interval(values[indices].mean(axis=1), level)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A seed mean with its 95% percentile-bootstrap interval (``low``, ``high``), t interval and the
+    prediction interval of a new seed."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+    t_low: float = math.nan
+    t_high: float = math.nan
+    new_low: float = math.nan
+    new_high: float = math.nan
+
+    def text(self, digits: int = 3) -> str:
+        """``mean [t interval]`` (the bootstrap interval where fewer than two seeds leave no t interval)."""
+        low, high = (self.low, self.high) if math.isnan(self.t_low) else (self.t_low, self.t_high)
+        return f"{self.mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+    def cells(self, digits: int = 3) -> str:
+        """Table cells: mean, t interval, bootstrap interval, prediction interval of a new seed."""
+        def pair(low, high):
+            return f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+        return (f"{self.mean:.{digits}f} | {pair(self.t_low, self.t_high)} | {pair(self.low, self.high)} | "
+                f"{pair(self.new_low, self.new_high)}")
+
+
+def mean_estimate(values: Sequence[float], indices: Optional[np.ndarray] = None) -> Estimate:
+    return Estimate(statistics.fmean(values), *bootstrap_mean_ci(values, indices), len(values),
+                    *t_interval(values), *t_interval(values, new_seed=True))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """method - baseline per seed: the mean difference with its bootstrap CI, and seeds where method is ahead."""
+
+    diff: Estimate
+    ahead: int
+
+
+def paired_difference(baseline: Sequence[float], method: Sequence[float],
+                      indices: Optional[np.ndarray] = None) -> Paired:
+    """Paired by seed: ``baseline[i]`` and ``method[i]`` are the same seed."""
+    if len(baseline) != len(method):
+        raise ValueError("paired difference needs one baseline value per method value")
+    diffs = [m - b for b, m in zip(baseline, method)]
+    return Paired(mean_estimate(diffs, indices), sum(d > 0 for d in diffs))
+
+
+def area_under_curve(steps: Sequence[float], values: Sequence[float]) -> float:
+    """Trapezoid area under the eval curve divided by the step range: the curve's mean level over training."""
+    if len(steps) < 2:
+        return float(values[0])
+    area = sum((s1 - s0) * (v0 + v1) / 2 for s0, s1, v0, v1 in zip(steps, steps[1:], values, values[1:]))
+    return area / (steps[-1] - steps[0])
+
+
+@dataclass(frozen=True)
+class ParityResult:
+    target: float
+    baseline_step: Optional[float]
+    method_step: Optional[float]
+    speedup: Optional[float]
+
+
+def smoothed_mean_curve(steps: Sequence[float], curves: Sequence[Sequence[float]],
+                        smoothing: float = SMOOTHING) -> Series:
+    """Mean over seeds (curves on the same ``steps``), then the bias-corrected EMA."""
+    mean = np.asarray(curves, dtype=float).mean(axis=0)
+    return Series(tuple(steps), ema(mean.tolist(), smoothing))
+
+
+def parity(steps: Sequence[float], baseline: Sequence[Sequence[float]], method: Sequence[Sequence[float]],
+           smoothing: float = SMOOTHING) -> ParityResult:
+    """Parity speed-up on the seed-averaged, smoothed curves: the baseline's final smoothed level is the target;
+    the speed-up is (first step the baseline reaches it) / (first step the method does)."""
+    base, meth = smoothed_mean_curve(steps, baseline, smoothing), smoothed_mean_curve(steps, method, smoothing)
+    target = base.values[-1]
+    base_step, method_step = first_crossing_step(base, target), first_crossing_step(meth, target)
+    speedup = base_step / method_step if method_step else None
+    return ParityResult(target, base_step, method_step, speedup)
+
+
+@dataclass(frozen=True)
+class ParityInterval:
+    point: ParityResult
+    low: float
+    high: float
+    never: int
+    """Resamples in which the method never reaches the target (counted as speed-up 0)."""
+    dropped: int
+    """Resamples with an undefined speed-up (a curve reaches the target at step 0)."""
+
+
+def parity_interval(steps: Sequence[float], baseline: Sequence[Sequence[float]],
+                    method: Sequence[Sequence[float]], indices: Optional[np.ndarray] = None,
+                    smoothing: float = SMOOTHING) -> ParityInterval:
+    """:func:`parity` and its percentile interval over paired seed resamples."""
+    baseline, method = np.asarray(baseline, dtype=float), np.asarray(method, dtype=float)
+    indices = resample_indices(len(baseline)) if indices is None else indices
+    samples, never, dropped = [], 0, 0
+    for row in indices:
+        result = parity(steps, baseline[row], method[row], smoothing)
+        if result.method_step is None:
+            never += 1
+            samples.append(0.0)
+        elif result.speedup is None:
+            dropped += 1
+        else:
+            samples.append(result.speedup)
+    low, high = percentile_interval(samples) if samples else (math.nan, math.nan)
+    return ParityInterval(parity(steps, baseline, method, smoothing), low, high, never, dropped)
+
+
+def last_quarter_change(steps: Sequence[float], values: Sequence[float]) -> float:
+    """Least-squares slope of the curve over its last quarter of steps (at least its last two evaluations), times
+    that quarter's length: how much the curve still moved at the end of training."""
+    steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
+    start = steps[-1] - (steps[-1] - steps[0]) / 4
+    keep = steps >= start
+    if keep.sum() < 2:
+        keep[-2:] = True
+    slope = np.polyfit(steps[keep], values[keep], 1)[0]
+    return float(slope * (steps[-1] - start))

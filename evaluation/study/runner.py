@@ -1,5 +1,5 @@
 """The PPO vs MA-PPO study: paired runs over seeds on the short and long embedded tasks, two at a time,
-resumable, each run with a time limit, then the report (:mod:`evaluation.study_report`).
+resumable, each run with a time limit, then the report (:mod:`evaluation.study.report`).
 
     python -m evaluation.study run --out outputs/study            # train what is missing (two runs at a time)
     python -m evaluation.study report --out outputs/study --report_dir docs/study
@@ -34,136 +34,28 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
 from dschat.utils.cli import ArgumentParser
 from dschat.utils.machine import machine_record
+from evaluation.study.design import (ABLATION_ARMS, ARMS, CONFIRMATION_FLAGS, CONFIRMATION_TIERS, CORE_ARMS, EVAL_SEED,
+                                     MODEL_SEED_PAIRS, MODEL_SEED_TASKS, SWEEP_ARMS, TASKS, VERIFY_RUNS,
+                                     confirmation_seeds, model_seed_tasks)
+from evaluation.study.report import write_report
+from evaluation.study.summaries import run_summary
+
 
 MARKER = "study_run.json"
-ROOT = Path(__file__).resolve().parents[1]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
 STEP_SCRIPTS = {"sft": "training/step1_supervised_finetuning/main.py",
                 "rm": "training/step2_reward_model_finetuning/main.py",
                 "ppo": "training/step3_rlhf_finetuning/main.py"}
-EVAL_SEED = 4321
-MINI_BATCHES = ("--per_device_train_batch_size", "8", "--ppo_mini_batch_size", "8")
-"""The mini-batch arm's update: 8-row optimizer steps (2 per rollout on the long task's 16 rows, 4 on the short
-task's 32) instead of one step per rollout."""
-
-
-@dataclass(frozen=True)
-class Task:
-    """One embedded task: how its shared SFT and reward models are trained (with ``--seed model_seed``), and its
-    PPO flags."""
-
-    name: str
-    sft: Tuple[str, ...]
-    rm: Tuple[str, ...]
-    ppo: Tuple[str, ...]
-    model_seed: int = 1234
-
-
-COMMON = ("--log_steps", "25", "--no_progress_bar")
-PPO_COMMON = ("--logprobs_at_unit_temperature", "--lr_scheduler_type", "constant_with_warmup")
-"""Every run's log-probs from the raw logits (the released code's setting), and a constant learning rate after
-the warmup: a decaying schedule would flatten every curve where it reaches 0, whatever the method. It also makes
-a run's first steps independent of its length, which ``verify`` relies on."""
-TASKS = {
-    # the short task: scripts/demo_flags.sh's flags (the fast demo), eval on 128 prompts with a fixed seed
-    "short": Task(
-        "synthetic",
-        sft=("--data_name", "synthetic", "--num_train_epochs", "6", "--per_device_train_batch_size", "16",
-             "--learning_rate", "2e-3", "--warmup_ratio", "0.05", "--max_seq_len", "64", *COMMON),
-        rm=("--data_name", "synthetic", "--num_train_epochs", "2", "--per_device_train_batch_size", "16",
-            "--learning_rate", "5e-4", "--warmup_ratio", "0.05", "--max_seq_len", "64", *COMMON),
-        ppo=("--data_name", "synthetic", "--max_prompt_seq_len", "32", "--max_new_tokens", "24",
-             "--per_device_generation_batch_size", "32", "--per_device_train_batch_size", "16",
-             "--actor_learning_rate", "2e-4", "--critic_learning_rate", "5e-4", "--warmup_steps", "5",
-             "--kl_coef", "0.05", "--max_steps", "60", "--eval_steps", "10", "--max_eval_samples", "128",
-             "--per_device_eval_batch_size", "64", "--log_steps", "10", "--log_samples", "0",
-             "--no_progress_bar", *PPO_COMMON)),
-    # the long task: 100-130-token responses; 40/50/10 split (PPO needs prompts only)
-    "long": Task(
-        "synthetic-long",
-        sft=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "8",
-             "--per_device_train_batch_size", "16", "--learning_rate", "2e-3", "--warmup_ratio", "0.05",
-             "--max_seq_len", "160", *COMMON),
-        rm=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "3",
-            "--per_device_train_batch_size", "16", "--learning_rate", "5e-4", "--warmup_ratio", "0.05",
-            "--max_seq_len", "160", *COMMON),
-        ppo=("--data_name", "synthetic-long", "--data_split", "4,5,1", "--num_train_epochs", "100",
-             "--max_prompt_seq_len", "32", "--max_new_tokens", "136", "--per_device_generation_batch_size", "16",
-             "--per_device_train_batch_size", "16", "--actor_learning_rate", "2e-4", "--critic_learning_rate",
-             "5e-4", "--warmup_steps", "5", "--kl_coef", "0.05", "--max_steps", "48", "--eval_steps", "4",
-             "--max_eval_samples", "128", "--per_device_eval_batch_size", "64", "--log_steps", "4",
-             "--log_samples", "0", "--no_progress_bar", *PPO_COMMON)),
-}
-
-MODEL_SEED_TASKS = {"long-sftrm2": ("long", 2), "long-sftrm3": ("long", 3)}
-"""Task -> (the task it repeats, its SFT + RM seed): the long task with its SFT and reward model trained again from
-another seed (the base model's initialisation, the SFT / RM / PPO partition of the training rows and their order;
-the held-out prompts and the gold score are the task's own). Only the pairs of :data:`MODEL_SEED_PAIRS` run on
-them, on the confirmation's fresh PPO seeds."""
-TASKS.update({name: replace(TASKS[base], model_seed=seed) for name, (base, seed) in MODEL_SEED_TASKS.items()})
-
-ARMS: Dict[str, Tuple[str, ...]] = {
-    "ppo": ("--termination", "fixed", "--ngram", "1"),
-    "mappo": ("--termination", "fixed", "--ngram", "5"),
-    "mappo-entropy": ("--termination", "entropy", "--entropy_quantile", "0.2"),
-    "ppo-lam0.98": ("--termination", "fixed", "--ngram", "1", "--lam", "0.98"),
-    "ppo-lam0.99": ("--termination", "fixed", "--ngram", "1", "--lam", "0.99"),
-    "ppo-lam1": ("--termination", "fixed", "--ngram", "1", "--lam", "1.0"),
-    "mappo-n3": ("--termination", "fixed", "--ngram", "3"),
-    "mappo-n10": ("--termination", "fixed", "--ngram", "10"),
-    "mappo-ninf": ("--termination", "fixed", "--ngram", "inf"),
-    "mappo-lam0.99": ("--termination", "fixed", "--ngram", "5", "--lam", "0.99"),
-    "mappo-lam1": ("--termination", "fixed", "--ngram", "5", "--lam", "1.0"),
-    "mappo-entropy-lam0.99": ("--termination", "entropy", "--entropy_quantile", "0.2", "--lam", "0.99"),
-    "mappo-entropy-lam1": ("--termination", "entropy", "--entropy_quantile", "0.2", "--lam", "1.0"),
-    "mappo-randomized": ("--termination", "randomized"),
-    "mappo-parsing": ("--termination", "parsing", "--parser", "spacy"),
-    "mappo-ppl": ("--termination", "ppl"),
-    "ppo-minibatch": ("--termination", "fixed", "--ngram", "1", *MINI_BATCHES),
-    "mappo-minibatch": ("--termination", "fixed", "--ngram", "5", *MINI_BATCHES),
-}
-"""Arm name -> its step-3 flags (on top of the task's); λ = 0.95 (Table 5) unless the name says otherwise."""
-CORE_ARMS = {"short": ("ppo", "mappo", "mappo-entropy"), "long": ("ppo", "mappo", "mappo-entropy", "ppo-lam1")}
-"""Per task, the arms every README sentence rests on, trained seed-major with ``--seeds`` seeds."""
-SWEEP_ARMS = {"long": ("ppo-lam0.99", "ppo-lam0.98", "mappo-n10", "mappo-ninf", "mappo-n3")}
-"""Token PPO's λ sweep beside MA-PPO's n sweep (the long task), ``--seeds`` seeds each, arm-major."""
-MAPPO_LAMBDA_ARMS = {"long": ("mappo-lam0.99", "mappo-lam1", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
-"""MA-PPO's own λ sweep (n = 5 and the entropy rule at λ ∈ {0.99, 1}): the arms that decide whether the macro adds
-anything beyond λ. They run in the confirmation (:data:`CONFIRMATION_TIERS`), not on the exploration seeds."""
-CONFIRMATION_TIERS = {"long": (("ppo-lam1", "mappo-lam1"),
-                               ("mappo-lam0.99", "ppo-lam0.99", "mappo", "mappo-entropy-lam1",
-                                "mappo-entropy-lam0.99"))}
-"""The confirmation: fresh seeds (``--seeds`` + 1 ... 2 × ``--seeds``: 9-16) for token PPO at the λ the exploration
-seeds (1-8) found best for it (λ = 1) against MA-PPO n = 5 at the same λ (where neither discounts the reward along
-the response: what is left between them is the macro), with the equivalence margin
-(:data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) fixed before they ran; then MA-PPO n = 5 at 0.99 and 0.95,
-token PPO at 0.99 and the entropy rule at 1 and 0.99. Tier by tier, seed-major within a tier (every arm of the tier
-at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier whole first."""
-MODEL_SEED_PAIRS = {"long": (CONFIRMATION_TIERS["long"][0], ("ppo", "mappo"))}
-"""Per task, the (token PPO, MA-PPO) pairs trained again on its further SFT + RM seeds (:data:`MODEL_SEED_TASKS`),
-in this order: the confirmation's pre-registered pair (λ = 1), then the paper's (λ = 0.95, Table 5). The task's own
-SFT + RM seed has them already: the first on the fresh seeds, the second on the exploration seeds."""
-CONFIRMATION_FLAGS = ("--eval_steps", "12")
-"""The confirmation evaluates every 12 iterations instead of 4 (an evaluation costs about as much as eight training
-rollouts of the long task). Evaluations are seeded and restore every random generator afterwards
-(:func:`dschat.utils.seeding.seeded_rng`), so training, and the evaluations at 12, 24, 36 and 48, are those of the
-same run evaluated every 4 iterations."""
-LAMBDA_SWEEP = ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1")
-MAPPO_LAMBDAS = {"mappo": ("mappo", "mappo-lam0.99", "mappo-lam1"),
-                 "mappo-entropy": ("mappo-entropy", "mappo-entropy-lam0.99", "mappo-entropy-lam1")}
-"""Each MA-PPO rule's arms at λ = 0.95, 0.99, 1."""
-N_SWEEP = ("ppo", "mappo-n3", "mappo", "mappo-n10", "mappo-ninf")
-ABLATION_ARMS = ("mappo-randomized", "mappo-parsing", "mappo-ppl", "ppo-minibatch", "mappo-minibatch")
-"""Further ablations, ``--ablation_seeds`` seeds each, arm-major, after everything above."""
-MINI_BATCH_ARMS = ("ppo-minibatch", "mappo-minibatch")
-VERIFY_RUNS = ("long/ppo/1", "long/mappo-lam1/9", "long-sftrm2/mappo-lam1/9")
-"""``verify``'s default: the first run of the exploration, the confirmation's first MA-PPO run (the same task's
-SFT and reward models, so it costs only its first PPO steps) and that run on the second SFT + RM seed (its own
-SFT and reward model, trained again)."""
 
 
 @dataclass(frozen=True)
@@ -195,16 +87,6 @@ def plan_runs(seeds: int, ablation_seeds: int, tasks: Sequence[str] = ("short", 
     for task in (t for t in ablation_tasks if t in tasks):
         runs += [Run(task, arm, seed) for arm in ABLATION_ARMS for seed in range(1, ablation_seeds + 1)]
     return runs
-
-
-def model_seed_tasks(base: str) -> List[str]:
-    """The tasks that repeat ``base`` from further SFT + RM seeds (:data:`MODEL_SEED_TASKS`)."""
-    return [task for task, (repeated, _) in MODEL_SEED_TASKS.items() if repeated == base]
-
-
-def confirmation_seeds(seeds: int) -> range:
-    """The confirmation's seeds: the ``seeds`` after the exploration's 1 ... ``seeds``."""
-    return range(seeds + 1, 2 * seeds + 1)
 
 
 def is_finished(run_dir: Path) -> bool:
@@ -372,8 +254,6 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
     committed ``report_dir/runs.jsonl``; the lines that differ (empty: the report reproduces). The shortened run
     goes to ``out/verify/TASK/ARM/seedS``, out of the report's reach, so verifying in the study's own ``out``
     (sharing its SFT and reward models) never puts a truncated run in place of a finished one."""
-    from evaluation.study_report import run_summary
-
     committed = reported_runs(report_dir)
     key = (run.task, run.arm, run.seed)
     if key not in committed:
@@ -396,7 +276,7 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
 
 
 def main(argv=None) -> None:
-    parser = ArgumentParser(description=__doc__)
+    parser = ArgumentParser(prog="python -m evaluation.study", description=__doc__)
     parser.add_argument("command", choices=("run", "plan", "report", "verify"))
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="where the runs go")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"), help="where the report goes")
@@ -429,8 +309,6 @@ def main(argv=None) -> None:
     if args.seeds < 1 or args.ablation_seeds < 0 or args.jobs < 1:
         parser.exit(2, "error: --seeds and --jobs must be >= 1, --ablation_seeds >= 0\n")
     if args.command == "report":
-        from evaluation.study_report import write_report
-
         write_report(args.out, args.report_dir)
         return
     if args.command == "verify":
@@ -475,7 +353,3 @@ def main(argv=None) -> None:
         run_study(args.out, runs, args.model, args.jobs, args.max_steps, deadline, args.run_timeout_minutes)
     except RuntimeError as err:
         parser.exit(1, f"error: {err}\n")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""Figures of the study report (:mod:`evaluation.study_report`): eval curves per arm, the seed mean with its
+"""Figures of the study report (:mod:`evaluation.study.report`): eval curves per arm, the seed mean with its
 95% t interval (pointwise over seeds) as the band, and the final scores of the λ and n sweeps."""
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from typing import Dict, Sequence
 
 import numpy as np
 
-from evaluation.plots import COLORS, save_figure, plt
-from evaluation.study import ARMS, CORE_ARMS, LAMBDA_SWEEP, N_SWEEP
-from evaluation.study_inference import t_interval
-from evaluation.study_report import METRICS, arm_lambda, by_arm, common_seeds, mean_estimate, seed_split
+from evaluation.plots import COLORS, plt, save_figure
+from evaluation.study.design import ARMS, CORE_ARMS, LAMBDA_SWEEP, METRICS, N_SWEEP
+from evaluation.study.stats import mean_estimate, t_interval
+from evaluation.study.summaries import arm_lambda, by_arm, common_seeds, seed_split
+
 
 BAND = "band: 95% t CI of the seed mean"
+
+
 GROUPS = (("λ (token PPO)", LAMBDA_SWEEP + ("mappo",)),
           ("n (Fig. 6)", N_SWEEP),
           ("termination (Fig. 5 + entropy)", ("ppo", "mappo", "mappo-randomized", "mappo-parsing", "mappo-ppl",

@@ -1,0 +1,331 @@
+"""What the study decides from the summaries (:mod:`evaluation.study.summaries`): the best-against-best verdict
+of token PPO against MA-PPO (exploration seeds chosen on held-out halves, the confirmation on fresh seeds), its
+collapse sensitivity, the families of comparisons and their Holm adjustment (one adjusted test per comparison,
+printed everywhere), the comparisons across SFT + RM seeds, and the plateau / parity / ordering checks. Numbers
+only: :mod:`evaluation.study.tables` and :mod:`evaluation.study.findings` turn them into text."""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from scipy import stats as scipy_stats
+
+from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, LAMBDA_SWEEP, MAPPO_LAMBDAS,
+                                     MODEL_SEED_PAIRS, README_ARMS, TASKS, model_seed_tasks)
+from evaluation.study.stats import (ALPHA, AcrossModelSeeds, AdjustedTest, COLLAPSE_FRACTION, Equivalence, Estimate,
+                                    Paired, ParityResult, across_model_seeds, adjust_families, area_under_curve,
+                                    best_arm, held_out_best_vs_best, last_quarter_change, mean_estimate,
+                                    paired_difference, paired_t_p, parity, tost)
+from evaluation.study.summaries import (arm_lambda, by_arm, common_seeds, floored_groups, mappo_family, seed_split,
+                                        sweep_arms, token_ppo_family)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """MA-PPO's best arm − token PPO's best arm on ``metric``, the bests chosen by final gold on other seeds than
+    the compared ones (:func:`evaluation.study.stats.held_out_best_vs_best`), pooled over both halves."""
+
+    metric: str
+    seeds: Tuple[int, ...]
+    folds: tuple
+    diff: Estimate
+    p: float
+    equivalence: Equivalence
+
+    @property
+    def ahead(self) -> int:
+        return sum(d > 0 for fold in self.folds for d in fold.diffs)
+
+
+def verdicts(groups: Dict[str, Dict[int, dict]], ppo: Sequence[str], mappo: Sequence[str],
+             seeds: Sequence[int]) -> Dict[str, Verdict]:
+    """Per metric, the held-out best-against-best difference over ``seeds`` (bests chosen by gold on the other
+    half); a family of one arm was chosen beforehand."""
+    if not ppo or not mappo or len(seeds) < 4:
+        return {}
+
+    def finals(metric):
+        return {a: {s: groups[a][s][metric][-1] for s in seeds} for a in (*ppo, *mappo)}
+
+    result = {}
+    for metric in ("gold", "rm"):
+        folds = held_out_best_vs_best(finals("gold"), ppo, mappo, seeds, finals(metric))
+        diffs = [d for fold in folds for d in fold.diffs]
+        result[metric] = Verdict(metric, tuple(seeds), tuple(folds), mean_estimate(diffs), paired_t_p(diffs),
+                                 tost(diffs, EQUIVALENCE_MARGINS[metric]))
+    return result
+
+
+def exploration_verdicts(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
+    """On the exploration seeds: every token-PPO λ against every MA-PPO arm they all ran."""
+    exploration, _ = seed_split(groups)
+    return verdicts(groups, token_ppo_family(groups, exploration), mappo_family(groups, exploration), exploration)
+
+
+def confirmation_verdicts(groups: Dict[str, Dict[int, dict]]) -> Tuple[Optional[str], Dict[str, Verdict]]:
+    """On the confirmation's fresh seeds (those every candidate ran): token PPO at the λ that was best on the
+    exploration seeds against MA-PPO's confirmation arms (its best chosen on the other half); (token PPO's arm,
+    verdicts)."""
+    exploration, confirmation = seed_split(groups)
+    candidates = token_ppo_family(groups, exploration)
+    if not candidates or not confirmation:
+        return None, {}
+    finals = {a: {s: groups[a][s]["gold"][-1] for s in exploration} for a in candidates}
+    best = best_arm(finals, candidates, exploration)
+    first_tier = [a for a in CONFIRMATION_TIERS["long"][0] if a in groups and a not in LAMBDA_SWEEP]
+    if best not in groups or not first_tier:
+        return best, {}
+    seeds = [s for s in common_seeds(*(groups[a] for a in (best, *first_tier))) if s in confirmation]
+    return best, verdicts(groups, [best], mappo_family(groups, seeds), seeds)
+
+
+def reading(mean: float, p_holm: float, equivalence: Equivalence, better: str, worse: str) -> str:
+    """The verdict in words: a difference (Holm-adjusted p < α), equivalence within the margin (TOST), both, or
+    neither."""
+    if p_holm < ALPHA:
+        winner = better if mean > 0 else worse
+        return f"{winner} ahead" + (f", by less than the margin ±{equivalence.margin:g}"
+                                    if equivalence.equivalent else "")
+    if equivalence.equivalent:
+        return f"equivalent within ±{equivalence.margin:g}"
+    return f"undecided: no difference shown, and equivalence within ±{equivalence.margin:g} not shown either"
+
+
+SENSITIVITY = ("collapse-floored gold", "seeds without a collapsed run")
+
+
+def collapse_sensitivity(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
+    """The pre-registered verdict on gold, done again two ways that a collapsed run cannot win: every run's final
+    gold floored for collapse (the whole procedure, token PPO's λ choice included), and the fresh seeds on which no
+    run of the verdict's arms ends collapsed (the same choice of arms, halves of the seeds left)."""
+    best, primary = confirmation_verdicts(groups)
+    if not primary:
+        return {}
+    seeds, family = primary["gold"].seeds, mappo_family(groups, primary["gold"].seeds)
+    kept = [s for s in seeds if not any(groups[a][s]["length"][-1] < COLLAPSE_FRACTION * groups[a][s]["length"][0]
+                                        for a in (best, *family))]
+    found = {SENSITIVITY[0]: confirmation_verdicts(floored_groups(groups))[1].get("gold"),
+             SENSITIVITY[1]: verdicts(groups, [best], family, kept).get("gold")}
+    return {name: v for name, v in found.items() if v}
+
+
+@dataclass(frozen=True)
+class ModelSeedComparison:
+    """A (token PPO, MA-PPO) pair of :data:`evaluation.study.design.MODEL_SEED_PAIRS` (``method`` − ``baseline``, final
+    score) on each SFT + RM seed of the long task: per model seed the paired difference over the first ``n`` PPO
+    seeds both arms share there (``n``: the fewest any model seed has), and across them
+    :func:`evaluation.study.stats.across_model_seeds`."""
+
+    baseline: str
+    method: str
+    metric: str
+    model_seeds: Tuple[int, ...]
+    seeds: Tuple[Tuple[int, ...], ...]
+    """Per model seed, its PPO seeds."""
+    per_model_seed: Tuple[Paired, ...]
+    step0: Tuple[float, ...]
+    """The SFT policy's score at step 0 on each model seed."""
+    across: AcrossModelSeeds
+
+
+def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
+                          metric: str = "gold") -> Optional[ModelSeedComparison]:
+    """None until at least two SFT + RM seeds hold both arms of ``pair`` on two common PPO seeds."""
+    tasks = {task: TASKS[task].model_seed for task in ("long", *model_seed_tasks("long"))}
+    baseline, method = pair
+    groups = {task: by_arm(summaries, task) for task in tasks}
+    shared = {task: common_seeds(groups[task][baseline], groups[task][method]) for task in tasks
+              if baseline in groups[task] and method in groups[task]}
+    shared = {task: seeds for task, seeds in shared.items() if len(seeds) >= 2}
+    if len(shared) < 2:
+        return None
+    n = min(len(seeds) for seeds in shared.values())
+    seeds = {task: found[:n] for task, found in shared.items()}
+    finals = {t: {arm: [groups[t][arm][s][metric][-1] for s in seeds[t]] for arm in pair} for t in shared}
+    diffs = [[m - b for b, m in zip(finals[t][baseline], finals[t][method])] for t in shared]
+    return ModelSeedComparison(baseline, method, metric, tuple(tasks[t] for t in shared),
+                               tuple(tuple(seeds[t]) for t in shared),
+                               tuple(paired_difference(finals[t][baseline], finals[t][method]) for t in shared),
+                               tuple(groups[t][baseline][seeds[t][0]][metric][0] for t in shared),
+                               across_model_seeds(diffs, EQUIVALENCE_MARGINS[metric]))
+
+
+def model_seed_comparisons(summaries: Sequence[dict]) -> Dict[Tuple[str, str], Dict[str, ModelSeedComparison]]:
+    """Every pair of :data:`evaluation.study.design.MODEL_SEED_PAIRS` measured on two or more SFT + RM seeds, both metrics."""
+    found = {}
+    for pair in MODEL_SEED_PAIRS["long"]:
+        metrics = {metric: model_seed_comparison(summaries, pair, metric) for metric in ("gold", "rm")}
+        if metrics["gold"]:
+            found[pair] = metrics
+    return found
+
+
+def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Dict[str, Tuple[int, int, Tuple]]:
+    """Per arm run on both seed sets: how many confirmation seeds' final ``metric`` lie inside the exploration
+    seeds' 95% prediction interval of a new seed: (inside, runs, (low, high))."""
+    exploration, confirmation = seed_split(groups)
+    found = {}
+    for arm, runs in groups.items():
+        fresh = [s for s in confirmation if s in runs]
+        old = [s for s in exploration if s in runs]
+        if fresh and len(old) >= 2:
+            estimate = mean_estimate([runs[s][metric][-1] for s in old])
+            inside = sum(estimate.new_low <= runs[s][metric][-1] <= estimate.new_high for s in fresh)
+            found[arm] = (inside, len(fresh), (estimate.new_low, estimate.new_high))
+    return found
+
+
+def same_lambda_comparisons(groups: Dict[str, Dict[int, dict]]) -> Dict[Tuple[str, str, str], dict]:
+    """MA-PPO (n = 5 and the entropy rule) − token PPO at the same λ, per metric, paired by seed: the difference;
+    keyed by (MA-PPO arm, token PPO arm, metric) (their tests: :func:`multiplicity`)."""
+    ppo_at = {arm_lambda(a): a for a in LAMBDA_SWEEP if a in groups}
+    found = {}
+    for rule in MAPPO_LAMBDAS.values():
+        for arm in (a for a in rule if a in groups and arm_lambda(a) in ppo_at):
+            base = ppo_at[arm_lambda(arm)]
+            seeds = common_seeds(groups[arm], groups[base])
+            if len(seeds) < 2:
+                continue
+            for metric in ("gold", "rm"):
+                diffs = [groups[arm][s][metric][-1] - groups[base][s][metric][-1] for s in seeds]
+                found[arm, base, metric] = {"diff": paired_difference([0.0] * len(diffs), diffs)}
+    return found
+
+
+TestKey = Tuple
+"""``(task, method, baseline, metric, seeds)`` of a paired comparison of final scores, or ``("verdict", procedure,
+metric)``, or ``("model seeds", (baseline, method), metric)``."""
+
+
+def _paired(groups: Dict[str, Dict[int, dict]], task: str, method: str, base: str, seeds: Sequence[int]
+            ) -> Dict[TestKey, Tuple[List[float], float]]:
+    return {(task, method, base, metric, tuple(seeds)): ([groups[method][s][metric][-1] - groups[base][s][metric][-1]
+                                                          for s in seeds], EQUIVALENCE_MARGINS[metric])
+            for metric in ("gold", "rm")}
+
+
+def confirmation_pairs(groups: Dict[str, Dict[int, dict]]) -> Tuple[Optional[str], Dict[str, List[int]]]:
+    """(token PPO's exploration-best arm, every arm run on the fresh seeds → the fresh seeds it shares with that
+    arm, two or more); (None, {}) before the confirmation."""
+    best, found = confirmation_verdicts(groups)
+    if not found:
+        return None, {}
+    fresh = seed_split(groups)[1]
+    paired = {a: [s for s in fresh if s in groups[a] and s in groups[best]]
+              for a in (*LAMBDA_SWEEP, *mappo_family(groups, ())) if a in groups}
+    return best, {a: seeds for a, seeds in paired.items() if len(seeds) >= 2}
+
+
+def comparison_families(summaries: Sequence[dict]) -> Dict[str, Tuple[str, Dict[TestKey, Tuple[List[float], float]]]]:
+    """Every test the report and the README print, in families, in this order (a comparison printed in two tables
+    belongs to the first family that holds it): name → (what it holds, {key: (paired differences, margin)})."""
+    groups = {task: by_arm(summaries, task) for task in TASKS}
+    long = groups["long"]
+    families: Dict[str, Tuple[str, Dict]] = {}
+    seen = set()
+
+    def add(name, what, tests):
+        kept = {key: value for key, value in tests.items() if _canonical(key) not in seen}
+        seen.update(_canonical(key) for key in kept)
+        families[name] = (what, kept)
+
+    best, confirmed = confirmation_verdicts(long)
+    add("pre-registered verdict", "the confirmation's MA-PPO best − token PPO best, gold and RM (the headline)",
+        {("verdict", "confirmation", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
+         for m, v in confirmed.items()})
+    tests = {}
+    best, paired = confirmation_pairs(long)
+    for arm, seeds in paired.items():
+        if arm != best:
+            tests.update(_paired(long, "long", arm, best, seeds))
+    add("confirmation", "every other arm on the fresh seeds − token PPO's exploration-best λ, both metrics", tests)
+    tests = {}
+    for task, arms in README_ARMS.items():
+        for arm in (a for a in arms if a in groups[task] and a != "ppo" and "ppo" in groups[task]):
+            seeds = common_seeds(groups[task]["ppo"], groups[task][arm])
+            if len(seeds) >= 2:
+                tests.update(_paired(groups[task], task, arm, "ppo", seeds))
+    add("exploration against PPO", "every arm − PPO at λ = 0.95 on seeds 1-8, both tasks and metrics (the README's "
+        "first table)", tests)
+    tests = {}
+    for arm, base, _ in same_lambda_comparisons(long):
+        tests.update(_paired(long, "long", arm, base, common_seeds(long[arm], long[base])))
+    add("same λ", "MA-PPO − token PPO at the same λ not already above, both metrics", tests)
+    tests = {}
+    for task in TASKS:
+        for arm in (a for a in sweep_arms(groups[task], task) if a != "mappo"):
+            seeds = common_seeds(groups[task][arm], groups[task]["mappo"])
+            if len(seeds) >= 2:
+                tests.update(_paired(groups[task], task, arm, "mappo", seeds))
+    add("against MA-PPO n = 5", "every other arm of the λ / n table − MA-PPO n = 5 not already above, both tasks "
+        "and metrics", tests)
+    add("exploration verdict", "the exploration's MA-PPO best − token PPO best, gold and RM (not pre-registered)",
+        {("verdict", "exploration", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
+         for m, v in exploration_verdicts(long).items()})
+    add("collapse sensitivity", "the pre-registered verdict's gold with collapsed runs floored, and without the seeds "
+        "of collapsed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
+                                                         EQUIVALENCE_MARGINS["gold"])
+                              for name, v in collapse_sensitivity(long).items()})
+    add("across SFT + RM seeds", "each pair of `MODEL_SEED_PAIRS` over the SFT + RM seeds' means, both metrics",
+        {("model seeds", pair, m): (list(c.across.means), EQUIVALENCE_MARGINS[m])
+         for pair, metrics in model_seed_comparisons(summaries).items() for m, c in metrics.items()})
+    return families
+
+
+def _canonical(key: TestKey) -> TestKey:
+    """A paired comparison and its reverse are one test."""
+    if len(key) == 5:
+        task, method, base, metric, seeds = key
+        return (task, *sorted((method, base)), metric, seeds)
+    return key
+
+
+def multiplicity(summaries: Sequence[dict]) -> Dict[TestKey, AdjustedTest]:
+    """Every test of :func:`comparison_families`, Holm-adjusted within its family, differences and equivalences alike
+    (:func:`evaluation.study.stats.adjust_families`)."""
+    return adjust_families({name: tests for name, (_, tests) in comparison_families(summaries).items()})
+
+
+def adjusted_test(tests: Dict[TestKey, AdjustedTest], task: str, method: str, base: str, metric: str,
+                  seeds: Sequence[int]) -> AdjustedTest:
+    """The test of ``method − base`` on ``seeds`` (its equivalence interval in that direction)."""
+    key = (task, method, base, metric, tuple(seeds))
+    if key in tests:
+        return tests[key]
+    found = tests[(task, base, method, metric, tuple(seeds))]
+    return AdjustedTest(found.family, found.p, found.p_holm, found.equivalence.flipped())
+
+
+def plateau(groups: Dict[str, Dict[int, dict]], arm: str, metric: str = "gold") -> Tuple[Estimate, float]:
+    """The arm's last-quarter change (seed mean, t CI) and that change as a share of its whole rise (step 0 to
+    final, seed means)."""
+    runs = groups[arm]
+    seeds = common_seeds(runs)
+    late = mean_estimate([last_quarter_change(runs[s]["steps"], runs[s][metric]) for s in seeds])
+    rise = statistics.fmean(runs[s][metric][-1] - runs[s][metric][0] for s in seeds)
+    return late, late.mean / rise if rise else math.nan
+
+
+def ordering_agreement(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Tuple[float, int]:
+    """Kendall's τ between the arms' order by mean final ``metric`` and by mean AUC, and the number of arms."""
+    arms = [a for a in ARMS if a in groups]
+    finals = [statistics.fmean(r[metric][-1] for r in groups[a].values()) for a in arms]
+    aucs = [statistics.fmean(area_under_curve(r["steps"], r[metric]) for r in groups[a].values()) for a in arms]
+    return float(scipy_stats.kendalltau(finals, aucs).statistic), len(arms)
+
+
+def parity_by_stop(groups: Dict[str, Dict[int, dict]], baseline: str, arm: str, stops: Sequence[int],
+                   metric: str = "gold") -> Dict[int, ParityResult]:
+    """Parity of ``arm`` against ``baseline`` on the curves cut at each step of ``stops``: how much the speed-up
+    depends on where training stopped."""
+    seeds = common_seeds(groups[baseline], groups[arm])
+    steps = groups[arm][seeds[0]]["steps"]
+    result = {}
+    for stop in stops:
+        keep = [i for i, step in enumerate(steps) if step <= stop]
+        cut = [steps[i] for i in keep]
+        result[stop] = parity(cut, [[groups[baseline][s][metric][i] for i in keep] for s in seeds],
+                              [[groups[arm][s][metric][i] for i in keep] for s in seeds])
+    return result

@@ -1,0 +1,425 @@
+"""The study page's sentences (``docs/study-findings.md``, the README's study section before the docs site), written
+from the same summaries as the report (:mod:`evaluation.study.report`): every number in them is computed here, and
+``tests/test_study_readme.py`` requires the page to contain them verbatim, so a sentence cannot outlive its data.
+
+    python -m evaluation.study_findings docs/study/runs.jsonl                                # prints the bullets
+    python -m evaluation.study_findings docs/study/runs.jsonl --readme docs/study-findings.md  # writes them, and both
+                                                                                              # tables, in the page
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from dschat.utils.cli import ArgumentParser
+from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, confirmation_verdicts,
+                                        exploration_verdicts, model_seed_comparisons, multiplicity, ordering_agreement,
+                                        parity_by_stop, plateau, reading, unseen_seed_check)
+from evaluation.study.design import EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, TASKS, VARIATION_COVERED
+from evaluation.study.position_report import (position_groups, positions_against_runs, sampling_noise,
+                                              sampling_seed_comparison, sampling_seed_text)
+from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, format_p, mean_estimate
+from evaluation.study.summaries import arm_lambda, by_arm, collapses, common_seeds, mappo_family, seed_split
+from evaluation.study.tables import confirmation_table, readme_table
+
+
+def _finals(groups, arm, metric, seeds) -> List[float]:
+    return [groups[arm][s][metric][-1] for s in seeds]
+
+
+def _diff(groups, arm, base, metric, tests, digits: int = 3, task: str = "long"):
+    """(text of arm − base paired on their common seeds, seeds ahead, seeds, its test after the multiplicity rule)."""
+    seeds = common_seeds(groups[arm], groups[base])
+    diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
+    return (mean_estimate(diffs).text(digits), sum(d > 0 for d in diffs), len(seeds),
+            adjusted_test(tests, task, arm, base, metric, seeds))
+
+
+def _seed_range(seeds: Sequence[int]) -> str:
+    return f"{seeds[0]}-{seeds[-1]}"
+
+
+def verdict_bullet(groups, tests) -> Optional[str]:
+    """The answer to the study's question: MA-PPO's best against token PPO's best, each chosen on other seeds."""
+    exploration, _ = seed_split(groups)
+    best, confirmed = confirmation_verdicts(groups)
+    explored = exploration_verdicts(groups)
+    primary = confirmed or explored
+    if not primary:
+        return None
+    procedure = "confirmation" if confirmed else "exploration"
+    adjusted = {m: tests["verdict", procedure, m] for m in primary}
+    gold, rm = primary["gold"], primary["rm"]
+    gold_reading = reading(gold.diff.mean, adjusted["gold"].p_holm, adjusted["gold"].equivalence, "MA-PPO",
+                           "token PPO")
+    if gold_reading.startswith("equivalent"):
+        answer = f"No: on gold the two are {gold_reading}"
+    elif gold_reading.startswith("MA-PPO"):
+        answer = f"Yes: on gold, {gold_reading}"
+    elif gold_reading.startswith("token PPO"):
+        answer = f"No: on gold, {gold_reading}"
+    else:
+        answer = (f"Not decided by {gold.diff.n} seeds: on gold no difference is shown, and equivalence within "
+                  f"±{gold.equivalence.margin:g} is not shown either")
+    chosen = ", ".join(dict.fromkeys(f.best_b for f in gold.folds))
+    text = f"- **Does MA-PPO beat token PPO when both use their best λ? {answer}.** "
+    if confirmed:
+        candidates = mappo_family(groups, gold.seeds)
+        mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
+                 if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
+        text += (f"On fresh seeds {_seed_range(gold.seeds)} (SFT + RM seed {TASKS['long'].model_seed}; "
+                 f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed; this selection "
+                 "procedure was committed after the first of these runs had finished, and an interim result on 5 seed "
+                 f"pairs was published before the last: report, \"Order of decisions\"), {mappo} − "
+                 f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
+                 f"{_seed_range(exploration)}): ")
+    else:
+        text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
+                 "MA-PPO): ")
+    text += (f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p "
+             f"{format_p(adjusted['gold'].p_holm)}; {adjusted['gold'].equivalence.text()}), RM {rm.diff.text()} "
+             f"({rm.ahead}/{rm.diff.n}, Holm p {format_p(adjusted['rm'].p_holm)}; "
+             f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')})"
+             ". The margin Δ (gold ±{:g}, RM ±{:g}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on "
+             "seeds 1-8, fixed before round 3's runs (a first round, 2026-11-23, had run both methods at λ = 1 on 5 "
+             "seeds per task).".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
+    sensitivity = collapse_sensitivity(groups) if confirmed else {}
+    if sensitivity:
+        parts = []
+        for name, v in sensitivity.items():
+            test = tests["verdict", name, "gold"]
+            parts.append(f"{name}, gold {v.diff.text()} ({v.ahead}/{v.diff.n}; "
+                         f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
+        text += (" Collapse-robust, beside it (Holm over the two; report, \"Collapse sensitivity\"): "
+                 + "; ".join(parts) + ".")
+    if confirmed and all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
+        text += (" At λ = 1 (γ = 1) neither method discounts the terminal reward along the response, so what is left "
+                 "between them is the macro itself: its value estimates and its per-macro update.")
+    if confirmed and explored:
+        e = explored["gold"]
+        e_test = tests["verdict", "exploration", "gold"]
+        text += (f" On the exploration seeds {_seed_range(e.seeds)} (every λ of token PPO against every MA-PPO arm "
+                 "run there at λ = 0.95, bests chosen on the other half; the margin was derived from these seeds, so "
+                 f"this test was not fixed in advance): gold {e.diff.text()} "
+                 f"({reading(e.diff.mean, e_test.p_holm, e_test.equivalence, 'MA-PPO', 'token PPO')}).")
+    return text
+
+
+def paper_lambda_bullet(groups, summaries, tests) -> Optional[str]:
+    """MA-PPO n = 5 against PPO at the paper's λ = 0.95: gold, RM with the seeds behind, lengths; and the same pair
+    on the further SFT + RM seeds."""
+    if "mappo" not in groups or "ppo" not in groups:
+        return None
+    gold, gold_ahead, n, gold_test = _diff(groups, "mappo", "ppo", "gold", tests)
+    rm, rm_ahead, _, rm_test = _diff(groups, "mappo", "ppo", "rm", tests, 2)
+    seeds = common_seeds(groups["mappo"], groups["ppo"])
+    behind = [(s, groups["mappo"][s]["rm"][-1] - groups["ppo"][s]["rm"][-1]) for s in seeds
+              if groups["mappo"][s]["rm"][-1] < groups["ppo"][s]["rm"][-1]]
+    lengths = {arm: statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("ppo", "mappo")}
+    gold_diffs = [a - b for a, b in zip(_finals(groups, "mappo", "gold", seeds), _finals(groups, "ppo", "gold", seeds))]
+    new = mean_estimate(gold_diffs)
+    others = model_seed_comparisons(summaries).get(("ppo", "mappo"), {}).get("gold")
+    elsewhere = ""
+    if others:
+        elsewhere = "; on SFT + RM seeds " + ", ".join(
+            f"{m}: {p.diff.mean:+.3f} ({p.ahead}/{p.diff.n})" for m, p in zip(others.model_seeds, others.per_model_seed)
+            if m != TASKS["long"].model_seed)
+    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds of one "
+            f"SFT + RM seed ({TASKS['long'].model_seed}){elsewhere}**: on seed {TASKS['long'].model_seed} "
+            f"{gold} (Holm p {format_p(gold_test.p_holm)}, family \"{gold_test.family}\"), a new PPO seed's difference "
+            f"predicted in [{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} "
+            f"seeds, and the mean difference {rm} (Holm p {format_p(rm_test.p_holm)}) is pulled down by "
+            + ", ".join(f"seed {s} ({d:+.2f})" for s, d in behind)
+            + f". Final responses are about as long: {lengths['ppo']:.1f} tokens (PPO) and {lengths['mappo']:.1f} "
+            "(MA-PPO), seed means.")
+
+
+def same_weight_bullet(groups, positions, tests) -> Optional[str]:
+    """MA-PPO n = 5 at λ = 0.95 against token PPO at λ = 0.99 (the λ^(d/n) equivalent): equivalent on what?"""
+    if not {"mappo", "ppo-lam0.99"} <= set(groups):
+        return None
+    gold, _, n, gold_test = _diff(groups, "mappo", "ppo-lam0.99", "gold", tests)
+    rm, rm_ahead, _, rm_test = _diff(groups, "mappo", "ppo-lam0.99", "rm", tests)
+    gold_tost, rm_tost = gold_test.equivalence, rm_test.equivalence
+    seeds = common_seeds(groups["mappo"], groups["ppo-lam0.99"])
+    length = [statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("mappo", "ppo-lam0.99")]
+    text = (f"- **MA-PPO n = 5 (λ = 0.95) is not token PPO at λ = 0.99.** With γ = 1 and a terminal reward, n-token "
+            f"macros at λ weight a token d tokens before the end by λ^(d/n), so n = 5 at λ = 0.95 weights the opening "
+            f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds: "
+            f"gold {gold} ({'equivalent' if gold_tost.equivalent else 'not shown equivalent'} within "
+            f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.3f}, {gold_tost.high:.3f}]), RM {rm} "
+            f"({rm_ahead}/{n} ahead; {'equivalent' if rm_tost.equivalent else 'not shown equivalent'} within "
+            f"±{rm_tost.margin:g}), final length {length[0]:.1f} vs {length[1]:.1f} tokens")
+    arms = position_groups(positions, seed_split(groups)[1])
+    if {"mappo", "ppo-lam0.99"} <= set(arms):
+        opening = {arm: {r["seed"]: r["opening"] for r in arms[arm]} for arm in ("mappo", "ppo-lam0.99")}
+        shared = sorted(set(opening["mappo"]) & set(opening["ppo-lam0.99"]))
+        diff = mean_estimate([opening["mappo"][s] - opening["ppo-lam0.99"][s] for s in shared])
+        text += f", opening-sentence sentiment {diff.text()}"
+    return text + "."
+
+
+def same_lambda_bullet(groups, tests) -> Optional[str]:
+    """The macro beyond λ: MA-PPO against token PPO at the same λ on the confirmation's seeds."""
+    _, confirmation = seed_split(groups)
+    pairs = [(arm, base) for arm, base in (("mappo-lam1", "ppo-lam1"), ("mappo-lam0.99", "ppo-lam0.99"),
+                                           ("mappo-entropy-lam1", "ppo-lam1"),
+                                           ("mappo-entropy-lam0.99", "ppo-lam0.99"))
+             if {arm, base} <= set(groups)
+             and len([s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]) >= 2]
+    if not pairs or pairs == [("mappo-lam1", "ppo-lam1")]:
+        return None  # the one pair is the verdict's comparison
+    parts = []
+    for arm, base in pairs:
+        seeds = [s for s in common_seeds(groups[arm], groups[base]) if s in confirmation]
+        cells = []
+        for metric in ("gold", "rm"):
+            diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
+            test = adjusted_test(tests, "long", arm, base, metric, seeds)
+            cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}; "
+                         f"{reading(test.equivalence.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
+        parts.append(f"{arm} − {base} at λ = {arm_lambda(arm):g} (family \"{test.family}\"): " + ", ".join(cells))
+    return (f"- **At the same λ, on the fresh seeds** (SFT + RM seed {TASKS['long'].model_seed}; differences and "
+            "equivalences Holm-adjusted within each test's family, report \"Families of tests\"): "
+            + "; ".join(parts) + ". At λ = 1 neither method discounts the terminal reward along the response, so "
+            "what is left between them is the macro itself (its value estimates and its per-macro update).")
+
+
+def model_seed_bullet(summaries, tests) -> Optional[str]:
+    """The pairs of ``MODEL_SEED_PAIRS`` on every SFT + RM seed, with the interval that covers the model seed."""
+    found = model_seed_comparisons(summaries)
+    if not found:
+        return None
+    parts, gold_readings = [], []
+    for pair, metrics in found.items():
+        cells = []
+        for metric, c in metrics.items():
+            digits = 3 if metric == "gold" else 2
+            per_seed = ", ".join(f"seed {model_seed} {p.diff.mean:+.{digits}f} ({p.ahead}/{p.diff.n})"
+                                 for model_seed, p in zip(c.model_seeds, c.per_model_seed))
+            test = tests["model seeds", pair, metric]
+            reading_text = reading(c.across.mean, test.p_holm, test.equivalence, "MA-PPO", "token PPO")
+            if metric == "gold":
+                gold_readings.append(reading_text)
+            cells.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, "
+                         f"{c.across.high:.{digits}f}] ({reading_text}; {per_seed})")
+        gold = metrics["gold"]
+        parts.append(f"{gold.method} − {gold.baseline} at λ = {arm_lambda(gold.method):g} on SFT + RM seeds "
+                     f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each): "
+                     + ", ".join(cells) + f"; the gold difference's standard deviation across model seeds "
+                     f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f} (that the model "
+                     f"seeds' mean gold differences are equal: one-way ANOVA p {format_p(gold.across.p_differ)})")
+    golds = [metrics["gold"] for metrics in found.values()]
+    seeds = sorted({model_seed for gold in golds for model_seed in gold.model_seeds})
+    headline = f"On {len(seeds)} SFT + RM seeds, " + (
+        "neither pair's gold difference is decided" if all(r.startswith("undecided") for r in gold_readings) else
+        "; ".join(f"{g.method} − {g.baseline}: {r}" for g, r in zip(golds, gold_readings)))
+    if all(gold.across.p_differ < ALPHA for gold in golds):
+        headline += (", and the SFT + RM seed changes the gap (one-way ANOVA p < 0.05 for every pair): the bullets "
+                     f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
+    return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
+            "SFT + RM seed as well as the PPO seed; differences and equivalences Holm-adjusted over these comparisons; "
+            "report, \"Two pairs on several SFT + RM seeds\". " + "; ".join(parts) + ".")
+
+
+def n_sweep_bullet(groups, tests) -> Optional[str]:
+    """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence."""
+    arms = [a for a in ("mappo-n3", "mappo-n10", "mappo-ninf", "mappo-entropy") if a in groups]
+    if "mappo" not in groups or not arms:
+        return None
+    parts = []
+    for arm in arms:
+        gold, ahead, n, test = _diff(groups, arm, "mappo", "gold", tests)
+        parts.append(f"{arm} {gold} ({'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
+                     f"TOST p {format_p(test.equivalence.p)} after Holm within family \"{test.family}\")")
+    return ("- **MA-PPO's termination settings at λ = 0.95, gold against n = 5** (paired, equivalence within "
+            f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
+
+
+def positions_bullet(groups, positions) -> Optional[str]:
+    """Where the responses changed: the opening sentence's sentiment per policy (exploration runs)."""
+    arms = position_groups(positions, seed_split(groups)[1])
+    shown = [a for a in ("sft", "ppo", "ppo-lam0.99", "ppo-lam1", "mappo", "mappo-entropy") if a in arms]
+    if len(shown) < 3:
+        return None
+    cells = []
+    for arm in shown:
+        values = [r["opening"] for r in arms[arm]]
+        cells.append(f"{arm} {mean_estimate(values).text() if len(values) > 1 else f'{values[0]:.3f}'}")
+    return ("- **Where the responses changed** (final actors, one sample per held-out prompt; report, positions "
+            "table): the opening sentence's sentiment — the decision 100+ tokens before the reward — "
+            + "; ".join(cells) + ".")
+
+
+def collapse_bullet(groups) -> str:
+    found = collapses(groups)
+    parts = []
+    for arm, events in found.items():
+        finals = {s: groups[arm][s]["gold"][-1] for s in groups[arm]}
+        ranked = sorted(finals, key=finals.get, reverse=True)
+        described = []
+        for seed, event in events.items():
+            note = f"seed {seed}: {event.text()}"
+            if event.ends_collapsed:
+                note += f", final gold {finals[seed]:.3f} (rank {ranked.index(seed) + 1} of {len(ranked)} in its arm)"
+            described.append(note)
+        parts.append(f"{arm} {len(events)} of {len(groups[arm])} ({'; '.join(described)})")
+    quiet = [arm for arm in groups if arm not in found]
+    return (f"- **Collapses** (eval response length below {COLLAPSE_FRACTION:.0%} of its step-0 length at some "
+            "evaluation; every run listed in the report): " + "; ".join(parts)
+            + (f"; none in {', '.join(quiet)}" if quiet else "") + ". A collapsed run can still score well on gold: "
+            "length alone moves it (next point).")
+
+
+def length_bullet(groups, positions) -> Optional[str]:
+    arms = position_groups(positions, seed_split(groups)[1])
+    chosen = arms.get("chosen")
+    if not chosen:
+        return None
+    c = chosen[0]
+    text = (f"- **Length moves the gold score on this task**: it is the share of sentiment words, and the opening "
+            f"sentences carry more of them, so the held-out chosen responses score {c['gold']:.3f} whole and "
+            f"{c['gold_first3']:.3f} on their first three sentences.")
+    measured = {arm: [r for r in rows if "gold" in r] for arm, rows in arms.items() if arm not in ("chosen", "sft")}
+    measured = {arm: rows for arm, rows in measured.items() if len(rows) > 1}
+    if measured:
+        text += " Final actors, whole-response gold → gold of the first 10 sentences (seed means): " + "; ".join(
+            f"{arm} {statistics.fmean(r['gold'] for r in rows):.3f} → {statistics.fmean(r['gold_first10'] for r in rows):.3f}"
+            f" ({len(rows)} runs)" for arm, rows in measured.items()) + " (report, \"Gold with and without length's share\")."
+    lowest = []
+    for arm in ("ppo", "ppo-lam0.98", "ppo-lam0.99", "ppo-lam1"):
+        if arm in groups:
+            seeds = common_seeds(groups[arm])
+            curve = [statistics.fmean(groups[arm][s]["length"][i] for s in seeds)
+                     for i in range(len(groups[arm][seeds[0]]["length"]))]
+            low = min(range(1, len(curve)), key=curve.__getitem__)
+            lowest.append(f"{curve[low]:.0f} at λ = {arm_lambda(arm):g} (step {groups[arm][seeds[0]]['steps'][low]})")
+    if lowest:
+        text += (" Token PPO's seed-mean eval length dips lowest with the shortest credit horizon: " + ", ".join(lowest)
+                 + f", from {statistics.fmean(r['length'][0] for r in groups['ppo'].values()):.0f} at step 0.")
+    return text
+
+
+def plateau_bullet(groups) -> str:
+    exploration, _ = seed_split(groups)
+    arms = [a for a in groups if set(exploration) <= set(groups[a])]
+    rows = {arm: plateau({arm: {s: groups[arm][s] for s in exploration}}, arm) for arm in arms}
+    still = [arm for arm, (late, _) in rows.items() if late.t_low > 0]
+    shares = [share for arm, (_, share) in rows.items() if arm in still]
+    tau, count = ordering_agreement({arm: {s: groups[arm][s] for s in exploration} for arm in arms})
+    stops = parity_by_stop(groups, "ppo", "mappo", (32, 40, 48))
+    steps = groups["ppo"][exploration[0]]["steps"][-1]
+    return (f"- **\"Final\" is where training stopped, not a plateau**: on seeds {_seed_range(exploration)}, {len(still)} "
+            f"of {len(arms)} long-task arms' gold still rises over the last quarter of their {steps} iterations (t CI "
+            f"above 0; {min(shares):.0%}–{max(shares):.0%} of their whole rise). Ordering the arms by final gold and by "
+            f"gold AUC agrees only partly (Kendall τ = {tau:.2f} over {count} arms), and MA-PPO's gold parity against "
+            "PPO depends on the stopping step: " + ", ".join(f"{r.speedup:.2f}× at step {s}" for s, r in stops.items()
+                                                            if r.speedup)
+            + ". Every comparison here is at the stopping step.")
+
+
+def unseen_bullet(groups) -> Optional[str]:
+    found = unseen_seed_check(groups)
+    if not found:
+        return None
+    return ("- **Fresh seeds against the published prediction intervals** (final gold, 95% interval of one new seed "
+            "from seeds 1-8): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                                           for arm, (inside, runs, (low, high)) in found.items()) + ".")
+
+
+def short_bullet(summaries, tests) -> Optional[str]:
+    groups = by_arm(summaries, "short")
+    if not {"ppo", "mappo", "mappo-entropy"} <= set(groups):
+        return None
+    parts = []
+    for arm in ("mappo", "mappo-entropy"):
+        gold, ahead, n, test = _diff(groups, arm, "ppo", "gold", tests, task="short")
+        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, Holm p {format_p(test.p_holm)}; "
+                     f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'} within "
+                     f"±{test.equivalence.margin:g})")
+    return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
+
+
+def scope_bullet(summaries, positions) -> str:
+    noise = sampling_noise(positions)
+    measured = ""
+    if noise:
+        measured = (" Gold's standard deviation across sampling seeds against across PPO seeds, " + "; ".join(
+                        f"{arm} {within:.4f} vs {between:.4f} ({actors} actors × {draws} sampling seeds)"
+                        for arm, (actors, draws, within, between) in noise.items())
+                    + (": the evaluation sample is the smaller source here." if all(
+                        within < between for _, _, within, between in noise.values()) else "."))
+    by_draw = sampling_seed_comparison(positions)
+    if by_draw:
+        measured += " " + sampling_seed_text(by_draw, positions_against_runs(positions, summaries))
+    unrecorded = sum(not s.get("machine") for s in summaries)
+    if unrecorded:
+        measured += (f" {unrecorded} of {len(summaries)} runs do not record their machine; every interval is estimated "
+                     "on the study's machines only and contains no machine component (report, \"Machines\").")
+    not_run = ("the other arms on further SFT + RM seeds" if model_seed_comparisons(summaries) else
+               "a second and third SFT + RM seed for the core comparison")
+    return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + f" Not run: {not_run}, and sampling "
+            "seeds for the exploration's actors (report, \"What was not run\").")
+
+
+def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> List[str]:
+    """The README's study bullets, in order."""
+    groups = by_arm(summaries, "long")
+    tests = multiplicity(summaries)
+    bullets = [verdict_bullet(groups, tests), same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
+               paper_lambda_bullet(groups, summaries, tests), model_seed_bullet(summaries, tests),
+               same_weight_bullet(groups, positions, tests), n_sweep_bullet(groups, tests),
+               positions_bullet(groups, positions), collapse_bullet(groups),
+               length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
+               short_bullet(summaries, tests), scope_bullet(summaries, positions)]
+    return [b for b in bullets if b]
+
+
+README_SECTION = "## What the study shows"
+
+
+def _replace_run(lines: List[str], is_first, is_part, new: Sequence[str]) -> List[str]:
+    """``lines`` with the run of lines that starts at the first ``is_first`` line and goes on while ``is_part``
+    replaced by ``new``."""
+    start = next(i for i, line in enumerate(lines) if is_first(line))
+    end = start
+    while end < len(lines) and is_part(lines[end]):
+        end += 1
+    return lines[:start] + list(new) + lines[end:]
+
+
+def rewrite_readme(text: str, summaries: Sequence[dict], positions: Sequence[dict]) -> str:
+    """The README with its study section's two tables and its bullets replaced by those generated from the runs
+    (the prose around them is left as it is)."""
+    lines = text.split("\n")
+    start = lines.index(README_SECTION)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    section = lines[start:end]
+    for header, new in (("| task | arm | seeds |", readme_table(summaries)),
+                        ("| arm | seeds | final gold", confirmation_table(summaries))):
+        section = _replace_run(section, lambda line, header=header: line.startswith(header),
+                               lambda line: line.startswith("|"), new)
+    section = _replace_run(section, lambda line: line.startswith("- **"), lambda line: line.startswith("- **"),
+                           readme_findings(summaries, positions))
+    return "\n".join(lines[:start] + section + lines[end:])
+
+
+def main(argv=None) -> None:
+    parser = ArgumentParser(description="Print the README's study bullets from the committed summaries.")
+    parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (positions.jsonl is read beside it)")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help=f"rewrite this README's tables and bullets under '{README_SECTION}' instead of printing")
+    args = parser.parse_args(argv)
+    if not args.runs_jsonl.is_file():
+        parser.exit(2, f"error: {args.runs_jsonl}: no such file\n")
+    summaries = [json.loads(line) for line in args.runs_jsonl.read_text().splitlines() if line.strip()]
+    positions_path = args.runs_jsonl.parent / "positions.jsonl"
+    positions = [json.loads(line) for line in positions_path.read_text().splitlines()] if positions_path.is_file() else []
+    if args.readme is None:
+        print("\n".join(readme_findings(summaries, positions)))
+        return
+    if not args.readme.is_file() or README_SECTION not in args.readme.read_text().split("\n"):
+        parser.exit(2, f"error: {args.readme}: expected a README with a '{README_SECTION}' section\n")
+    args.readme.write_text(rewrite_readme(args.readme.read_text(), summaries, positions))

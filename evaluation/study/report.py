@@ -1,0 +1,222 @@
+"""The study's report: statistics over seeds of the runs :mod:`evaluation.study.runner` trained.
+
+    python -m evaluation.study report --out outputs/study --report_dir docs/study
+
+Writes ``REPORT_DIR/runs.jsonl`` (one compact line per finished run: identity, commit, cost and its eval
+curves, RM, gold and length; every number of the report is recomputed from it by
+``python -m evaluation.study_report REPORT_DIR/runs.jsonl``), ``study_meta.json`` (the runner's command, commit
+and package versions), ``README.md`` (the tables) and the figures.
+
+The statistics live in :mod:`evaluation.study.stats`, the decisions they feed in :mod:`evaluation.study.decisions`,
+the report's sections in :mod:`evaluation.study.tables` and :mod:`evaluation.study.position_report`; this module
+assembles them with the study's provenance (commit, machine, cost, history) and writes the files."""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from dschat.utils.cli import ArgumentParser
+from dschat.utils.machine import machine_line
+from evaluation.study.decisions import multiplicity
+from evaluation.study.design import (ABLATION_ARMS, ARMS, CORE_ARMS, MAPPO_LAMBDA_ARMS, MINI_BATCH_ARMS, SWEEP_ARMS,
+                                     TASK_TITLES, VARIATION_COVERED)
+from evaluation.study.plots import plot_ablations, plot_main, plot_sweeps
+from evaluation.study.position_report import position_lines
+from evaluation.study.summaries import by_arm, collect, merge_meta, merge_runs, seed_split
+from evaluation.study.tables import (collapse_lines, confirmation_lines, confirmation_table, convergence_lines,
+                                     family_lines, length_lines, mappo_lambda_lines, model_seed_lines, new_seed_lines,
+                                     not_run_lines, readme_table, stopping_lines, sweep_lines, table, verdict_lines)
+
+
+def study_span_hours(summaries: Sequence[dict]) -> Optional[float]:
+    """Wall time from the first run's start to the last run's end (from the markers' finish times)."""
+    import datetime
+
+    times = [(datetime.datetime.strptime(s["finished"], "%Y-%m-%d %H:%M:%S").timestamp(), s["wall_s"])
+             for s in summaries if s.get("finished")]
+    if not times:
+        return None
+    return (max(end for end, _ in times) - min(end - wall for end, wall in times)) / 3600
+
+
+def cost_lines(summaries: Sequence[dict]) -> List[str]:
+    """Runs per hour per task from the runner's markers (wall and CPU seconds of each step-3 process)."""
+    lines = ["## Cost: runs per hour", "",
+             "Wall and CPU seconds per run come from the runner's markers (`study_run.json`; CPU = user + system "
+             "time of the step-3 process). Runs per hour = 3600 / mean CPU seconds × 2 cores (the runs were "
+             "trained two at a time on cores shared with other jobs, so wall times are noisy; CPU seconds are the "
+             "steadier measure).", "",
+             "| task | runs | mean wall s | mean CPU s | runs / hour (2 cores, by CPU s) |", "|---|---|---|---|---|"]
+    for task in ("short", "long"):
+        runs = [s for s in summaries if s["task"] == task]
+        cpus = [s["cpu_s"] for s in runs if s.get("cpu_s")]
+        if not cpus:
+            continue
+        wall = statistics.fmean(s["wall_s"] for s in runs)
+        cpu = statistics.fmean(cpus)
+        lines.append(f"| {task} | {len(runs)} | {wall:.0f} | {cpu:.0f} | {2 * 3600 / cpu:.1f} |")
+    span = study_span_hours(summaries)
+    if span:
+        lines += ["", f"Study wall time (first run's start to last run's end, SFT and RM excluded): {span:.2f} h for "
+                      f"{len(summaries)} runs ({len(summaries) / span:.1f} runs per hour)."]
+    return lines + [""]
+
+
+def provenance_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[str]:
+    """Which code made the runs (the commits in their markers) and how the runner was started."""
+    commits: Dict[str, int] = {}
+    for s in summaries:
+        commits[s.get("commit") or "unrecorded"] = commits.get(s.get("commit") or "unrecorded", 0) + 1
+    lines = ["Runs by commit: " + ", ".join(f"`{c}` ({n} runs)" for c, n in commits.items()) + "."]
+    if meta and meta.get("starts"):
+        start = meta["starts"][-1]
+        packages = ", ".join(f"{k} {v}" for k, v in start["packages"].items() if v)
+        lines += [f"Runner: `{start['command']}` (last of {len(meta['starts'])} starts, commit `{start['commit']}`), "
+                  f"Python {start['python']}, {packages}."]
+    return lines + [""] + machine_lines(summaries, meta) + history_lines(meta)
+
+
+def machine_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[str]:
+    """The machines the runs were made on: the record a run row carries (``machine``, written by the runner since
+    it records :func:`dschat.utils.machine.machine_record`), and for the rows without one what the study's notes
+    know (``study_meta.json``'s ``machines``)."""
+    recorded: Dict[str, int] = {}
+    for s in summaries:
+        if s.get("machine"):
+            recorded[machine_line(s["machine"])] = recorded.get(machine_line(s["machine"]), 0) + 1
+    bare = [s for s in summaries if not s.get("machine")]
+    lines = ["#### Machines", ""]
+    if recorded:
+        lines += ["Runs that record their machine: " + "; ".join(f"{n} on {line}" for line, n in recorded.items())
+                  + "."]
+    if bare:
+        known = []
+        for entry in (meta or {}).get("machines", []):
+            runs = sum(s.get("commit") in entry["commits"] for s in bare)
+            if runs:
+                known.append(f"{runs} runs at {', '.join(f'`{c}`' for c in entry['commits'])}: {entry['known']}")
+        lines += [f"{len(bare)} of {len(summaries)} runs do not record their machine (the runner records it with "
+                  "every run since this report's commit). What the study's notes know: " + "; ".join(known) + "."]
+    lines += ["Every interval in this report is estimated on these machines only: the bits of a run differ by machine "
+              "kind (the confirmation section), and no interval contains a machine component.", ""]
+    return lines
+
+
+def history_lines(meta: Optional[dict]) -> List[str]:
+    """The order in which the study's runs were made and its decisions taken (``study_meta.json``'s ``history``,
+    established from the repository's log)."""
+    if not meta or not meta.get("history"):
+        return []
+    return ["#### Order of decisions", "",
+            "From the repository's log (`git log -- docs/study evaluation/study*`), in time order:", "",
+            *(f"- {h['when']} UTC (`{h['commit']}`): {h['event']}." for h in meta["history"]), ""]
+
+
+def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List[str]:
+    lines = ["# PPO vs MA-PPO: the study", "",
+             "Generated by `bash scripts/reproduce/study.sh` (`python -m evaluation.study`); every number below is "
+             "recomputed from `runs.jsonl` by `python -m evaluation.study_report docs/study/runs.jsonl`; "
+             "`bash scripts/reproduce/study.sh --verify` retrains one exploration run, one confirmation run and one on a "
+             "further SFT + RM seed from scratch "
+             "and requires their first evaluations to equal the committed ones (bit for bit: on the machine and "
+             "packages that made them; the exploration's bits did not reproduce on the confirmation's machine, see "
+             "the confirmation section).", "",
+             *provenance_lines(summaries, meta),
+             "Cells: seed mean, then 95% intervals: *t CI* (Student's t over seeds, for the mean), *bootstrap CI* "
+             "(percentile, 10k resamples; narrower, it under-covers with few seeds), *new seed* (the t prediction "
+             "interval of one further seed). *rm*: the learned reward model's score; *gold*: the task's ground-truth "
+             "score (`synthetic_gold_score`) of the same responses (128 samples of the held-out prompts — none of "
+             "which occurs in training — one sample each at T = 0.8 with the same sampling noise at every "
+             "evaluation: `--eval_seed`). Log-probs from the raw logits, as in the released code "
+             "(`--logprobs_at_unit_temperature`); constant learning rate after 5 warmup iterations. Differences are "
+             "paired by seed (method − baseline), with the seeds on which the method is ahead. AUC: area under the "
+             "eval curve over the step range (mean level). Parity: on the seed-averaged, EMA-smoothed (0.6) curves, "
+             "(first step the baseline reaches its final smoothed level) / (first step the arm does), CI over paired "
+             "seed resamples. Last-quarter change: how far each seed's curve still moved over the last quarter of "
+             "training (least-squares slope × span); an interval above 0 means the arm had not converged.", "",
+             "**What the intervals cover.** " + VARIATION_COVERED, ""]
+    for task in ("short", "long"):
+        groups = by_arm(summaries, task)
+        if not groups:
+            continue
+        lines += [f"## {TASK_TITLES[task]}", ""]
+        runs = [s for s in summaries if s["task"] == task]
+        lengths = [s["length"][0] for s in runs if s["length"]]
+        lines += [f"{len(runs)} runs; the SFT policy's mean eval response length (step 0) "
+                  f"{statistics.fmean(lengths):.1f} tokens.", ""]
+        core = [a for a in CORE_ARMS[task] + SWEEP_ARMS.get(task, ()) if a in groups]
+        lines += table(summaries, task, "ppo", core,
+                       "Core arms and sweeps (λ = 0.95 unless named; each arm paired with PPO on its seeds)")
+        lines += sweep_lines(summaries, task)
+        if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
+            tests = multiplicity(summaries)
+            lines += (family_lines(summaries) + mappo_lambda_lines(groups, tests) + verdict_lines(groups, tests)
+                      + confirmation_lines(summaries) + model_seed_lines(summaries) + new_seed_lines(summaries))
+        lines += length_lines(summaries, task)
+        lines += collapse_lines(summaries, task)
+        lines += convergence_lines(groups)
+        if task in MAPPO_LAMBDA_ARMS:
+            lines += stopping_lines(groups)
+        ablations = [a for a in ABLATION_ARMS if a in groups]
+        if ablations:
+            lines += table(summaries, task, "ppo", ablations, "Further ablations (fewer seeds; paired with PPO)")
+        if all(arm in groups for arm in MINI_BATCH_ARMS):
+            lines += table(summaries, task, MINI_BATCH_ARMS[0], MINI_BATCH_ARMS,
+                           "Several optimizer steps per rollout: MA-PPO vs PPO, both with mini-batch updates")
+        missing = [arm for arm in ARMS if arm not in groups]
+        if missing:
+            lines += [f"Arms without runs on this task: {', '.join(missing)}.", ""]
+    return lines + cost_lines(summaries) + not_run_lines(summaries)
+
+
+def write_report(out: Path, report_dir: Path) -> None:
+    """Collect the finished runs under ``out`` into ``report_dir/runs.jsonl`` (beside the runs committed there
+    that ``out`` does not hold: made on another machine) and the runner's starts into ``study_meta.json``, then
+    render the report from them."""
+    report_dir = Path(report_dir)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    runs_path, meta_path = report_dir / "runs.jsonl", report_dir / "study_meta.json"
+    committed = [json.loads(line) for line in runs_path.read_text().splitlines() if line.strip()] \
+        if runs_path.is_file() else []
+    summaries = merge_runs(committed, collect(out))
+    runs_path.write_text("".join(json.dumps(s) + "\n" for s in summaries))
+    meta = Path(out) / "study_meta.json"
+    if meta.is_file():  # the runs' folder is named OUT, as in study.sh, not by where it was on this machine
+        fresh = json.loads(meta.read_text().replace(str(Path(out).resolve()), "OUT").replace(str(out), "OUT"))
+        old = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+        meta_path.write_text(json.dumps(merge_meta(old, fresh), indent=1) + "\n")
+    render(summaries, report_dir)
+
+
+def render(summaries: Sequence[dict], report_dir: Path) -> None:
+    meta_path = Path(report_dir) / "study_meta.json"
+    lines = report_lines(summaries, json.loads(meta_path.read_text()) if meta_path.is_file() else None)
+    positions = Path(report_dir) / "positions.jsonl"
+    if positions.is_file():
+        lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()],
+                                seed_split(by_arm(summaries, "long"))[1], summaries)
+    if plot_main(summaries, report_dir / "main.png"):
+        lines += ["![core arms](main.png)", ""]
+    if plot_sweeps(summaries, report_dir / "sweeps.png"):
+        lines += ["![token PPO's λ and MA-PPO's n](sweeps.png)", ""]
+    for task in ("long", "short"):
+        if plot_ablations(summaries, report_dir / f"ablations_{task}.png", task):
+            lines += [f"![{task}-task ablations](ablations_{task}.png)", ""]
+    lines += ["## The README's tables", "", *readme_table(summaries), ""]
+    confirmation = confirmation_table(summaries)
+    if confirmation:
+        lines += [*confirmation, ""]
+    (Path(report_dir) / "README.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+def main(argv=None) -> None:
+    parser = ArgumentParser(description="Re-render the study report from its compact run summaries.")
+    parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (the report is written beside it)")
+    args = parser.parse_args(argv)
+    if not args.runs_jsonl.is_file():
+        parser.exit(2, f"error: {args.runs_jsonl}: no such file\n")
+    summaries = [json.loads(line) for line in args.runs_jsonl.read_text().splitlines() if line.strip()]
+    render(summaries, args.runs_jsonl.parent)

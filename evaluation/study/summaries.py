@@ -1,0 +1,115 @@
+"""The study's runs as data: one compact summary per finished run (identity, commit, cost, eval curves), grouped by
+task, arm and seed, the seeds two arms share, the split into exploration and confirmation seeds, each arm's λ,
+the runs that collapsed, and the merge of committed and fresh summaries."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from evaluation.curves import latest_run
+from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, LAMBDA_SWEEP, MAPPO_LAMBDAS, MAPPO_LAMBDA_ARMS, METRICS,
+                                     N_SWEEP)
+from evaluation.study.stats import collapse, collapse_floored
+from evaluation.training_summary import read_metrics
+
+
+def run_summary(run_dir: Path) -> dict:
+    """One finished run's compact record: identity, commit, wall and CPU time and its eval curves."""
+    marker = json.loads((Path(run_dir) / "study_run.json").read_text())
+    records = latest_run(read_metrics(str(run_dir)))
+    evals = [r for r in records if METRICS["rm"] in r]
+    summary = {key: marker.get(key) for key in ("task", "arm", "seed", "wall_s", "cpu_s", "commit", "finished")}
+    if marker.get("machine"):
+        summary["machine"] = marker["machine"]
+    summary["steps"] = [r["step"] for r in evals]
+    for name, key in METRICS.items():
+        summary[name] = [round(r[key], 5) for r in evals if key in r]
+    summary["length"] = [round(r.get("eval/response_length", math.nan), 2) for r in evals]
+    return summary
+
+
+def collect(out: Path) -> List[dict]:
+    """The summaries of every finished run under ``out`` (``TASK/ARM/seedS/study_run.json``)."""
+    return [run_summary(marker.parent) for marker in sorted(Path(out).glob("*/*/seed*/study_run.json"))]
+
+
+def by_arm(summaries: Sequence[dict], task: str) -> Dict[str, Dict[int, dict]]:
+    arms: Dict[str, Dict[int, dict]] = {}
+    for s in summaries:
+        if s["task"] == task:
+            arms.setdefault(s["arm"], {})[s["seed"]] = s
+    return arms
+
+
+def common_seeds(*arms: Dict[int, dict]) -> List[int]:
+    seeds = sorted(set.intersection(*(set(a) for a in arms)))
+    steps = {tuple(a[s]["steps"]) for a in arms for s in seeds}
+    if len(steps) > 1:  # runs of different lengths are not comparable point by point
+        longest = max(steps, key=len)
+        seeds = [s for s in seeds if all(tuple(a[s]["steps"]) == longest for a in arms)]
+    return seeds
+
+
+def sweep_arms(groups: Dict[str, Dict[int, dict]], task: str) -> List[str]:
+    """The arms of the table of token PPO's λ against MA-PPO's n (each paired with MA-PPO n = 5); empty when the
+    task has too few of them."""
+    arms = [a for a in dict.fromkeys(LAMBDA_SWEEP + N_SWEEP + ("mappo-entropy",) + MAPPO_LAMBDA_ARMS.get(task, ()))
+            if a in groups]
+    return arms if "mappo" in groups and len(arms) >= 3 else []
+
+
+def arm_lambda(arm: str) -> float:
+    """An arm's GAE λ: 0.95 (Table 5) unless its name says otherwise (``...-lam0.99``)."""
+    return float(arm.split("lam")[1]) if "-lam" in arm else 0.95
+
+
+def seed_split(groups: Dict[str, Dict[int, dict]]) -> Tuple[List[int], List[int]]:
+    """(exploration seeds, confirmation seeds): the baseline arm's seeds, and the fresh seeds the confirmation's
+    first arm ran on beyond them (:data:`evaluation.study.design.CONFIRMATION_TIERS`)."""
+    exploration = sorted(groups.get("ppo", {}))
+    first = CONFIRMATION_TIERS["long"][0][0]
+    return exploration, sorted(set(groups.get(first, {})) - set(exploration))
+
+
+def mappo_family(groups: Dict[str, Dict[int, dict]], seeds: Sequence[int]) -> List[str]:
+    """MA-PPO's arms (every n, the entropy rule, their λ arms) with a run on each of ``seeds``."""
+    arms = dict.fromkeys((*N_SWEEP[1:], *MAPPO_LAMBDAS["mappo"], *MAPPO_LAMBDAS["mappo-entropy"]))
+    return [a for a in arms if a in groups and set(seeds) <= set(groups[a])]
+
+
+def token_ppo_family(groups: Dict[str, Dict[int, dict]], seeds: Sequence[int]) -> List[str]:
+    return [a for a in LAMBDA_SWEEP if a in groups and set(seeds) <= set(groups[a])]
+
+
+def floored_groups(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, dict]]:
+    """The runs with each final gold floored for collapse (:func:`evaluation.study.stats.collapse_floored`)."""
+    return {arm: {seed: {**run, "gold": [*run["gold"][:-1], collapse_floored(run["gold"], run["length"])]}
+                  for seed, run in runs.items()} for arm, runs in groups.items()}
+
+
+def collapses(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, object]]:
+    """Per arm, the collapsed runs (:func:`evaluation.study.stats.collapse`) by seed."""
+    found: Dict[str, Dict[int, object]] = {}
+    for arm in (a for a in ARMS if a in groups):
+        for seed, run in sorted(groups[arm].items()):
+            event = collapse(run["steps"], run["length"])
+            if event:
+                found.setdefault(arm, {})[seed] = event
+    return found
+
+
+
+def merge_runs(committed: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
+    """The committed summaries with the freshly collected ones added or put in their place (same task, arm and
+    seed), sorted by task, arm and seed: runs made elsewhere are kept, runs made here win."""
+    merged = {(s["task"], s["arm"], s["seed"]): s for s in committed}
+    merged.update({(s["task"], s["arm"], s["seed"]): s for s in fresh})
+    return [merged[key] for key in sorted(merged)]
+
+
+def merge_meta(committed: Optional[dict], fresh: dict) -> dict:
+    """The runner's starts of both, without repeats, in order; the committed notes (history, machines) kept."""
+    starts = list((committed or {}).get("starts", []))
+    return {**(committed or {}), "starts": starts + [start for start in fresh.get("starts", []) if start not in starts]}

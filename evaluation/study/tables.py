@@ -1,0 +1,596 @@
+"""The study report's sections as Markdown lines: per-arm tables against a baseline, the sweeps, the verdict and its
+sensitivity, the confirmation, the SFT + RM seeds, the families of tests, collapses, convergence, stopping, what
+was not run, and the README's two tables. Each function takes the summaries (or their groups and the adjusted
+tests) and returns lines; the numbers come from :mod:`evaluation.study.decisions` and :mod:`evaluation.study.stats`."""
+from __future__ import annotations
+
+import statistics
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collapse_sensitivity, comparison_families,
+                                        confirmation_pairs, confirmation_verdicts, exploration_verdicts,
+                                        model_seed_comparisons, multiplicity, ordering_agreement, parity_by_stop,
+                                        plateau, reading, same_lambda_comparisons, unseen_seed_check)
+from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
+                                     MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
+from evaluation.study.stats import (AdjustedTest, COLLAPSE_FRACTION, N_BOOT, Paired, ParityInterval, area_under_curve,
+                                    format_p, last_quarter_change, mean_estimate, new_model_seed_interval,
+                                    paired_difference, parity_interval, resample_indices, seeds_for_equivalence,
+                                    t_interval)
+from evaluation.study.summaries import (arm_lambda, by_arm, collapses, common_seeds, mappo_family,
+                                        seed_split, sweep_arms, token_ppo_family)
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    """Seeds as ranges: 9-12, 14."""
+    parts, start = [], None
+    for i, seed in enumerate(seeds):
+        if start is None:
+            start = seed
+        if i + 1 == len(seeds) or seeds[i + 1] != seed + 1:
+            parts.append(f"{start}-{seed}" if seed != start else f"{seed}")
+            start = None
+    return "seeds " + ", ".join(parts)
+
+
+def arm_row(runs: Dict[int, dict], base: Dict[int, dict], seeds: Sequence[int], metric: str) -> dict:
+    """Final score, AUC, the change over the last quarter, and against the baseline (same seeds) the paired
+    differences and parity."""
+    steps = runs[seeds[0]]["steps"]
+    method = [runs[s][metric] for s in seeds]
+    finals = [c[-1] for c in method]
+    aucs = [area_under_curve(steps, c) for c in method]
+    indices = resample_indices(len(seeds))
+    row = {"n": len(seeds), "final": mean_estimate(finals, indices), "auc": mean_estimate(aucs, indices),
+           "late": mean_estimate([last_quarter_change(steps, c) for c in method], indices)}
+    if base is not runs:
+        baseline = [base[s][metric] for s in seeds]
+        row["final_diff"] = paired_difference([c[-1] for c in baseline], finals, indices)
+        row["auc_diff"] = paired_difference([area_under_curve(steps, c) for c in baseline], aucs, indices)
+        row["parity"] = parity_interval(steps, baseline, method, indices)
+    return row
+
+
+def format_parity(p: ParityInterval) -> str:
+    if p.point.method_step is None:
+        point = "never"
+    elif p.point.speedup is None:
+        point = "n/a"
+    else:
+        point = f"{p.point.speedup:.2f}x"
+    note = f"; never in {100 * p.never / N_BOOT:.0f}% of resamples" if p.never else ""
+    return f"{point} [{p.low:.2f}, {p.high:.2f}]{note}"
+
+
+def format_paired(paired: Paired) -> str:
+    return f"{paired.diff.cells()} | {paired.ahead}/{paired.diff.n}"
+
+
+def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[str], title: str) -> List[str]:
+    """Markdown rows: per arm and metric, the final score (mean, t CI, bootstrap CI, new-seed prediction
+    interval), the paired difference to ``baseline`` (same four, seeds ahead), the AUC difference and parity,
+    and the change over the last quarter."""
+    groups = by_arm(summaries, task)
+    if baseline not in groups:
+        return []
+    lines = [f"#### {title}", "",
+             "| arm | seeds | metric | final | t CI | bootstrap CI | new seed | final − "
+             f"{baseline} | t CI | bootstrap CI | new seed | ahead | AUC − {baseline} [t CI] | parity speed-up "
+             "| last-quarter change [t CI] |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        if arm not in groups:
+            continue
+        seeds = common_seeds(groups[baseline], groups[arm])
+        if not seeds:
+            lines.append(f"| {arm} | 0 | — | no seed shared with {baseline} |" + " |" * 11)
+            continue
+        for metric in METRICS:
+            row = arm_row(groups[arm], groups[baseline] if arm != baseline else groups[arm], seeds, metric)
+            if "final_diff" in row:
+                diff, auc, par = (format_paired(row["final_diff"]), row["auc_diff"].diff.text(),
+                                  format_parity(row["parity"]))
+            else:
+                diff, auc, par = "— | | | | ", "—", "—"
+            lines.append(f"| {arm} | {row['n']} | {metric} | {row['final'].cells()} | {diff} | {auc} | {par} | "
+                         f"{row['late'].text()} |")
+    return lines + [""]
+
+
+def length_lines(summaries: Sequence[dict], task: str) -> List[str]:
+    """Eval response length per arm: at step 0 (the SFT policy), lowest seed-mean point of the curve, final."""
+    groups = by_arm(summaries, task)
+    lines = ["#### Response length (eval, tokens)", "",
+             "| arm | seeds | step 0 | lowest point of the seed-mean curve (step) | final [t CI] |",
+             "|---|---|---|---|---|"]
+    for arm in (a for a in ARMS if a in groups):
+        runs = groups[arm]
+        seeds = common_seeds(runs)
+        curves = np.asarray([runs[s]["length"] for s in seeds], dtype=float)
+        mean = curves.mean(axis=0)
+        low = int(mean.argmin())
+        steps = runs[seeds[0]]["steps"]
+        lines.append(f"| {arm} | {len(seeds)} | {mean[0]:.1f} | {mean[low]:.1f} ({steps[low]}) | "
+                     f"{mean_estimate(curves[:, -1].tolist()).text(1)} |")
+    return lines + [""]
+
+
+def sweep_lines(summaries: Sequence[dict], task: str = "long") -> List[str]:
+    """Token PPO's λ sweep beside MA-PPO's n sweep, the entropy rule and MA-PPO's λ arms: final gold and RM, each
+    arm against MA-PPO n = 5 at λ = 0.95 (paired, t CI, equivalence by TOST within the margins)."""
+    groups = by_arm(summaries, task)
+    arms = sweep_arms(groups, task)
+    if not arms:
+        return []
+    tests = multiplicity(summaries)
+    margins = ", ".join(f"{m} ±{v:g}" for m, v in EQUIVALENCE_MARGINS.items())
+    lines = ["#### Token PPO's λ against MA-PPO's n (λ = 0.95 unless named)", "",
+             "With γ = 1 and a terminal reward, MA-PPO with n-token macros at λ weights a token d tokens before the "
+             "end by λ^(d/n) (§3.2.3): n = 5 at λ = 0.95 gives the opening of a 115-token response the weight "
+             f"token PPO gives it at λ = 0.95^(1/5) = {0.95 ** 0.2:.4f}. Paired with MA-PPO n = 5 on the same seeds; "
+             f"'equivalent' = two one-sided tests at 5% within the margins ({margins}; {MARGIN_RULE}), Holm-adjusted "
+             "within the test's family (see \"Families of tests\"), not a CI that contains 0.", "",
+             "| arm | seeds | final gold [t CI] | final RM [t CI] | gold − mappo [t CI] | RM − mappo [t CI] | "
+             "equivalent to mappo (gold, RM) |", "|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        seeds = common_seeds(groups[arm], groups["mappo"])
+        if len(seeds) < 2:
+            continue
+        cells, matches = [], []
+        finals = {m: [groups[arm][s][m][-1] for s in seeds] for m in METRICS}
+        for metric in ("gold", "rm"):
+            cells.append(mean_estimate(finals[metric]).text())
+        for metric in ("gold", "rm"):
+            if arm == "mappo":
+                cells.append("—")
+                continue
+            diffs = [f - groups["mappo"][s][metric][-1] for f, s in zip(finals[metric], seeds)]
+            cells.append(mean_estimate(diffs).text())
+            found = adjusted_test(tests, task, arm, "mappo", metric, seeds)
+            matches.append("yes" if found.equivalence.equivalent else "no")
+        lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {', '.join(matches) or '—'} |")
+    return lines + [""]
+
+
+def verdict_rows(found: Dict[str, Verdict], tests: Dict[TestKey, AdjustedTest], procedure: str) -> List[str]:
+    rows = []
+    for metric, v in found.items():
+        test = tests["verdict", procedure, metric]
+        chosen = "; ".join(f"on {f.select_seeds[0]}-{f.select_seeds[-1]}: {f.best_b} vs {f.best_a}"
+                           for f in v.folds)
+        rows.append(f"| {metric} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
+                    f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
+                    f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
+    return rows
+
+
+VERDICT_HEADER = ["| metric | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead | "
+                  "p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|"]
+
+
+def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
+    exploration, confirmation = seed_split(groups)
+    explored = exploration_verdicts(groups)
+    best, confirmed = confirmation_verdicts(groups)
+    if not explored and not confirmed:
+        return []
+    lines = ["#### The verdict: MA-PPO's best against token PPO's best, each chosen on other seeds", "",
+             "Equivalence margin Δ: " + MARGIN_RULE + ". p: two-sided paired t test; Holm p and the TOST p: "
+             "Holm-adjusted within the test's family (\"Families of tests\": each verdict's two metrics are a family "
+             "of their own); equivalence: two one-sided tests at 5%.", ""]
+    if confirmed:
+        v = confirmed["gold"]
+        commits: Dict[str, int] = {}
+        for arm in (best, *mappo_family(groups, v.seeds)):
+            for seed in v.seeds:
+                commits[groups[arm][seed]["commit"]] = commits.get(groups[arm][seed]["commit"], 0) + 1
+        made = ", ".join(f"`{c}` ({n} runs)" for c, n in commits.items())
+        lines += [f"**Confirmation** (fresh seeds {v.seeds[0]}-{v.seeds[-1]}, {len(v.seeds)} of them, trained at "
+                  f"{len(commits)} commit{'s' if len(commits) > 1 else ''} — {made} — on a machine the runs do not "
+                  "record (\"Machines\"), after the margin and candidates were fixed; the selection procedure below "
+                  "was committed after the first of these runs had finished, and an interim result was published "
+                  f"before the last: \"Order of decisions\"): token PPO {best} (its best "
+                  f"λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's best of "
+                  f"{', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
+                  f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "
+                  "other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed, tests, "confirmation"), "",
+                  *sensitivity_lines(groups, tests)]
+    if explored:
+        ppo, mappo = token_ppo_family(groups, exploration), mappo_family(groups, exploration)
+        lines += [f"**Exploration** (seeds {exploration[0]}-{exploration[-1]}; the margin was fixed after them): "
+                  f"token PPO at λ ∈ {{{', '.join(f'{arm_lambda(a):g}' for a in ppo)}}} against MA-PPO's "
+                  f"{', '.join(mappo)}, each family's best chosen on one half of the seeds and compared on the other, "
+                  "both ways.", "", *VERDICT_HEADER, *verdict_rows(explored, tests, "exploration"), ""]
+    return lines
+
+
+def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
+    found = collapse_sensitivity(groups)
+    if not found:
+        return []
+    best, confirmed = confirmation_verdicts(groups)
+    primary = confirmed["gold"]
+    ended = []
+    for arm in (best, *mappo_family(groups, primary.seeds)):
+        finals = {s: groups[arm][s]["gold"][-1] for s in primary.seeds}
+        ranked = sorted(finals, key=finals.get, reverse=True)
+        ended += [f"{arm} seed {s} (final length {groups[arm][s]['length'][-1]:.0f} tokens, gold rank "
+                  f"{ranked.index(s) + 1} of {len(ranked)} in its arm)" for s in primary.seeds
+                  if groups[arm][s]["length"][-1] < COLLAPSE_FRACTION * groups[arm][s]["length"][0]]
+    rows = []
+    for name, v in found.items():
+        test = tests["verdict", name, "gold"]
+        chosen = "; ".join(f"on {_seed_text(f.select_seeds)[6:]}: {f.best_b} vs {f.best_a}" for f in v.folds)
+        rows.append(f"| {name} | {len(v.seeds)} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
+                    f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
+                    f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
+    return [f"**Collapse sensitivity** (beside the primary gold row above, {primary.diff.text()}): gold rewards "
+            f"collapse on this task (a short answer keeps the opening's sentiment words); runs of the compared arms "
+            f"that end collapsed: {'; '.join(ended) or 'none'}. *Collapse-floored gold*: a run whose final eval length is below "
+            f"{COLLAPSE_FRACTION:.0%} of its step-0 length scores its step-0 gold (no gain), and the whole procedure "
+            "is run again; *seeds without a collapsed run*: the fresh seeds on which no run of the compared arms ends "
+            "collapsed, halved again. Holm over these two (family \"collapse sensitivity\").", "",
+            "| analysis | seeds | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead "
+            "| p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
+
+
+def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
+    """The confirmation's arms on the fresh seeds against token PPO's exploration-best λ, and the fresh seeds of
+    arms run in both seed sets against the exploration's prediction interval of a new seed."""
+    table = confirmation_table(summaries)
+    if not table:
+        return []
+    groups = by_arm(summaries, "long")
+    exploration, confirmation = seed_split(groups)
+    first = CONFIRMATION_TIERS["long"][0][0]
+    step0 = {name: (groups["ppo"][seeds[0]]["rm"][0], groups["ppo"][seeds[0]]["gold"][0]) if name == "exploration"
+             else (groups[first][seeds[0]]["rm"][0], groups[first][seeds[0]]["gold"][0])
+             for name, seeds in (("exploration", exploration), ("confirmation", confirmation))}
+    lines = ["#### Confirmation: every arm on the fresh seeds against token PPO at its exploration-best λ", "",
+             "Evaluated every 12 iterations (`CONFIRMATION_FLAGS`; the evaluations at 12, 24, 36 and 48 equal an "
+             "every-4 run's), so a collapse between evaluations can go unseen here. Holm p over this table's "
+             "comparisons (both metrics). The confirmation ran on another machine than the exploration, and its bits "
+             "differ: the step-0 evaluation every run shares (the SFT policy, the same sampling seed) scores RM "
+             f"{step0['confirmation'][0]:.4f}, gold {step0['confirmation'][1]:.5f} there against "
+             f"{step0['exploration'][0]:.4f}, {step0['exploration'][1]:.5f} in the exploration (with the same code; "
+             "the SFT and reward-model weights trained there were bit-identical under transformers 5.19/numpy 2.3.5 "
+             "and 5.23/2.4.6). So fresh and exploration seeds are never paired: the fresh seeds are compared among "
+             "themselves.", "", *table, ""]
+    unseen = unseen_seed_check(by_arm(summaries, "long"))
+    if unseen:
+        lines += ["Fresh seeds against the published 95% prediction interval of one new seed's final gold (from the "
+                  "exploration seeds): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                                                     for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
+    return lines
+
+
+def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
+    """The report's section on the SFT + RM seeds: per pair, per model seed and across them, both metrics."""
+    found = model_seed_comparisons(summaries)
+    if not found:
+        return []
+    tests = multiplicity(summaries)
+    tasks = ", ".join(model_seed_tasks("long"))
+    lines = ["#### Two pairs on several SFT + RM seeds", "",
+             "MA-PPO n = 5 − token PPO at the same λ (final score, paired by PPO seed), with the SFT and reward model "
+             f"trained from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed "
+             "sets the base model's initialisation, the SFT / RM / PPO partition of the training rows and their "
+             "order): the confirmation's pre-registered pair at λ = 1, and the paper's at λ = 0.95 (on seed 1234 its "
+             "runs are the exploration's, made on another machine; on the others, fresh seeds: for this pair the machine kind "
+             "is confounded with the SFT + RM seed). The *across* row's "
+             "interval is Student's t over the model seeds' means (degrees of freedom: model seeds − 1): it covers "
+             "the SFT + RM seed as well as the PPO seed; its equivalence test is TOST over the same means. RM "
+             "differences are each model seed's own reward model's scale.", "",
+             "| pair | SFT + RM seed | PPO seeds | step-0 gold (SFT policy) | step-0 RM | gold difference [t CI] (ahead) "
+             "| RM difference [t CI] (ahead) |",
+             "|---|---|---|---|---|---|---|"]
+    notes = []
+    for (baseline, method), metrics in found.items():
+        gold, rm = metrics["gold"], metrics["rm"]
+        name = f"{method} − {baseline}"
+        for i, model_seed in enumerate(gold.model_seeds):
+            cells = [f"{m.per_model_seed[i].diff.text(d)} ({m.per_model_seed[i].ahead}/{m.per_model_seed[i].diff.n})"
+                     for m, d in ((gold, 3), (rm, 2))]
+            lines.append(f"| {name} | {model_seed} | {_seed_text(gold.seeds[i])[6:]} | {gold.step0[i]:.4f} | "
+                         f"{rm.step0[i]:.3f} | {cells[0]} | {cells[1]} |")
+        equivalences = {m.metric: tests["model seeds", (baseline, method), m.metric].equivalence for m in (gold, rm)}
+        cells = [f"{m.across.mean:.{d}f} [{m.across.low:.{d}f}, {m.across.high:.{d}f}]; "
+                 f"{'equivalent' if equivalences[m.metric].equivalent else 'not shown equivalent'} within "
+                 f"±{m.across.equivalence.margin:g} (90% CI [{m.across.equivalence.low:.{d}f}, "
+                 f"{m.across.equivalence.high:.{d}f}]; Holm-adjusted TOST p {format_p(equivalences[m.metric].p)})"
+                 for m, d in ((gold, 3), (rm, 2))]
+        lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
+                     f"{cells[1]} |")
+        for task in model_seed_tasks("long"):
+            found_here = collapses({arm: runs for arm, runs in by_arm(summaries, task).items() if arm in (baseline, method)})
+            notes.append(f"- {name}, collapses on {task} (eval length below {COLLAPSE_FRACTION:.0%} of step 0, evaluated "
+                         "every 12 iterations): " + ("; ".join(f"{arm} seed {seed}: {event.text()}"
+                                                             for arm, events in found_here.items()
+                                                             for seed, event in events.items()) or "none") + ".")
+        notes += [f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model seed) "
+                  f"{m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method of moments); that "
+                  f"the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}."
+                  for m in (gold, rm)]
+    return lines + [""] + notes + [""]
+
+
+def new_seed_lines(summaries: Sequence[dict]) -> List[str]:
+    """Prediction intervals for the pairs of :data:`evaluation.study.design.MODEL_SEED_PAIRS` (each arm's final gold and the
+    pair's difference): a new PPO seed on SFT + RM seed 1234, and a new SFT + RM seed
+    (:func:`evaluation.study.stats.new_model_seed_interval`)."""
+    found = model_seed_comparisons(summaries)
+    if not found:
+        return []
+    tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
+    home = TASKS["long"].model_seed
+    lines = ["#### Where a new seed would land", "",
+             "95% prediction intervals of final gold, from the runs above (normal model: value = μ + SFT + RM seed + PPO "
+             f"seed). *New PPO seed on {home}*: Student's t over that model seed's PPO seeds, s·√(1 + 1/n). *New SFT + RM "
+             "seed, mean of n PPO seeds*: t over the model seeds' means (model seeds − 1 degrees of freedom), "
+             "s_m·√(1 + 1/S). *One run on a new SFT + RM seed*: the same t with s_m²(1 + 1/S) + s_w²(1 − 1/n) (s_w² "
+             "the pooled within-model-seed variance). With 3 model seeds these have 2 degrees of freedom and are wide; "
+             "estimated on the study's machines only (\"Machines\"): a machine kind not in the study adds a component "
+             "these intervals do not contain.", "",
+             f"| pair | value | SFT + RM seeds | new PPO seed on {home} | new SFT + RM seed, mean of n PPO seeds | "
+             "one run on a new SFT + RM seed |", "|---|---|---|---|---|---|"]
+    for (baseline, method), metrics in found.items():
+        gold = metrics["gold"]
+        values = {arm: [[by_arm(summaries, tasks[m])[arm][s]["gold"][-1] for s in seeds]
+                        for m, seeds in zip(gold.model_seeds, gold.seeds)] for arm in (baseline, method)}
+        values[f"{method} − {baseline}"] = [[a - b for a, b in zip(x, y)]
+                                            for x, y in zip(values[method], values[baseline])]
+        for name, per_model_seed in values.items():
+            at_home = t_interval(per_model_seed[gold.model_seeds.index(home)], new_seed=True)
+            new = new_model_seed_interval(per_model_seed)
+            lines.append(f"| {method} − {baseline} | {name} | {', '.join(map(str, gold.model_seeds))} "
+                         f"(n = {len(gold.seeds[0])}) | [{at_home[0]:.3f}, {at_home[1]:.3f}] | {new.mean:.3f} "
+                         f"[{new.mean_low:.3f}, {new.mean_high:.3f}] | [{new.run_low:.3f}, {new.run_high:.3f}] |")
+    return lines + [""]
+
+
+def mappo_lambda_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
+    """MA-PPO's own λ sweep beside token PPO's: finals per arm and MA-PPO − token PPO at the same λ."""
+    found = same_lambda_comparisons(groups)
+    if not any(arm_lambda(arm) != 0.95 for arm, _, _ in found):
+        return []
+    lines = ["#### MA-PPO's λ beside token PPO's λ", "",
+             "Each MA-PPO arm paired by seed with token PPO at the same λ; p: two-sided paired t test; Holm p and the "
+             "TOST p: Holm-adjusted within the test's family (named in the row; \"Families of tests\"); equivalence: "
+             f"TOST against ±Δ ({MARGIN_RULE}).", "",
+             "| MA-PPO arm | vs | seeds | metric | MA-PPO final | token PPO final | difference [95% t CI] | ahead | "
+             "family | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (arm, base, metric), c in found.items():
+        seeds = common_seeds(groups[arm], groups[base])
+        own, other = (mean_estimate([groups[a][s][metric][-1] for s in seeds]).text() for a in (arm, base))
+        d = c["diff"]
+        test = adjusted_test(tests, "long", arm, base, metric, seeds)
+        lines.append(f"| {arm} | {base} | {len(seeds)} | {metric} | {own} | {other} | {d.diff.text()} | "
+                     f"{d.ahead}/{d.diff.n} | {test.family} | {format_p(test.p_holm)} | {test.equivalence.text()} | "
+                     f"{reading(d.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
+    return lines + [""]
+
+
+def family_lines(summaries: Sequence[dict]) -> List[str]:
+    """The report's statement of the multiplicity rule and its families."""
+    families = comparison_families(summaries)
+    return ["#### Families of tests: one multiplicity rule", "",
+            "Every p printed in this report and the README is Holm-adjusted within one family of tests, and so is "
+            "every equivalence claim: the TOST p-values of a family are Holm-adjusted over the same family (an "
+            "equivalence is claimed when the adjusted TOST p < 0.05), so a difference and an equivalence are held to "
+            "the same family-wise error rate. A comparison printed in two tables is one test, in the first family "
+            "below that holds it, and prints the same p everywhere.", "",
+            "| family | tests | what it holds |", "|---|---|---|",
+            *(f"| {name} | {len(tests)} | {what} |" for name, (what, tests) in families.items() if tests), ""]
+
+
+def collapse_lines(summaries: Sequence[dict], task: str) -> List[str]:
+    groups = by_arm(summaries, task)
+    found = collapses(groups)
+    lines = [f"#### Collapses: eval response length below {COLLAPSE_FRACTION:.0%} of its step-0 length", "",
+             "Every run whose eval response length fell below half of its length at step 0 at some evaluation "
+             "(*ends collapsed*: still below at the end). Length is the detector the committed summaries allow "
+             "(the policy entropy is logged per training step, not kept in `runs.jsonl`).", "",
+             "| arm | seeds | collapsed | ends collapsed | runs (seed: start → lowest at step, final) |",
+             "|---|---|---|---|---|"]
+    for arm in (a for a in ARMS if a in groups):
+        events = found.get(arm, {})
+        runs = "; ".join(f"{seed}: {event.text()}" for seed, event in events.items()) or "—"
+        lines.append(f"| {arm} | {len(groups[arm])} | {len(events)} | {sum(e.ends_collapsed for e in events.values())}"
+                     f" | {runs} |")
+    return lines + [""]
+
+
+def convergence_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
+    """Whether each arm's final gold is a plateau: its last-quarter change, and what an end to the rise would cost."""
+    arms = [a for a in ARMS if a in groups]
+    rows = {arm: plateau(groups, arm) for arm in arms}
+    still = [arm for arm, (late, _) in rows.items() if late.t_low > 0]
+    lines = ["#### Plateau: is the final gold a plateau or a stopping point?", "",
+             f"{len(still)} of {len(arms)} arms' gold still rises over the last quarter of training (t CI above 0): "
+             f"{', '.join(still) or 'none'}. A plateau test needs longer runs: the cost of a run grows with its "
+             "steps (report, Cost), so doubling every arm's steps doubles the study's CPU time.", "",
+             "| arm | seeds | gold change over the last quarter [t CI] | share of the whole rise |", "|---|---|---|---|"]
+    for arm, (late, share) in rows.items():
+        lines.append(f"| {arm} | {late.n} | {late.text(4)} | {share:.0%} |")
+    return lines + [""]
+
+
+def not_run_lines(summaries: Sequence[dict]) -> List[str]:
+    """What the study did not run, with its cost in CPU seconds from the long task's runs (markers' CPU time)."""
+    groups = by_arm(summaries, "long")
+    cpus = [s["cpu_s"] for s in summaries if s["task"] == "long" and s.get("cpu_s")]
+    if not cpus or "ppo" not in groups:
+        return []
+    cpu = statistics.fmean(cpus)
+    exploration, confirmation = seed_split(groups)
+    fresh = confirmation_seeds(len(exploration))
+    missing = [(arm, seed) for tier in CONFIRMATION_TIERS["long"] for seed in fresh for arm in tier
+               if seed not in groups.get(arm, {})]
+    arms = sorted({arm for arm in groups if set(exploration) <= set(groups[arm])})
+    hours = 3600 * 2
+    lines = ["## What was not run, and what it would cost", "",
+             f"Costs from this study's long-task runs: {cpu:.0f} CPU s per run on average (markers), so 2 free cores "
+             f"train {hours / cpu:.0f} runs per hour; the machines it ran on were shared with other jobs.", ""]
+    best, confirmed = confirmation_verdicts(groups)
+    fresh_cpus = [run["cpu_s"] for runs in groups.values() for seed, run in runs.items()
+                  if seed in confirmation and run.get("cpu_s")]
+    if fresh_cpus:
+        cpu = statistics.fmean(fresh_cpus)
+        lines += [f"The confirmation's runs cost {cpu:.0f} CPU s each on its machine (evaluating every 12 "
+                  "iterations; that machine's CPU seconds ran slower under the load it shared), used below.", ""]
+    if confirmed and not multiplicity(summaries)["verdict", "confirmation", "gold"].equivalence.equivalent:
+        gold = confirmed["gold"]
+        diffs = [d for fold in gold.folds for d in fold.diffs]
+        need = seeds_for_equivalence(diffs, EQUIVALENCE_MARGINS["gold"])
+        procedure_arms = 1 + len(mappo_family(groups, gold.seeds))  # the procedure chooses among every candidate on every seed
+        more = procedure_arms * (need - gold.diff.n) if need else 0
+        lines.append("- Seeds to decide the confirmation's gold comparison (best against best): " + (
+            f"if further seeds kept the observed mean ({gold.diff.mean:+.4f}) and spread, equivalence within "
+            f"±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} seeds per arm; the procedure trains all {procedure_arms} "
+            f"of its arms ({best} and MA-PPO's {procedure_arms - 1} candidates) on each seed, so {need - gold.diff.n} more seeds "
+            f"are {more} more runs, {more * cpu / 3600:.1f} CPU hours" if need else
+            "the observed mean lies outside the margin: more seeds would test a difference, not equivalence") + ".")
+    if missing:
+        lines.append(f"- The rest of the confirmation ({len(missing)} runs: "
+                     + ", ".join(f"{arm} {_seed_text(sorted(s for a, s in missing if a == arm))}"
+                                 for arm in dict.fromkeys(a for a, _ in missing))
+                     + f"): {len(missing) * cpu / 3600:.1f} CPU hours (`bash scripts/reproduce/study.sh` trains them "
+                     "next).")
+    further_cpus = [s["cpu_s"] for s in summaries if s["task"] in model_seed_tasks("long") and s.get("cpu_s")]
+    comparisons = model_seed_comparisons(summaries)
+    pre_registered = tuple(CONFIRMATION_TIERS["long"][0])
+    if pre_registered in comparisons and further_cpus:
+        gold = comparisons[pre_registered]["gold"]
+        runs = 3 * 2 * len(gold.seeds[0])
+        further = statistics.fmean(further_cpus)
+        lines.append(f"- The pre-registered pair ({pre_registered[1]} − {pre_registered[0]}) on 3 more SFT + RM seeds "
+                     f"({len(gold.model_seeds) + 3} in all, {len(gold.seeds[0])} PPO seeds each): {runs} runs "
+                     f"(3 × 2 arms × {len(gold.seeds[0])}), {runs * further / 3600:.1f} CPU hours at the further SFT + "
+                     f"RM seeds' {further:.0f} CPU s per run, plus 3 × (SFT + RM: about 4 minutes of 2 cores); where "
+                     "its difference would land on a new SFT + RM seed: \"Where a new seed would land\".")
+    per_run = statistics.fmean(further_cpus) if further_cpus else cpu  # the further SFT + RM seeds' own runs
+    for (baseline, method), metrics in comparisons.items():
+        gold = metrics["gold"].across
+        if multiplicity(summaries)["model seeds", (baseline, method), "gold"].equivalence.equivalent:
+            continue
+        need = seeds_for_equivalence(gold.means, EQUIVALENCE_MARGINS["gold"])
+        runs = 2 * len(metrics["gold"].seeds[0])
+        lines.append(f"- SFT + RM seeds to decide {method} − {baseline} on gold: the interval across model seeds "
+                     "narrows with model seeds, not PPO seeds; " + (
+                         f"if further model seeds kept the observed mean ({gold.mean:+.4f}) and spread of the model "
+                         f"seeds' means, equivalence within ±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} "
+                         f"model seeds ({need - len(gold.means)} more, each an SFT and a reward model and {runs} runs: "
+                         f"{(need - len(gold.means)) * runs * per_run / 3600:.1f} CPU hours plus the models)"
+                         if need else "the observed mean lies outside the margin: more model seeds would test a "
+                         "difference, not equivalence") + ".")
+    further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for seed in fresh
+               for task in model_seed_tasks("long") for arm in pair
+               if seed not in by_arm(summaries, task).get(arm, {})]
+    if further:
+        lines.append(f"- The pairs of `MODEL_SEED_PAIRS` on the further SFT + RM seeds ({len(further)} runs: "
+                     + ", ".join(f"{task}/{arm} {_seed_text(sorted(s for t, a, s in further if (t, a) == (task, arm)))}"
+                                 for task, arm in sorted(dict.fromkeys((t, a) for t, a, _ in further),
+                                                         key=lambda pair: pair[0]))
+                     + f"): {len(further) * cpu / 3600:.1f} CPU hours plus 2 × (SFT + RM: about 4 minutes of 2 cores) "
+                     "where they are missing (`bash scripts/reproduce/study.sh` trains them after the confirmation).")
+    plateau_hours = len(arms) * len(exploration) * cpu / 3600
+    lines += [f"- A plateau: doubling the long task's {groups['ppo'][exploration[0]]['steps'][-1]} iterations for the "
+              f"{len(arms)} arms × {len(exploration)} exploration seeds costs another {plateau_hours:.1f} CPU hours, "
+              "and whether 96 iterations reach a plateau is itself unknown.",
+              "- Several evaluation sampling seeds for every run: a run's evaluations are seeded (`--eval_seed`); "
+              "drawing its final actor again under other seeds is `python -m evaluation.study_positions "
+              "--sample_seeds ...` (report, \"The evaluation's own sampling noise\", for the actors kept on the "
+              "machine that ran them).", ""]
+    return lines
+
+
+def stopping_lines(groups: Dict[str, Dict[int, dict]], stops: Sequence[int] = (32, 40, 48)) -> List[str]:
+    """How much the final-score readings depend on where training stopped: Kendall's τ between the arms' order by
+    final gold and by gold AUC, and MA-PPO's gold parity against PPO on the curves cut at each of ``stops``."""
+    if "ppo" not in groups or "mappo" not in groups or len(groups) < 3:
+        return []
+    exploration, _ = seed_split(groups)
+    groups = {arm: {s: runs[s] for s in exploration} for arm, runs in groups.items() if set(exploration) <= set(runs)}
+    steps = groups["ppo"][exploration[0]]["steps"]
+    stops = [stop for stop in stops if stop in steps]
+    tau, arms = ordering_agreement(groups)
+    by_stop = parity_by_stop(groups, "ppo", "mappo", stops)
+    parities = ", ".join(f"{r.speedup:.2f}× at step {stop}" if r.speedup else f"never by step {stop}"
+                         for stop, r in by_stop.items())
+    return ["#### Where training stopped", "",
+            f"Arms ordered by mean final gold and by mean gold AUC: Kendall's τ = {tau:.2f} over {arms} arms (1 = the "
+            f"same order). MA-PPO's gold parity against PPO (seed-mean smoothed curves cut at each step): {parities}:"
+            " the speed-up depends on where training stopped, because PPO's gold is still rising.", ""]
+
+
+def readme_table(summaries: Sequence[dict]) -> List[str]:
+    """The README's summary table, rendered from the same summaries as the report (a test keeps them equal)."""
+    lines = ["| task | arm | seeds | final gold [t CI] | gold − PPO [t CI] (ahead) | new seed's gold − PPO | "
+             "final RM [t CI] | RM − PPO [t CI] (ahead) | Holm p (gold; RM) | final length | collapsed (at the end) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    tests = multiplicity(summaries)
+    for task, arms in README_ARMS.items():
+        groups = by_arm(summaries, task)
+        for arm in (a for a in arms if a in groups and "ppo" in groups):
+            seeds = common_seeds(groups["ppo"], groups[arm])
+            if len(seeds) < 2:
+                continue  # a confirmation arm: its own table
+            cells = []
+            for metric in ("gold", "rm"):
+                finals = [groups[arm][s][metric][-1] for s in seeds]
+                cells.append(mean_estimate(finals).text(3 if metric == "gold" else 2))
+                if arm == "ppo":
+                    cells += ["—"] if metric == "rm" else ["—", "—"]
+                    continue
+                d = paired_difference([groups["ppo"][s][metric][-1] for s in seeds], finals)
+                cells.append(f"{d.diff.text(3 if metric == 'gold' else 2)} ({d.ahead}/{d.diff.n})")
+                if metric == "gold":
+                    cells.append(f"[{d.diff.new_low:.3f}, {d.diff.new_high:.3f}]")
+            holm_p = ("—" if arm == "ppo" else "; ".join(
+                format_p(adjusted_test(tests, task, arm, "ppo", m, seeds).p_holm) for m in ("gold", "rm")))
+            length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
+            events = collapses({arm: {s: groups[arm][s] for s in seeds}}).get(arm, {})  # the row's seeds only
+            collapsed = f"{len(events)} ({sum(e.ends_collapsed for e in events.values())})"
+            lines.append(f"| {task} | {arm} | {len(seeds)} | " + " | ".join(cells)
+                         + f" | {holm_p} | {length} | {collapsed} |")
+    return lines
+
+
+def confirmation_table(summaries: Sequence[dict]) -> List[str]:
+    """The README's confirmation table: every arm run on the fresh seeds, against token PPO at its exploration-best
+    λ on the fresh seeds both ran (paired; an arm of a later tier may have fewer, its ``seeds`` cell says how
+    many), with equivalence tested against the margins and Holm's correction over the table's comparisons (both
+    metrics)."""
+    groups = by_arm(summaries, "long")
+    best, paired = confirmation_pairs(groups)
+    if not paired:
+        return []
+    arms = list(paired)
+    tests = multiplicity(summaries)
+    found_collapses = collapses({a: {s: groups[a][s] for s in paired[a]} for a in arms})
+    lines = [f"| arm | seeds | final gold [t CI] | gold − {best} [t CI] (ahead) | final RM [t CI] | RM − {best} [t CI] "
+             "(ahead) | Holm p (gold; RM) | equivalent within ±Δ (gold; RM) | final length | collapsed (at the end) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for arm in arms:
+        seeds = paired[arm]
+        cells = []
+        for metric, digits in (("gold", 3), ("rm", 2)):
+            cells.append(mean_estimate([groups[arm][s][metric][-1] for s in seeds]).text(digits))
+            if arm == best:
+                cells.append("—")
+            else:
+                diffs = [groups[arm][s][metric][-1] - groups[best][s][metric][-1] for s in seeds]
+                cells.append(f"{mean_estimate(diffs).text(digits)} ({sum(d > 0 for d in diffs)}/{len(diffs)})")
+        if arm == best:
+            holm_p = equivalent = "—"
+        else:
+            found = {m: adjusted_test(tests, "long", arm, best, m, seeds) for m in ("gold", "rm")}
+            holm_p = "; ".join(format_p(found[m].p_holm) for m in ("gold", "rm"))
+            equivalent = "; ".join("yes" if found[m].equivalence.equivalent else "no" for m in ("gold", "rm"))
+        length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
+        events = found_collapses.get(arm, {})
+        lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {holm_p} | {equivalent} | {length} | "
+                     f"{len(events)} ({sum(e.ends_collapsed for e in events.values())}) |")
+    return lines
