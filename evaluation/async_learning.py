@@ -1,10 +1,10 @@
 """Does learning hold when rollouts run one policy version ahead (``--async_rollout 1``)?
 
-On the study's long task (:mod:`evaluation.study`: its SFT and reward model, flags, evaluation seed and
+On the study's long task (:mod:`evaluation.study.design`: its SFT and reward model, flags, evaluation seed and
 confirmation schedule), token PPO and MA-PPO n = 5, both at λ = 1 (the study's pre-registered pair), are trained
 with K = 0 (the synchronous loop) and K = 1 (corrected per macro action, ``--rollout_is macro``) on the same PPO
 seeds; each K = 1 run is paired with the K = 0 run of its seed. The final gold difference K1 − K0 is tested for
-equivalence within the study's margin (±0.010, :data:`evaluation.study_inference.EQUIVALENCE_MARGINS`) by TOST,
+equivalence within the study's margin (±0.010, :data:`evaluation.study.design.EQUIVALENCE_MARGINS`) by TOST,
 with its 95% t interval, per algorithm (Holm over the two). Gold against the trainer's wall-clock hours (the
 cumulative ``timing/iteration`` up to each evaluation, on the machine and load the runs had) is plotted per K.
 
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from dschat.utils.cli import ArgumentParser, run_cli
-from evaluation.study import CONFIRMATION_FLAGS, Run, ensure_models, is_finished, train_run
-from evaluation.study_inference import EQUIVALENCE_MARGINS, holm, t_interval, tost
+from evaluation.study.design import CONFIRMATION_FLAGS, EQUIVALENCE_MARGINS
+from evaluation.study.runner import Run, ensure_models, is_finished, train_run
+from evaluation.study.stats import holm, t_interval, tost
 
 TASK = "long"
 ARMS = ("ppo-lam1", "mappo-lam1")
@@ -56,7 +57,7 @@ def train(out: Path, seeds: Sequence[int], jobs: int, model: str = "tiny-gemma")
 
 def summarize(directory: Path, ahead: int, machine: dict) -> dict:
     """A finished run: its identity, K, machine, evaluations and the trainer's hours up to each of them."""
-    from evaluation.study_report import run_summary
+    from evaluation.study.summaries import run_summary
 
     summary = {**run_summary(directory), "async_rollout": ahead, "machine": machine}
     with open(directory / "metrics.jsonl") as handle:
