@@ -252,10 +252,25 @@ def read_verdicts(task: JudgeTask, settings: JudgeSettings, criteria: Sequence[s
 RETRYABLE_STATUS = {408, 409, 429}
 
 
+def connection_refused(error: BaseException) -> bool:
+    """Whether ``error`` (or what caused it) is a refused connection: nothing listens at the address, which
+    retrying does not cure (a server still starting answers on its port, or times out)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ConnectionRefusedError):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
 def is_retryable(error: BaseException) -> bool:
-    """Transient failures: connection problems, time-outs, rate limits and server errors (5xx)."""
+    """Transient failures: connection problems (not a refused connection), time-outs, rate limits and server
+    errors (5xx)."""
     import openai
 
+    if connection_refused(error):
+        return False
     if isinstance(error, (openai.APIConnectionError, openai.APITimeoutError, ConnectionError, TimeoutError)):
         return True
     if isinstance(error, openai.APIStatusError):
@@ -564,6 +579,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="JSONL completion cache ('' to disable)")
     parser.add_argument("--output", default=None, help="write one JSONL verdict record per pair here")
     parser.add_argument("--summary", default=None, help="write the win/tie/loss counts and rates as JSON here")
+    parser.add_argument("--max_unparseable", type=float, default=0.2,
+                        help="largest fraction of pairs whose answer may not parse, on any criterion (default 0.2); "
+                             "above it the table and --output (the judge's raw answers) are written, --summary is "
+                             "not, and the run ends with a one-line error (exit 2): the judge or its prompt is wrong")
     parser.add_argument("--no_progress_bar", action="store_true")
     return parser
 
@@ -598,23 +617,49 @@ def custom_task(path: str) -> JudgeTask:
 
 
 def output_files_ready(*paths: Optional[str]) -> None:
-    """Create the folders of the files the run will write, before the first request: a path that cannot be
-    written is one line now, not a traceback after the work is done."""
+    """Check, before the first request, that the files the run will write can be: a path that cannot be written
+    is one line now, not a traceback after the work is done. Nothing is created (a failed run leaves no empty
+    folder); :func:`write_text` makes the folders when there is something to write."""
     for path in filter(None, paths):
         if os.path.isdir(path):
             raise ValueError(f"{path} is a directory (expected a file path)")
         folder = os.path.dirname(os.path.abspath(path))
-        try:
-            os.makedirs(folder, exist_ok=True)
-        except OSError as err:
-            raise ValueError(f"{path}: cannot create its folder {folder} ({err.strerror})") from None
-        if not os.access(folder, os.W_OK):
-            raise ValueError(f"{path}: its folder {folder} is not writable")
+        existing = folder
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            raise ValueError(f"{path}: cannot create its folder {folder} ({existing} is a file)")
+        if not os.access(existing, os.W_OK):
+            raise ValueError(f"{path}: its folder {folder} cannot be written ({existing} is not writable)")
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path``, making its folder first."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def unparseable_error(tallies: Mapping[str, Tally], limit: float, output: Optional[str]) -> Optional[str]:
+    """The one-line error when the judge's answers did not parse for more than ``limit`` of the pairs on some
+    criterion (the worst one named), else None."""
+    worst = max(tallies, key=lambda c: tallies[c].unparseable / max(1, tallies[c].judged + tallies[c].unparseable))
+    t = tallies[worst]
+    pairs = t.judged + t.unparseable
+    if not pairs or t.unparseable / pairs <= limit:
+        return None
+    where = f"its raw answers are in {output}" if output else "rerun with --output FILE to see its raw answers"
+    return (f"the judge's answers did not parse for {t.unparseable} of {pairs} pairs on {worst} "
+            f"({t.unparseable / pairs:.0%} > --max_unparseable {limit:g}): the judge model or its prompt is wrong "
+            f"for this task; {where}; no --summary written")
 
 
 def server_error(err: BaseException, args) -> ValueError:
     """One line for an API error that retries did not cure (a wrong --model, --base_url or key)."""
     where = args.base_url or "the OpenAI API"
+    if connection_refused(err):
+        return ValueError(f"judge server {where}: connection refused (nothing listens there: start the server, or "
+                          "check --base_url)")
     status = getattr(err, "status_code", None)
     detail = str(err).splitlines()[0] if str(err) else type(err).__name__
     if status is not None:
@@ -670,19 +715,21 @@ def main(argv=None) -> None:
     if bias:
         print(bias)
     if args.output:
-        with open(args.output, "w") as handle:
-            for j in judgements:
-                handle.write(json.dumps({"index": j.index, "prompt": j.prompt, "swapped": j.swapped,
-                                         "verdict": j.outcomes[task.headline],
-                                         "criteria": j.outcomes, "judge_answers": j.judge_answers,
-                                         "judge_model": "+".join(j.judge_models) or None}) + "\n")
+        write_text(args.output, "".join(
+            json.dumps({"index": j.index, "prompt": j.prompt, "swapped": j.swapped,
+                        "verdict": j.outcomes[task.headline], "criteria": j.outcomes,
+                        "judge_answers": j.judge_answers, "judge_model": "+".join(j.judge_models) or None}) + "\n"
+            for j in judgements))
+    failed = unparseable_error(tallies, args.max_unparseable, args.output)
+    if failed:
+        print(f"error: {failed}", file=sys.stderr)
+        sys.exit(2)
     if args.summary:
-        with open(args.summary, "w") as handle:
-            json.dump({"task": task.name, "model": label, "model_id": answered, "requested_model": args.model,
-                       "position_bias": bias is not None, "position_bias_line": bias, "a": name_a,
-                       "b": name_b, "pairs": len(judgements),
-                       "headline": task.headline,
-                       "criteria": {c: t.as_dict() for c, t in tallies.items()}}, handle, indent=2)
+        write_text(args.summary, json.dumps(
+            {"task": task.name, "model": label, "model_id": answered, "requested_model": args.model,
+             "position_bias": bias is not None, "position_bias_line": bias, "a": name_a, "b": name_b,
+             "pairs": len(judgements), "headline": task.headline,
+             "criteria": {c: t.as_dict() for c, t in tallies.items()}}, indent=2))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ import statistics
 import sys
 from collections import OrderedDict
 from typing import Dict, List, Mapping, Optional, Sequence
+
+import yaml
+
 from dschat.utils.cli import ArgumentParser
 from evaluation.methods import method_key, method_label
 
@@ -170,18 +173,55 @@ def _gain_cell(value: Optional[float], reference: Optional[float], width: int = 
     return f"{100 * relative_gain(value, reference):>+{width - 1}.0f}%"
 
 
+PAPER_NGRAM = 5
+"""The n of the paper's MA-PPO in Tables 2 and 7 (fixed n-gram termination)."""
+
+
+def termination_of(path: str) -> str:
+    """The termination rule a result ran with, from its ``run_config.yaml`` (``n=5`` for fixed n-grams, ``n=inf``
+    for one macro per response, else the rule's name); ``n=?`` for a score JSONL or a run without a record."""
+    record = os.path.join(path, "run_config.yaml")
+    if not os.path.isfile(record):
+        return "n=?"
+    with open(record) as handle:
+        config = (yaml.safe_load(handle) or {}).get("config") or {}
+    if "termination" not in config:
+        return "n=?"
+    if config["termination"] != "fixed":
+        return config["termination"]
+    return f"n={config.get('ngram') or 'inf'}"
+
+
+def run_labels(paths: Mapping[str, Sequence[str]]) -> Dict[str, str]:
+    """``{method: its row label}``: MA-PPO named with the termination its runs used (not the paper's n = 5)."""
+    labels = {method: method_label(method) for method in paths}
+    if "mappo" in paths:
+        labels["mappo"] = f"MA-PPO ({', '.join(sorted({termination_of(path) for path in paths['mappo']}))})"
+    return labels
+
+
+def paper_source(task: str, reference_task: str, numbers: Mapping, model: str, flag: str) -> str:
+    """The title's note on what the paper column holds: the paper's task and model, or that it has none."""
+    if not numbers:
+        return f"the paper reports no {reference_task} numbers; {flag} TASK compares with one of its tasks"
+    return (f"paper: {TASK_LABELS.get(reference_task, reference_task)}, {model}, MA-PPO n = {PAPER_NGRAM}"
+            + ("" if reference_task == task else f"; this run's task: {task}"))
+
+
 def score_table(title: str, this_run: Mapping[str, float], paper: Mapping[str, Optional[float]],
-                methods: Sequence[str], reference_method: str = "ppo", runs: Optional[Mapping[str, int]] = None) -> str:
-    """Rows = methods; columns = this run's score (the mean over its runs, their count in ``runs``) and gain over
-    ``reference_method``, then the paper's."""
-    runs = runs or {}
+                methods: Sequence[str], reference_method: str = "ppo", runs: Optional[Mapping[str, int]] = None,
+                labels: Optional[Mapping[str, str]] = None) -> str:
+    """Rows = methods (named by ``labels``, default :func:`method_label`); columns = this run's score (the mean
+    over its runs, their count in ``runs``) and gain over ``reference_method``, then the paper's."""
+    runs, labels = runs or {}, labels or {}
     lines = [title, f"{'method':<16}{'this run':>9}{'gain':>8}{'runs':>6}   {'paper':>9}{'gain':>8}"]
     for method in methods:
         ours, theirs = this_run.get(method), paper.get(method)
         ours_gain = _gain_cell(ours, this_run.get(reference_method)) if method != reference_method else " " * 8
         paper_gain = _gain_cell(theirs, paper.get(reference_method)) if method != reference_method else " " * 8
         count = f"{runs[method]:>6}" if method in runs else f"{'-':>6}"
-        lines.append(f"{method_label(method):<16}{_cell(ours)}{ours_gain}{count}   {_cell(theirs)}{paper_gain}")
+        label = labels.get(method, method_label(method))
+        lines.append(f"{label:<16}{_cell(ours)}{ours_gain}{count}   {_cell(theirs)}{paper_gain}")
     return "\n".join(lines)
 
 
@@ -194,9 +234,9 @@ def table2(results: Mapping[str, Mapping[str, Sequence[str]]], size: str, paper_
         paper = TABLE2_RM_SCORE.get((reference_task, size), {})
         scores = {method: mean_test_score(runs, allow_unfinished) for method, runs in paths.items()}
         methods = ["ppo", "mappo"] + [m for m in scores if m not in ("ppo", "mappo")]
-        source = f"paper: {TASK_LABELS.get(reference_task, reference_task)}, Gemma-{size.upper()}"
+        source = paper_source(task, reference_task, paper, f"Gemma-{size.upper()}", "--paper_task")
         blocks.append(score_table(f"Table 2 - test RM score on {task} ({source})", scores, paper, methods,
-                                  runs={method: len(runs) for method, runs in paths.items()}))
+                                  runs={method: len(runs) for method, runs in paths.items()}, labels=run_labels(paths)))
     return "\n\n".join(blocks)
 
 
@@ -210,9 +250,9 @@ def table7(results: Mapping[str, Mapping[str, Sequence[str]]], paper_task: Optio
         scores = {method: mean_test_score(runs, allow_unfinished) for method, runs in paths.items()}
         methods = [m for m in ("sft", "dpo", "rloo", "ppo", "mappo") if m in scores or paper.get(m) is not None]
         methods += [m for m in scores if m not in methods]
-        label = TASK_LABELS.get(reference_task, reference_task)
-        blocks.append(score_table(f"Table 7 - test RM score on {task} (paper: {label}, Gemma-2B)", scores, paper,
-                                  methods, runs={method: len(runs) for method, runs in paths.items()}))
+        source = paper_source(task, reference_task, paper, "Gemma-2B", "--paper_task")
+        blocks.append(score_table(f"Table 7 - test RM score on {task} ({source})", scores, paper, methods,
+                                  runs={method: len(runs) for method, runs in paths.items()}, labels=run_labels(paths)))
     return "\n\n".join(blocks)
 
 

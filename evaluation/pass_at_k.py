@@ -26,7 +26,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from dschat.rewards import (ExecutionResult, ProgramOutcome, SandboxLimits, StopPolicy, execute_programs,
                             extract_code)
 from dschat.utils.data.schema import CodeTask
-from dschat.utils.cli import ArgumentParser
+from dschat.utils.cli import ArgumentParser, run_cli
 
 ALL_PROBLEMS = "all"
 TABLE_ROWS = (("interview", "Inter."), ("introductory", "Intro."), ("competition", "Comp."),
@@ -184,15 +184,25 @@ def _details_line(label: str, result: ExecutionResult) -> str:
                        "detail": result.detail}) + "\n"
 
 
+def require_files(flag: str, paths: Sequence[str]) -> None:
+    """FileNotFoundError (one line under ``run_cli``) naming ``flag`` and the first of ``paths`` that is no file."""
+    for path in paths:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     args = _parse_args(argv)
+    require_files("--samples", args.samples)
+    require_files("--tasks", [args.tasks] if args.tasks else [])
+    samples = {path: read_samples(path) for path in args.samples}  # every file checked before any program runs
     tasks_by_id = read_tasks(args.tasks) if args.tasks else humaneval_tasks()
     labels = args.labels or [os.path.basename(path) for path in args.samples]
     limits = SandboxLimits(test_timeout_s=args.timeout)
     columns = {}
     with open(args.details, "w", encoding="utf-8") if args.details else nullcontext() as details_file:
         for label, path in zip(labels, args.samples):
-            results = evaluate_samples(read_samples(path), tasks_by_id, limits, args.workers)
+            results = evaluate_samples(samples[path], tasks_by_id, limits, args.workers)
             tallies = tally_problems(results, tasks_by_id)
             columns[label] = pass_at_k_by_difficulty(tallies, args.k)
             malformed = sorted({result.task_id for result in results
@@ -206,4 +216,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

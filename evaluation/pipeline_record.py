@@ -8,8 +8,14 @@ conventions when the script ran ``evaluation.rm_interop`` (its last output line,
 write ``$OUT/record.json`` at their end; the README's table for a pipeline is :func:`readme_table` of the record
 committed under ``docs/`` (``docs/demo/record.json``, ``docs/smollm2/record.json``), which a test checks.
 
+A record names the machine its stages ran on (``run_config.yaml``'s ``machine``,
+:func:`dschat.utils.machine.machine_record`): deterministic runs give identical bits on one CPU kind and other bits
+on another (BLAS kernels chosen by CPU model and ISA level). :func:`compare` puts a run's final figures beside a
+committed record's and says which a difference is: another machine's bits, or a real change on the same machine.
+
     python -m evaluation.pipeline_record collect OUT sft rm ppo mappo [--out FILE]   # prints the record's table
     python -m evaluation.pipeline_record table FILE                                  # the table of a saved record
+    python -m evaluation.pipeline_record compare NEW REFERENCE                       # figures side by side
 """
 from __future__ import annotations
 
@@ -24,12 +30,15 @@ import yaml
 from evaluation.study.stats import mean_estimate, paired_difference
 from evaluation.training_summary import eval_endpoints, read_metrics
 from dschat.utils.cli import ArgumentParser
+from dschat.utils.machine import machine_line
 
 FIGURES = {"perplexity": "response perplexity", "accuracy": "pair accuracy", "score": "RM score",
            "gold": "gold score"}
 """The held-out figures a stage's row quotes (``eval/<key>``), in this order, with their README names."""
 SEEDED = re.compile(r"(.+)-s(\d+)")
 """A stage named ``<arm>-s<seed>``: one seed of an arm run with several (``smollm2_cpu.sh``'s ``ppo-s1``)."""
+MACHINE_KIND = ("cpu", "isa", "gpu")
+"""What makes two machines give other bits for the same deterministic run (the kernels chosen)."""
 TIMES = "times.txt"
 INTEROP = "interop.txt"
 
@@ -49,15 +58,36 @@ def stage_evaluations(run_dir: str) -> Dict[str, dict]:
     return {"first": first, "last": last}
 
 
-def stage_provenance(run_dir: str) -> dict:
-    """``{"commit", "dirty", "finished"}`` from the stage's ``run_config.yaml``."""
+def run_config(run_dir: str) -> dict:
+    """The stage's ``run_config.yaml``."""
     path = os.path.join(run_dir, "run_config.yaml")
     if not os.path.isfile(path):
         raise RecordError(f"{path}: missing (the stage did not start from this project's entry point)")
     with open(path) as handle:
-        config = yaml.safe_load(handle)
+        return yaml.safe_load(handle) or {}
+
+
+def stage_provenance(run_dir: str) -> dict:
+    """``{"commit", "dirty", "finished"}`` from the stage's ``run_config.yaml``."""
+    config = run_config(run_dir)
     git = config.get("git") or {}
     return {"commit": git.get("commit"), "dirty": git.get("dirty"), "finished": config.get("finished") is not None}
+
+
+def pipeline_machine(out_dir: str, stages: List[str]) -> Optional[dict]:
+    """The machine the stages ran on (their ``run_config.yaml``'s ``machine``; None for records made before it was
+    written); a RecordError when two stages ran on different kinds of machine."""
+    machines = {stage: run_config(os.path.join(out_dir, stage)).get("machine") for stage in stages}
+    first, machine = next(iter(machines.items()))
+    for stage, other in machines.items():
+        if machine_kind(other) != machine_kind(machine):
+            raise RecordError(f"{out_dir}: {stage} ran on another machine than {first} ({machine_kind(other)} vs "
+                              f"{machine_kind(machine)}); one record is one machine's")
+    return machine
+
+
+def machine_kind(machine: Optional[dict]) -> Optional[tuple]:
+    return None if machine is None else tuple(machine.get(key) for key in MACHINE_KIND)
 
 
 def read_times(out_dir: str) -> Dict[str, dict]:
@@ -105,6 +135,9 @@ def collect(out_dir: str, stages: List[str]) -> dict:
     interop = read_interop(out_dir)
     if interop is not None:
         record["interop"] = interop
+    machine = pipeline_machine(out_dir, stages)
+    if machine is not None:
+        record["machine"] = machine
     return record
 
 
@@ -154,7 +187,8 @@ def readme_table(record: dict) -> List[str]:
     """The README's table of a pipeline record: one row per stage (held-out figures first → last, seconds,
     commit), the arms run with several seeds (:func:`seed_lines`), and the reward model's ranking per scoring
     convention when the record has one."""
-    lines = ["| stage | held-out figures, first → last evaluation | wall s | CPU s | commit |", "|---|---|---|---|---|"]
+    lines = [f"{machine_line(record['machine'])}", ""] if record.get("machine") else []
+    lines += ["| stage | held-out figures, first → last evaluation | wall s | CPU s | commit |", "|---|---|---|---|---|"]
     for name, stage in record["stages"].items():
         commit = (stage["commit"] or "unknown")[:12] + ("+dirty" if stage["dirty"] else "")
         lines.append(f"| {name} | {_figures(stage)} | {stage.get('wall_s', '—')} | {stage.get('cpu_s', '—')} "
@@ -172,6 +206,48 @@ def readme_table(record: dict) -> List[str]:
     return lines
 
 
+def final_figures(record: dict) -> Dict[str, float]:
+    """``{"<stage> <figure>": value}`` of each stage's last evaluation (the figures :func:`readme_table` quotes)."""
+    return {f"{name} {FIGURES[key]}": stage["last"][f"eval/{key}"] for name, stage in record["stages"].items()
+            for key in FIGURES if f"eval/{key}" in stage["last"]}
+
+
+def compare(new: dict, reference: dict) -> List[str]:
+    """Each final figure of ``new`` beside ``reference``'s, then one verdict line: identical; different on
+    another kind of machine (CPU model, ISA level or GPU differ: its own bits, not a broken install); or different
+    on the same kind (a real change: code, package versions or flags)."""
+    ours, theirs = final_figures(new), final_figures(reference)
+    shared = [name for name in ours if name in theirs]
+    lines = [f"{'figure':<28} {'this run':>10} {'record':>10}"]
+    lines += [f"{name:<28} {ours[name]:>10.4g} {theirs[name]:>10.4g}" + ("" if ours[name] == theirs[name] else "  *")
+              for name in shared]
+    machines = [f"this run: {machine_line(new['machine']) if new.get('machine') else 'machine unknown'}",
+                f"record:   {machine_line(reference['machine']) if reference.get('machine') else 'machine unknown'}"]
+    differ = [name for name in shared if ours[name] != theirs[name]]
+    if not differ:
+        return lines + machines + [f"same figures as the record ({len(shared)} compared, bit for bit)"]
+    kinds = machine_kind(new.get("machine")), machine_kind(reference.get("machine"))
+    if None in kinds:
+        verdict = "a machine is not recorded: cannot tell another machine's bits from a real change"
+    elif kinds[0] != kinds[1]:
+        verdict = ("another kind of machine (CPU model, ISA level or GPU differ): its BLAS kernels give other bits; "
+                   "not a broken install")
+    else:
+        verdict = ("the same kind of machine gives other figures: a real change (code, package versions or flags) "
+                   "— compare the versions above and the run_config.yaml files")
+    return lines + machines + [f"{len(differ)} of {len(shared)} figures differ (*): {verdict}"]
+
+
+def load_record(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise RecordError(f"{path}: no such file")
+    with open(path) as handle:
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError as err:
+            raise RecordError(f"{path}: not a JSON record ({err})") from None
+
+
 def main(argv=None) -> None:
     parser = ArgumentParser(description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -181,18 +257,22 @@ def main(argv=None) -> None:
     gather.add_argument("--out", help="where to write the record (default: OUT/record.json)")
     show = commands.add_parser("table", help="print the README table of a saved record")
     show.add_argument("record", help="a record.json")
+    against = commands.add_parser("compare", help="a run's final figures beside a committed record's, and why "
+                                  "they differ (another machine, or a real change)")
+    against.add_argument("new", help="this run's record.json")
+    against.add_argument("reference", help="the committed record.json (e.g. docs/demo/record.json)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "compare":
+            print("\n".join(compare(load_record(args.new), load_record(args.reference))))
+            return
         if args.command == "collect":
             record = collect(args.out_dir, args.stages)
             with open(args.out or os.path.join(args.out_dir, "record.json"), "w") as handle:
                 json.dump(record, handle, indent=1)
                 handle.write("\n")
         else:
-            if not os.path.isfile(args.record):
-                raise RecordError(f"{args.record}: no such file")
-            with open(args.record) as handle:
-                record = json.load(handle)
+            record = load_record(args.record)
     except RecordError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -4,7 +4,8 @@
 # the reward model under plain transformers / TRL scoring, and the summary. Its time is in its record
 # (docs/demo/record.json, the README's demo table); one intra-op thread per process (scripts/threads.sh).
 # Outputs in $DEMO_DIR (default outputs/demo); record.json there is what the README's demo table is rendered from
-# (docs/demo/record.json, python -m evaluation.pipeline_record).
+# (docs/demo/record.json, python -m evaluation.pipeline_record); last, this run's final figures beside that record's,
+# with whether a difference is another machine's bits (CPU model / ISA level differ) or a real change.
 set -euo pipefail
 bash "$(dirname "${BASH_SOURCE[0]}")/setup_env.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/reproduce/env.sh"  # also scripts/threads.sh
@@ -35,3 +36,5 @@ timed mappo "$PY" training/step3_rlhf_finetuning/main.py "${DEMO_PPO_FLAGS[@]}" 
 
 "$PY" -m evaluation.training_summary "$OUT/sft" "$OUT/rm" "$OUT/ppo" "$OUT/mappo"
 "$PY" -m evaluation.pipeline_record collect "$OUT" sft rm ppo mappo
+echo "== this run's final figures beside the committed record's (docs/demo/record.json) =="
+"$PY" -m evaluation.pipeline_record compare "$OUT/record.json" docs/demo/record.json

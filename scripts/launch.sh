@@ -17,8 +17,9 @@
 #   MASTER_PORT  rendezvous port (default 29500)
 #   MARLHF_THREADS  intra-op CPU threads per process (default 1, scripts/threads.sh)
 #   PREFLIGHT    0 skips the pre-flight: before anything starts or any folder is made, the stage's --dry_run checks
-#                GPUs, models (gated Gemma: token and licence), data, the memory plan and the output folder, and
-#                lists every missing thing at once (exit 2)
+#                the flags, GPUs, models (gated Gemma: token and licence), data, disk, the memory plan and the output
+#                folder, and lists every missing thing at once (exit 2). With --dry_run among the extra flags the
+#                pre-flight is all that runs (PREFLIGHT=0 or not): no folder, no training.log, no deepspeed
 #   PYTHON       the interpreter of the pre-flight (default: the deepspeed's environment, else .venv)
 # Extra flags are passed to the stage and override the config (e.g. --termination parsing).
 # The run's output is also appended to OUTPUT_DIR/training.log.
@@ -75,11 +76,16 @@ DEEPSPEED=$(command -v deepspeed || echo "$ROOT/.venv/bin/deepspeed")
 LAUNCH=("$DEEPSPEED" --num_gpus "$NUM_GPUS" --master_port "${MASTER_PORT:-29500}")
 [ -n "${HOSTFILE:-}" ] && LAUNCH=("$DEEPSPEED" --hostfile "$HOSTFILE" --master_port "${MASTER_PORT:-29500}")
 cd "$ROOT"
-if [ "${PREFLIGHT:-1}" != 0 ]; then
+DRY_RUN=0
+for flag in "$@"; do [ "$flag" != --dry_run ] || DRY_RUN=1; done
+if [ "${PREFLIGHT:-1}" != 0 ] || [ "$DRY_RUN" = 1 ]; then
   PY=${PYTHON:-$(dirname "$DEEPSPEED")/python}
   [ -x "$PY" ] || PY="$ROOT/.venv/bin/python"
+  PREFLIGHT_FLAGS=("$@")
+  [ "$DRY_RUN" = 1 ] || PREFLIGHT_FLAGS+=(--dry_run)
   WORLD_SIZE=$NUM_GPUS "$PY" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" \
-    "${METHOD_FLAGS[@]}" "$@" --dry_run || exit 2
+    "${METHOD_FLAGS[@]}" "${PREFLIGHT_FLAGS[@]}" || exit 2
+  [ "$DRY_RUN" = 0 ] || exit 0  # --dry_run: the pre-flight was the whole command
 fi
 mkdir -p "$OUTPUT_DIR"
 # everything the run prints (the command first) also goes to OUTPUT_DIR/training.log, appended across resumes

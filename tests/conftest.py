@@ -139,6 +139,7 @@ def build_trainer(tmp_path, extra=(), engines=None):
     """A trainer on tiny-gemma built from step-3 flags as the stage builds it (random weights, seed 1234)."""
     from dschat.cli.ppo import build_parser
     from dschat.stages import ppo
+    from dschat.stages.resolve import resolve
     from dschat.rlhf.reward_sources import ModelReward
     from dschat.rlhf.rlhf_engine import RLHFEngine
     from dschat.utils.distributed import init_distributed
@@ -150,7 +151,7 @@ def build_trainer(tmp_path, extra=(), engines=None):
              "--per_device_generation_batch_size", "8", "--per_device_train_batch_size", "4",
              "--warmup_steps", "0", "--actor_learning_rate", "1e-3", "--critic_learning_rate", "1e-3",
              "--temperature", "1.0", *extra]
-    args = ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(build_parser().parse_config(flags))), 1)
+    args = resolve("ppo", build_parser().parse_config(flags), 1)
     tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
     if engines is None:
         torch.manual_seed(args.seed)

@@ -326,7 +326,7 @@ def test_all_unparseable_run_shows_counts_not_nan(tmp_path, monkeypatch, capsys)
     rows = [{"prompt": p.prompt, "response": p.response_a} for p in pairs(4)]
     a, b = write_jsonl(tmp_path / "a.jsonl", rows), write_jsonl(tmp_path / "b.jsonl", rows)
     judge.main(["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
-                "--summary", str(tmp_path / "s.json"), "--no_progress_bar"])
+                "--summary", str(tmp_path / "s.json"), "--no_progress_bar", "--max_unparseable", "1"])
     out = capsys.readouterr().out
     assert "nan" not in out.lower()
     assert re.search(r"overall\s+0\s+0\s+0\s+4\s+n/a\s+n/a\s+n/a", out)
@@ -363,14 +363,15 @@ def test_a_refused_model_is_one_line_after_one_request(tmp_path, monkeypatch, ca
     a, b = judge_files(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         judge.main(["--task", "tldr", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--model", "nope",
-                    "--cache", "", "--no_progress_bar"])
+                    "--cache", "", "--no_progress_bar", "--summary", str(tmp_path / "out" / "s.json")])
     assert exit_info.value.code == 2 and len(fake.requests) == 1
+    assert not (tmp_path / "out").exists()  # no empty output folder left behind
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: judge server http://localhost:1/v1 answered HTTP 400 to --model nope on the first "
                    "request: transient failure"]
 
 
-def test_output_folders_are_made_before_the_first_request(tmp_path, monkeypatch, capsys):
+def test_output_paths_are_checked_before_the_first_request(tmp_path, monkeypatch, capsys):
     fake = FakeClient(prefers_good)
     monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
     a, b = judge_files(tmp_path)
@@ -446,3 +447,46 @@ def test_a_judge_that_nearly_always_picks_one_position_is_flagged_and_the_plot_s
     labels = [label.get_text() for label in captured["fig"].axes[0].get_yticklabels()]
     assert labels == ["tldr: a vs b (n=20)\nPOSITION BIAS: one letter for nearly every pair"]
     assert "warning: " + str(summary) + ": warning: position bias" in capsys.readouterr().err
+
+
+def test_answers_that_do_not_parse_above_the_threshold_end_in_one_line(tmp_path, monkeypatch, capsys):
+    """WebGPT answers that are not the criteria JSON (the issue: 10/10 unparseable, exit 0, empty bars): the
+    table and the raw answers are written, the summary (what the plots read) is not, exit 2 with one line."""
+    fake = FakeClient(lambda request: fake_response("Both answers are fine."))
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: fake)
+    a, b = judge_files(tmp_path, count=10)
+    argv = ["--task", "webgpt", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--no_progress_bar", "--output", str(tmp_path / "v.jsonl"), "--summary", str(tmp_path / "s.json")]
+    with pytest.raises(SystemExit) as exit_info:
+        judge.main(argv)
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and "unparsed" in captured.out
+    assert captured.err.splitlines() == [
+        "error: the judge's answers did not parse for 10 of 10 pairs on factual accuracy (100% > --max_unparseable "
+        f"0.2): the judge model or its prompt is wrong for this task; its raw answers are in {tmp_path}/v.jsonl; no "
+        "--summary written"]
+    assert len((tmp_path / "v.jsonl").read_text().splitlines()) == 10 and not (tmp_path / "s.json").exists()
+    answers = iter(["A", "nonsense"] + ["A"] * 8)  # 1 of 10 unparseable: within 0.2
+    monkeypatch.setattr(judge, "make_openai_client", lambda *args: FakeClient(lambda r: fake_response(next(answers))))
+    judge.main(["--task", "tldr", *argv[2:]])
+    assert json.loads((tmp_path / "s.json").read_text())["criteria"]["overall"]["unparseable"] == 1
+
+
+def test_a_refused_connection_fails_at_once_in_one_line(tmp_path, capsys):
+    """Nothing listens at --base_url: no retries (they took 33 s), one line, no output folder."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    a, b = judge_files(tmp_path)
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        judge.main(["--task", "tldr", "--a", a, "--b", b, "--base_url", f"http://127.0.0.1:{port}/v1", "--cache", "",
+                    "--no_progress_bar", "--concurrency", "1", "--summary", str(tmp_path / "out" / "s.json")])
+    assert exit_info.value.code == 2 and time.monotonic() - start < 10
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: judge server http://127.0.0.1:{port}/v1: connection refused (nothing listens there: start the "
+        "server, or check --base_url)"]
+    assert not (tmp_path / "out").exists()

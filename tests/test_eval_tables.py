@@ -174,9 +174,15 @@ def test_table2_cli_from_a_run_directory_and_a_score_file(tmp_path, capsys):
     paper_numbers.main(["table2", "--paper_task", "tldr", "--result", f"synthetic:ppo={run}",
                         "--result", f"synthetic:mappo={scores}"])
     out = capsys.readouterr().out
-    assert "paper: TL;DR, Gemma-2B" in out
+    assert "paper: TL;DR, Gemma-2B, MA-PPO n = 5; this run's task: synthetic" in out
     assert "Vanilla PPO         0.500             1       0.840" in out
-    assert "MA-PPO (n=5)        0.700    +40%     1       1.410    +68%" in out
+    assert "MA-PPO (n=?)        0.700    +40%     1       1.410    +68%" in out  # a score file: n unknown
+    (run / "run_config.yaml").write_text("finished: '2026-11-24T00:00:00+00:00'\nconfig: {termination: fixed, "
+                                         "ngram: 10}\n")
+    paper_numbers.main(["table2", "--result", f"synthetic:ppo={run}", "--result", f"synthetic:mappo={run}"])
+    out = capsys.readouterr().out
+    assert "(the paper reports no synthetic numbers; --paper_task TASK compares with one of its tasks)" in out
+    assert "MA-PPO (n=10)       0.500" in out  # the n this run used, not the paper's
     paper_numbers.main(["table3", "--size", "7b"])
     assert "pass@1  All         6.98     9.48" in capsys.readouterr().out
     with pytest.raises(SystemExit):

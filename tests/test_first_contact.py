@@ -29,7 +29,7 @@ def test_value_tool_prints_only_the_value_on_stdout(tmp_path, monkeypatch, capfd
 
 def test_a_derived_value_replacing_an_explicit_flag_is_announced(caplog):
     from dschat.cli import stage_parser
-    from dschat.stages.ppo import resolve_algorithm, resolve_batches
+    from dschat.stages.resolve import resolve_algorithm, resolve_batches
 
     base = ["--output_dir", "out", "--global_batch_size", "8"]
     given = stage_parser("ppo").parse_config(base + ["--per_device_generation_batch_size", "2"])
@@ -79,6 +79,9 @@ def test_run_config_records_resolved_flags_argv_commit_and_versions(tmp_path, mo
     assert (config["per_device_train_batch_size"], config["gradient_accumulation_steps"]) == (4, 1)  # resolved
     assert "report_to" in config["explicit_flags"]
     assert record["versions"]["torch"] == importlib.metadata.version("torch")
+    from dschat.utils.machine import machine_record
+
+    assert record["machine"] == machine_record() and record["machine"]["cpu"]  # the machine of the figures
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     assert record["git"]["commit"] == commit
     assert not (out / "tensorboard").exists()  # --report_to none
@@ -148,14 +151,14 @@ def test_paper_numbers_method_names_are_case_insensitive(tmp_path, capsys):
     paper_numbers.main(["table2", "--result", f"TLDR:PPO={ppo}", "--result", f"tldr:MAPPO={ppo}"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("Table 2 - test RM score on tldr") and len(lines) == 4  # title, header, 2 methods
-    assert lines[2].startswith("Vanilla PPO         0.500") and lines[3].startswith("MA-PPO (n=5)        0.500")
+    assert lines[2].startswith("Vanilla PPO         0.500") and lines[3].startswith("MA-PPO (n=?)        0.500")
     # table7_cpu.sh's spelling, and a second run (seed) of the same method under another spelling
     paper_numbers.main(["table7", "--paper_task", "tldr", "--result", f"synthetic:MA-PPO={ppo}",
                         "--result", f"synthetic:ma_ppo={ppo}", "--result", f"synthetic:Vanilla-PPO={ppo}"])
     lines = capsys.readouterr().out.splitlines()
     rows = {line[:16].strip(): line[16:].split() for line in lines[2:]}
-    assert list(rows) == ["SFT", "DPO", "RLOO", "Vanilla PPO", "MA-PPO (n=5)"]  # no extra "ma-ppo" row
-    assert rows["MA-PPO (n=5)"] == ["0.500", "+0%", "2", "1.400", "+69%"]  # filled, from 2 runs
+    assert list(rows) == ["SFT", "DPO", "RLOO", "Vanilla PPO", "MA-PPO (n=?)"]  # no extra "ma-ppo" row
+    assert rows["MA-PPO (n=?)"] == ["0.500", "+0%", "2", "1.400", "+69%"]  # filled, from 2 runs
     assert rows["Vanilla PPO"] == ["0.500", "1", "0.830"]
 
 

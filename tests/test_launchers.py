@@ -53,13 +53,9 @@ def parse_launch(argv: list, fake_bin: str, num_gpus: int):
             os.makedirs(value, exist_ok=True)
             open(os.path.join(value, "config.json"), "w").close()
     args = stage_parser(stage).parse_config(argv[6:])
-    if stage == "ppo":
-        from dschat.stages import ppo
+    from dschat.stages.resolve import resolve
 
-        return stage, ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(args)), num_gpus)
-    from dschat.stages.supervised import resolve_batches
-
-    return stage, resolve_batches(args, num_gpus)
+    return stage, resolve(stage, args, num_gpus)
 
 
 @pytest.mark.parametrize("num_gpus", [1, 8, 16])

@@ -3,6 +3,7 @@ parameter counts and what autograd really saves; the CLI on a real config; bad i
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -73,6 +74,45 @@ def test_tiny_gemma_counts_like_the_built_model(tokenizer):
     from dschat.utils.model.tiny import build_tiny_gemma
 
     assert plan_cli.model_shape("tiny-gemma").params == sum(p.numel() for p in build_tiny_gemma(tokenizer).parameters())
+
+
+LLAMA = dict(model_type="llama", vocab_size=500, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
+             num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+
+
+@pytest.mark.parametrize("config", [*sorted(plan_cli.KNOWN_MODELS), "tiny-gemma", "llama", "qwen2"])
+def test_torch_free_shape_counts_like_transformers_on_the_meta_device(config):
+    """The plan counts each model from its config's numbers alone; transformers' models built on the meta device
+    from the same numbers (both heads) must have exactly those parameters, largest module, LoRA widths and head."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    from dschat.utils.memory_plan import decoder_shape
+
+    dims = {"llama": LLAMA, "qwen2": {**LLAMA, "model_type": "qwen2", "tie_word_embeddings": True}}.get(config)
+    dims = dict(dims or plan_cli.model_dims(config))
+    for head, auto in (("lm", AutoModelForCausalLM), ("score", AutoModelForSequenceClassification)):
+        values = dict(dims)
+        hf = AutoConfig.for_model(values.pop("model_type"), **values, num_labels=1)
+        with torch.device("meta"):
+            model = auto.from_config(hf)
+        output = "lm_head" if head == "lm" else "score"
+        shape = decoder_shape(dims, head)
+        assert shape.params == sum(p.numel() for p in model.parameters())
+        assert shape.largest_layer == max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+        assert shape.lora_features == sum(m.in_features + m.out_features for n, m in model.named_modules()
+                                          if isinstance(m, torch.nn.Linear) and not n.endswith(output))
+        assert shape.head_params == (0 if head == "lm" else sum(p.numel() for p in model.score.parameters()))
+
+
+def test_the_plan_answers_in_a_second_without_torch_or_deepspeed(tmp_path):
+    """``python -m dschat.cli.plan`` on a launcher's config (vLLM engine, four models) imports neither."""
+    code = ("import sys\nfrom dschat.cli import plan\nplan.main(['configs/ppo/gemma-7b/tldr.yaml', '--num_gpus', '8'])\n"
+            "print(sorted({'torch', 'deepspeed', 'transformers'} & set(sys.modules)))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                            env={**child_env(), "PYTHONPATH": ROOT}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
+    assert "peak per GPU" in result.stdout
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -164,6 +204,48 @@ def test_bad_input_is_one_line(capsys):
         plan_cli.main, [os.path.join(ROOT, "configs/sft/gemma-2b/tldr.yaml"), "--num_gpus", "0"], capsys)
     assert "--global_batch_size 64 cannot be split over 3 processes" in one_line_error(
         plan_cli.main, [os.path.join(ROOT, "configs/rm/gemma-2b/tldr.yaml"), "--num_gpus", "3"], capsys)
+
+
+def test_a_launcher_script_plans_its_config(capsys):
+    flags = ["--num_gpus", "8", "--host_memory_gb", "4000"]
+    plan_cli.main([os.path.join(ROOT, "scripts/step3_rlhf/gemma-7b_tldr_mappo.sh"), *flags])
+    from_launcher = capsys.readouterr().out
+    plan_cli.main([os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml"), *flags])
+    assert from_launcher == capsys.readouterr().out and "peak per GPU" in from_launcher
+    assert "not a launcher" in one_line_error(plan_cli.main, [os.path.join(ROOT, "scripts/test.sh"), *flags], capsys)
+
+
+def test_a_plan_that_does_not_fit_names_the_smallest_gpu_count_that_does(capsys):
+    """Gemma 7B PPO on 2 GPUs: too big; the answer is the first count whose peak + reserve fits 80 GiB."""
+    config = os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml")
+    plan_cli.main([config, "--num_gpus", "2", "--host_memory_gb", "4000"])
+    out = capsys.readouterr().out
+    first = next(n for n in plan_cli.SEARCH_GPUS
+                 if plan_cli.make_plan(config, n).peak + 3 * 2 ** 30 <= 80 * 2 ** 30)
+    assert f"the smallest GPU count that fits: {first} (80 GiB GPUs" in out and first == 8
+    plan_cli.main([config, "--num_gpus", "8", "--host_memory_gb", "4000"])
+    assert "smallest GPU count" not in capsys.readouterr().out  # it fits: nothing to search
+
+
+def test_host_memory_is_judged_per_node(capsys):
+    """Gemma-2 27B PPO offloads its optimizer states: 8 processes on a node hold 8 x the per-GPU host bytes."""
+    config = os.path.join(ROOT, "configs/ppo/gemma2-27b/tldr.yaml")
+    per_gpu = plan_cli.make_plan(config, 8).host
+    plan_cli.main([config, "--num_gpus", "8", "--host_memory_gb", "500"])
+    out = capsys.readouterr().out
+    assert (f"host memory per node (8 GPU process(es)): {8 * per_gpu / 2 ** 30:.2f} GiB of 500.0 GiB (stated): "
+            "does NOT fit") in out and 8 * per_gpu > 500 * 2 ** 30
+    assert "no GPU count up to 64 fits" in out or "the smallest GPU count that fits: " in out
+    plan_cli.main([config, "--num_gpus", "8", "--host_memory_gb", "2000", "--gpus_per_node", "4"])
+    assert f"(4 GPU process(es)): {4 * per_gpu / 2 ** 30:.2f} GiB of 2000.0 GiB (stated): fits" in capsys.readouterr().out
+
+
+def test_a_count_the_config_cannot_run_on_is_one_line_and_the_counts_that_can(capsys):
+    """The launchers' vLLM engine spans 4 GPUs for Gemma-2 27B: 2 GPUs is refused in the run's words, and the
+    counts tried are listed with why."""
+    config = os.path.join(ROOT, "configs/ppo/gemma2-27b/tldr.yaml")
+    line = one_line_error(plan_cli.main, [config, "--num_gpus", "2", "--host_memory_gb", "100000"], capsys)
+    assert "must divide the 2 processes" in line and line.endswith("(the GPU counts that fit: above)")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import bench_vs_trl  # noqa: E402
 import peer_settings  # noqa: E402
 
 from dschat.cli import ppo  # noqa: E402
-from dschat.stages.ppo import resolve_algorithm, resolve_batches, resolve_models  # noqa: E402
+from dschat.stages.resolve import resolve_algorithm, resolve_batches, resolve_models  # noqa: E402
 
 SPEC = {"actor": "tiny-gemma", "reward": "tiny-gemma", "steps": 2, "warmup": 1, "micro_batch": 16, "epochs": 1,
         "mini_batches": 1, "max_prompt_len": 64, "max_new_tokens": 24, "temperature": 0.8, "top_p": 1.0,

@@ -10,7 +10,7 @@ import pytest
 import scipy.stats
 import yaml
 
-from evaluation.pipeline_record import RecordError, collect, readme_table
+from evaluation.pipeline_record import RecordError, collect, compare, readme_table
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = {"demo": ("sft", "rm", "ppo", "mappo"),
@@ -22,14 +22,14 @@ QUOTED_IN = {"demo": "README.md", "smollm2": "docs/pretrained-model.md"}
 
 
 def write_stage(out: Path, name: str, evals: list, commit: str = "a" * 40, dirty: bool = False,
-                finished: bool = True) -> None:
+                finished: bool = True, machine: dict = None) -> None:
     stage = out / name
     stage.mkdir(parents=True)
     lines = [{"step": 1, "loss": 0.5}]  # a training record: no eval/* key
     lines += [{"step": step, **{f"eval/{k}": v for k, v in values.items()}} for step, values in evals]
     (stage / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     config = {"stage": name, "finished": "2026-01-01T00:00:00+00:00" if finished else None,
-              "git": {"commit": commit, "dirty": dirty}}
+              "git": {"commit": commit, "dirty": dirty}, **({"machine": machine} if machine else {})}
     (stage / "run_config.yaml").write_text(yaml.safe_dump(config))
 
 
@@ -110,3 +110,42 @@ def test_readme_quotes_the_committed_record(name):
     assert len({(stage["commit"], stage["dirty"]) for stage in stages}) == 1
     assert not next(iter(stages))["dirty"]
     assert "\n".join(readme_table(record)) in (ROOT / QUOTED_IN[name]).read_text()
+
+
+XEON = {"cpu": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", "isa": "AVX512", "gpu": None, "threads": 1,
+        "cores": 2, "torch": "2.9.0", "transformers": "4.57.1", "vllm": None, "deepspeed": "0.18.0"}
+EPYC = {**XEON, "cpu": "AMD EPYC 9B14"}
+
+
+def machine_pipeline(out: Path, machine: dict, sft_ppl: float, machines=None) -> dict:
+    for name, ppl in (("sft", sft_ppl), ("ppo", None)):
+        evals = [(0, {"perplexity": 600.0}), (40, {"perplexity": ppl})] if ppl else [(0, {"gold": 0.08}),
+                                                                                     (60, {"gold": 0.137})]
+        write_stage(out, name, evals, machine=(machines or {}).get(name, machine))
+    return collect(str(out), ["sft", "ppo"])
+
+
+def test_a_record_names_its_machine_and_its_table_says_it(tmp_path):
+    record = machine_pipeline(tmp_path, XEON, 4.84)
+    assert record["machine"] == XEON
+    table = readme_table(record)
+    assert table[0] == ("machine: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz (AVX512), 1 thread(s); torch 2.9.0, "
+                        "transformers 4.57.1, deepspeed 0.18.0") and table[1] == ""
+    with pytest.raises(RecordError, match="ppo ran on another machine than sft"):
+        machine_pipeline(tmp_path / "mixed", XEON, 4.84, machines={"ppo": EPYC})
+
+
+def test_compare_tells_another_machines_bits_from_a_real_change(tmp_path):
+    """The issue's case: the demo on an AMD EPYC gave SFT perplexity 5.67 against the record's 4.84."""
+    reference = machine_pipeline(tmp_path / "ref", XEON, 4.84)
+    same = compare(machine_pipeline(tmp_path / "same", XEON, 4.84), reference)
+    assert same[-1] == "same figures as the record (2 compared, bit for bit)"
+    other = compare(machine_pipeline(tmp_path / "epyc", EPYC, 5.67), reference)
+    assert "sft response perplexity" in other[1] and other[1].endswith("  *") and not other[2].endswith("*")
+    assert other[-1].startswith("1 of 2 figures differ (*): another kind of machine")
+    assert "AMD EPYC 9B14" in other[-3] and "Xeon" in other[-2]
+    changed = compare(machine_pipeline(tmp_path / "change", XEON, 5.0), reference)
+    assert "the same kind of machine gives other figures: a real change" in changed[-1]
+    unknown = dict(reference)
+    del unknown["machine"]
+    assert "cannot tell" in compare(machine_pipeline(tmp_path / "again", EPYC, 5.67), unknown)[-1]

@@ -7,7 +7,7 @@ import torch
 
 from conftest import one_line_error
 from dschat.cli.ppo import build_parser, main as ppo_main
-from dschat.stages.ppo import resolve_algorithm, resolve_batches, resolve_models
+from dschat.stages.resolve import resolve_algorithm, resolve_batches, resolve_models
 from dschat.stages.ppo import sampling_configs
 from dschat.rlhf.rollout.hf import generate
 from dschat.rlhf.rlhf_engine import RLHFEngine

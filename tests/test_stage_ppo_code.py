@@ -75,12 +75,13 @@ def test_make_trainer_hands_the_rule_its_seed_per_rank_and_the_code_parser(tmp_p
     dropped). The trainer and the rollout engine are stand-ins: only what reaches the rule is checked here."""
     import dschat.stages.ppo as ppo_stage
     from dschat.cli.ppo import build_parser
+    from dschat.stages.resolve import resolve_algorithm
 
     built = {}
     monkeypatch.setattr(ppo_stage, "build_termination", lambda name, options: built.update(name=name, options=options))
     monkeypatch.setattr(ppo_stage, "build_rollout_engine", lambda *args: None)
     monkeypatch.setattr(ppo_stage, "PPOTrainer", lambda *args, **kwargs: kwargs)
-    args = ppo_stage.resolve_algorithm(build_parser().parse_config(
+    args = resolve_algorithm(build_parser().parse_config(
         ["--reward", reward, "--termination", "randomized", "--seed", "11", "--output_dir", str(tmp_path)]))
     trainer_kwargs = ppo_stage.make_trainer(args, engines=SimpleNamespace(actor=None), tokenizer=None,
                                             reward_source=None, world_size=2, rank=1)

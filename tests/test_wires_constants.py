@@ -125,9 +125,9 @@ def run_iteration(tmp_path, monkeypatch, flags: list) -> SimpleNamespace:
 def trainer_args(flags: list):
     """The resolved step-3 flags of ``build_trainer(flags)`` (K filled in)."""
     from dschat.cli.ppo import build_parser
-    from dschat.stages import ppo
+    from dschat.stages.resolve import resolve_algorithm
 
-    return ppo.resolve_algorithm(build_parser().parse_config(
+    return resolve_algorithm(build_parser().parse_config(
         ["--actor_model_name_or_path", "tiny-gemma", "--output_dir", "x", "--temperature", "1.0", *flags]))
 
 

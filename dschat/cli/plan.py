@@ -17,6 +17,9 @@ count (a power of two up to 64) that fits: the table of ``docs/memory_plan.md``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import re
 from dataclasses import dataclass
 import functools
 import os
@@ -26,12 +29,18 @@ from typing import Dict, List, Optional, Tuple
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
+from dschat.stages.resolve import resolve, reward_zero_stage
+from dschat.rlhf.algorithms import get_algorithm
 from dschat.utils.config import ConfigError
+from dschat.utils.model.names import looks_like_hub_id
 from dschat.utils.memory_plan import (
     DTYPE_BYTES,
     GIB,
     ModelShape,
+    SYNC_GROUP_BYTES,
     States,
+    checkpoint_bytes,
+    decoder_shape,
     forward_activations,
     generation_activations,
     model_states,
@@ -71,53 +80,51 @@ def fits(peak_bytes: float, gpu_memory_gib: float, reserve_gib: float = RESERVE_
 # ------------------------------------------------------------------------------------------------ model shapes
 
 
-def hf_config(name: str):
-    """The transformers config of model ``name`` (a known name or hub id, an offline name, a local checkpoint)."""
-    from transformers import AutoConfig
-
-    from dschat.utils.model.loading import resolve_model_path
-    from dschat.utils.model.smollm2 import SMOLLM2
-    from dschat.utils.model.names import TINY_GEMMA
-    from dschat.utils.model.tiny import tiny_gemma_config
+def model_dims(name: str) -> dict:
+    """The ``config.json`` values of model ``name`` (a known name or hub id, an offline name, a local checkpoint
+    or a hub id in the local hub cache), read without torch or transformers."""
+    from dschat.utils.model.names import ASSET_TOKENIZER, TINY_GEMMA, tiny_gemma_dims
+    from dschat.utils.model.smollm2 import SMOLLM2, default_cache_dir
 
     key = HUB_IDS.get(name, name)
     if key in KNOWN_MODELS:
-        values = dict(KNOWN_MODELS[key])
-        return AutoConfig.for_model(values.pop("model_type"), **values)
+        return dict(KNOWN_MODELS[key])
     if name == TINY_GEMMA:
-        from dschat.utils.model import load_tokenizer
+        from tokenizers import Tokenizer
 
-        return tiny_gemma_config(load_tokenizer(TINY_GEMMA))
-    path = resolve_model_path(name)
-    if not os.path.isdir(path):
-        raise ConfigError(f"model {name}: not a local checkpoint, an offline name ({TINY_GEMMA}, {SMOLLM2}) or one "
-                          f"of the known models ({', '.join(sorted(KNOWN_MODELS))}); pass --model")
-    return AutoConfig.from_pretrained(path)
+        vocab = Tokenizer.from_file(str(ASSET_TOKENIZER / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
+        return {"model_type": "gemma", **tiny_gemma_dims(vocab)}
+    path = Path(default_cache_dir() if name == SMOLLM2 else name) / "config.json"
+    if not path.is_file() and name != SMOLLM2 and looks_like_hub_id(name):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json")
+        path = Path(cached) if isinstance(cached, str) else path
+    if not path.is_file():
+        how = ("convert it once with `python -m dschat.utils.model.smollm2`" if name == SMOLLM2 else "pass --model")
+        raise ConfigError(f"model {name}: no config.json to count it from (not a local checkpoint, not in the hub "
+                          f"cache, not one of the known models: {', '.join(sorted(KNOWN_MODELS))}); {how}")
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def hf_config(name: str):
+    """The transformers config of model ``name`` (:func:`model_dims`; the GPU benchmarks build models from it)."""
+    from transformers import AutoConfig
+
+    values = model_dims(name)
+    return AutoConfig.for_model(values.pop("model_type"), **values)
 
 
 @functools.lru_cache(maxsize=None)
 def model_shape(name: str, head: str = "lm") -> ModelShape:
     """The :class:`ModelShape` of model ``name`` with a language-model head (``lm``) or a reward/critic ``score``
-    head, counted on a meta-device instance of its config (no weights)."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
-
-    config = hf_config(name)
-    if head == "score":
-        config.num_labels = 1
-    with torch.device("meta"):
-        model = (AutoModelForCausalLM if head == "lm" else AutoModelForSequenceClassification).from_config(config)
-    largest = max(sum(p.numel() for p in module.parameters(recurse=False)) for module in model.modules())
-    output = "lm_head" if head == "lm" else "score"
-    lora = sum(m.in_features + m.out_features for n, m in model.named_modules()
-               if isinstance(m, torch.nn.Linear) and not n.endswith(output))
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return ModelShape(
-        params=sum(p.numel() for p in model.parameters()), largest_layer=largest, lora_features=lora,
-        head_params=0 if head == "lm" else sum(p.numel() for p in model.score.parameters()),
-        hidden=config.hidden_size, intermediate=config.intermediate_size, layers=config.num_hidden_layers,
-        q_dim=config.num_attention_heads * head_dim, kv_dim=config.num_key_value_heads * head_dim,
-        head_dim=head_dim, vocab=config.vocab_size if head == "lm" else 1)
+    head, counted from its config's dimensions (no torch, no weights; ``tests/test_memory_plan.py`` checks the
+    count against transformers' models on the meta device)."""
+    try:
+        return decoder_shape(model_dims(name), head)
+    except ValueError as err:
+        raise ConfigError(f"model {name}: {err}") from None
 
 
 # ------------------------------------------------------------------------------------------------ the plan
@@ -133,6 +140,8 @@ class Role:
     trainable: int
     zero_stage: int
     states: States
+    checkpoint: float
+    """Bytes of its checkpoint (0: a frozen model, not checkpointed)."""
 
 
 @dataclass
@@ -169,15 +178,15 @@ def _role(role: str, model: str, head: str, args, *, zero_stage: int, trained: b
     states = model_states(shape, dtype=args.dtype, zero_stage=zero_stage, world_size=world_size, trained=trained,
                           lora_dim=lora_dim, offload=args.offload and trained,
                           offload_params=offload_params and zero_stage == 3)
-    return Role(role, model, shape, shape.trainable(lora_dim) if trained else 0, zero_stage, states)
+    trainable = shape.trainable(lora_dim) if trained else 0
+    checkpoint = checkpoint_bytes(shape.params, trainable, DTYPE_BYTES[args.dtype]) if trained else 0
+    return Role(role, model, shape, trainable, zero_stage, states, checkpoint)
 
 
 def supervised_plan(stage: str, args, model: str, world_size: int) -> Plan:
     """SFT, RM or DPO: one trained model (DPO: and its frozen reference) on micro batches of
     ``--per_device_train_batch_size`` examples (pairs for RM and DPO: chosen and rejected rows)."""
-    from dschat.stages.supervised import resolve_batches
-
-    args = resolve_batches(args, world_size)
+    args = resolve(stage, args, world_size)
     head = "score" if stage == "rm" else "lm"
     policy = _role("reward model" if stage == "rm" else "policy", model, head, args, zero_stage=args.zero_stage,
                    trained=True, lora_dim=args.lora_dim, offload_params=args.offload_params, world_size=world_size)
@@ -194,7 +203,7 @@ def supervised_plan(stage: str, args, model: str, world_size: int) -> Plan:
     return Plan(stage, world_size, args.dtype, roles, phases)
 
 
-def ppo_plan(args, models: Dict[str, str], world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
+def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     """Step 3: actor and critic trained, reference and reward model frozen (``dschat/rlhf/rlhf_engine.py``).
     Phases: generation of the per-process prompts (KV cache; under ZeRO-3 the actor gathered whole unless
     ``--no_gather_for_generation``), scoring in micro-batch chunks, and the training micro batch, where the actor's
@@ -205,23 +214,19 @@ def ppo_plan(args, models: Dict[str, str], world_size: int, gpu_memory_gib: floa
     generates, and its weights plus one gathered group of the actor (ZeRO-3) while they are synced; between
     rollouts it sleeps (level 1: weights to host memory, KV cache freed), so the training phases do not count it
     and the host does."""
-    from dschat.stages.ppo import resolve_algorithm, resolve_batches
-    from dschat.rlhf.baselines import get_algorithm
-    from dschat.rlhf.rlhf_engine import reward_zero_stage
-
-    args = resolve_batches(resolve_algorithm(args), world_size)
+    args = resolve("ppo", args, world_size)
     n = world_size
-    actor = _role("actor", models["actor"], "lm", args, zero_stage=args.actor_zero_stage, trained=True,
+    actor = _role("actor", args.actor_model_name_or_path, "lm", args, zero_stage=args.actor_zero_stage, trained=True,
                   lora_dim=args.actor_lora_dim, offload_params=args.offload_params, world_size=n)
-    roles = [actor, _role("reference", models["actor"], "lm", args, zero_stage=args.actor_zero_stage,
+    roles = [actor, _role("reference", args.actor_model_name_or_path, "lm", args, zero_stage=args.actor_zero_stage,
                           trained=False, offload_params=args.offload_params, world_size=n)]
     critic = None
     if get_algorithm(args.algo).needs_critic:
-        critic = _role("critic", models["critic"], "score", args, zero_stage=args.critic_zero_stage, trained=True,
+        critic = _role("critic", args.critic_model_name_or_path, "score", args, zero_stage=args.critic_zero_stage, trained=True,
                        lora_dim=args.critic_lora_dim, offload_params=args.offload_params, world_size=n)
         roles.append(critic)
     if args.reward == "model":
-        roles.append(_role("reward model", models["reward"], "score", args, zero_stage=reward_zero_stage(args),
+        roles.append(_role("reward model", args.reward_model_name_or_path, "score", args, zero_stage=reward_zero_stage(args),
                            trained=False, offload_params=args.offload_params or args.reward_offload_params,
                            world_size=n))
     prompt, new = args.max_prompt_seq_len, args.max_new_tokens
@@ -243,8 +248,6 @@ def ppo_plan(args, models: Dict[str, str], world_size: int, gpu_memory_gib: floa
     ]
     if args.rollout_engine != "vllm":
         return Plan("ppo", n, args.dtype, roles, phases)
-    from dschat.rlhf.rollout.weights import SYNC_GROUP_BYTES
-
     engine_weights = DTYPE_BYTES[args.dtype] * actor.shape.params / args.vllm_tensor_parallel_size
     engine = max(args.vllm_gpu_memory_utilization * gpu_memory_gib * GIB, engine_weights)  # its weights at least
     group = min(SYNC_GROUP_BYTES, DTYPE_BYTES[args.dtype] * actor.shape.params) if args.actor_zero_stage == 3 else 0
@@ -303,8 +306,9 @@ def plan_for_args(stage: str, args, world_size: int, model: Optional[str] = None
         return supervised_plan(stage, args, model or args.model_name_or_path, world_size)
     actor = model or args.actor_model_name_or_path
     critic = model or args.critic_model_name_or_path or args.reward_model_name_or_path or actor
-    return ppo_plan(args, {"actor": actor, "critic": critic, "reward": model or args.reward_model_name_or_path
-                           or critic}, world_size, gpu_memory_gib)
+    models = dict(actor_model_name_or_path=actor, critic_model_name_or_path=critic,
+                  reward_model_name_or_path=model or args.reward_model_name_or_path or critic)
+    return ppo_plan(dataclasses.replace(args, **models), world_size, gpu_memory_gib)
 
 
 # ------------------------------------------------------------------------------------------------ report
@@ -340,16 +344,64 @@ def verdict(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB)
     return "fits" if fits(plan.peak, gpu_memory_gib, reserve_gib) else "does NOT fit"
 
 
-def smallest_fit(path: str, gpu_memory_gib: float) -> Optional[int]:
-    """The smallest of :data:`SEARCH_GPUS` on which ``path`` fits (None: none does); counts the config's global
-    batch cannot be split over are skipped."""
+@dataclass(frozen=True)
+class Host:
+    """The host memory a plan is judged against: GiB per node (None: not judged) and GPUs per node."""
+
+    memory_gib: Optional[float]
+    gpus_per_node: int = 8
+    detected: bool = False
+
+    def per_node(self, plan: Plan) -> float:
+        """Bytes of host memory a node needs: each of its GPUs' processes holds its offloaded states."""
+        return plan.host * min(plan.world_size, self.gpus_per_node)
+
+    def fits(self, plan: Plan) -> bool:
+        return self.memory_gib is None or self.per_node(plan) <= self.memory_gib * GIB
+
+    def line(self, plan: Plan) -> str:
+        gpus = min(plan.world_size, self.gpus_per_node)
+        where = "detected on this machine; --host_memory_gb states the training nodes'" if self.detected else "stated"
+        return (f"host memory per node ({gpus} GPU process(es)): {gib(self.per_node(plan))} GiB of "
+                f"{self.memory_gib:.1f} GiB ({where}): {'fits' if self.fits(plan) else 'does NOT fit'}")
+
+
+NO_HOST = Host(None)
+
+
+def detected_host_gib() -> float:
+    """This machine's physical memory in GiB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+
+
+def search(path: Optional[str], gpu_memory_gib: float, *, stage: Optional[str] = None, model: Optional[str] = None,
+           overrides: Tuple[str, ...] = (), reserve_gib: float = RESERVE_GIB, host: Host = NO_HOST
+           ) -> Tuple[Optional[int], List[str]]:
+    """``(the smallest of SEARCH_GPUS on which the config fits, one line per count tried)``; a count the config
+    cannot run on (its global batch, the vLLM engines' tensor parallelism) is tried, said so, and skipped."""
+    lines = []
     for n in SEARCH_GPUS:
         try:
-            if fits(make_plan(path, n, gpu_memory_gib=gpu_memory_gib).peak, gpu_memory_gib):
-                return n
-        except ConfigError:
+            made = make_plan(path, n, stage, model, overrides, gpu_memory_gib)
+        except ConfigError as err:
+            lines.append(f"{n:>3} GPUs: {err}")
             continue
-    return None
+        ok = fits(made.peak, gpu_memory_gib, reserve_gib) and host.fits(made)
+        host_text = f", host {gib(host.per_node(made))} GiB per node" if host.memory_gib is not None else ""
+        lines.append(f"{n:>3} GPUs: peak {gib(made.peak)} GiB per GPU{host_text}: {'fits' if ok else 'does NOT fit'}")
+        if ok:
+            return n, lines
+    return None, lines
+
+
+def smallest_fit(path: str, gpu_memory_gib: float) -> Optional[int]:
+    """The smallest of :data:`SEARCH_GPUS` on which ``path`` fits its GPUs (None: none does)."""
+    return search(path, gpu_memory_gib)[0]
+
+
+def search_report(found: Optional[int], lines: List[str], gpu_memory_gib: float) -> str:
+    answer = f"the smallest GPU count that fits: {found}" if found else f"no GPU count up to {SEARCH_GPUS[-1]} fits"
+    return "\n".join([f"{answer} ({gpu_memory_gib:g} GiB GPUs; the counts tried):", *lines])
 
 
 def table(folder: str, gpu_memory_gib: float) -> str:
@@ -389,7 +441,8 @@ class _Parser(ArgumentParser):
 
 def main(argv=None) -> None:
     parser = _Parser(description=__doc__)
-    parser.add_argument("config", help="stage YAML config (with --table: a folder of them, e.g. configs)")
+    parser.add_argument("config", help="stage YAML config, or a launcher script (scripts/step*/*.sh: its config; "
+                        "with --table: a folder of configs, e.g. configs)")
     parser.add_argument("--num_gpus", type=positive(int), default=None, help="GPUs (processes) of the run")
     parser.add_argument("--gpu_memory_gb", type=positive(float), default=80.0, help="GiB per GPU (default: 80)")
     parser.add_argument("--reserve_gb", type=float, default=RESERVE_GIB,
@@ -398,6 +451,9 @@ def main(argv=None) -> None:
     parser.add_argument("--model", help="model of every role: a known name "
                         f"({', '.join(sorted(KNOWN_MODELS))}), an offline name or a checkpoint (default: from the "
                         "config's folder, else its model path)")
+    parser.add_argument("--host_memory_gb", type=positive(float), default=None,
+                        help="GiB of host memory per node, for the offloaded states (default: this machine's)")
+    parser.add_argument("--gpus_per_node", type=positive(int), default=8, help="GPUs per node (default: 8)")
     parser.add_argument("--table", action="store_true", help="markdown table over every config under CONFIG")
     args, overrides = parser.parse_known_args(argv)
     if args.table:
@@ -407,8 +463,39 @@ def main(argv=None) -> None:
         return
     if args.num_gpus is None:
         raise ConfigError("--num_gpus: required (the GPUs of the run)")
-    plan = make_plan(args.config, args.num_gpus, args.stage, args.model, tuple(overrides), args.gpu_memory_gb)
+    config = launcher_config(args.config) if args.config.endswith(".sh") else args.config
+    host = Host(args.host_memory_gb or detected_host_gib(), args.gpus_per_node, detected=args.host_memory_gb is None)
+    options = dict(stage=args.stage, model=args.model, overrides=tuple(overrides))
+
+    def smallest() -> str:
+        found = search(config, args.gpu_memory_gb, reserve_gib=args.reserve_gb, host=host, **options)
+        return search_report(*found, args.gpu_memory_gb)
+
+    try:
+        plan = make_plan(config, args.num_gpus, args.stage, args.model, tuple(overrides), args.gpu_memory_gb)
+    except ConfigError as err:
+        if not os.path.isfile(config):
+            raise
+        print(smallest())
+        raise ConfigError(f"{err} (the GPU counts that fit: above)") from None
     print(report(plan, args.gpu_memory_gb, args.reserve_gb))
+    print(host.line(plan))
+    if not (fits(plan.peak, args.gpu_memory_gb, args.reserve_gb) and host.fits(plan)):
+        print(smallest())
+
+
+def launcher_config(script: str) -> str:
+    """The config a launcher script runs (``scripts/step*/*.sh``: ``launch.sh STAGE MODEL TASK``); its method
+    flags (``ppo``: ``--ngram 1``) change no memory."""
+    if not os.path.isfile(script):
+        raise ConfigError(f"{script}: no such launcher script")
+    with open(script) as handle:
+        match = re.search(r"launch\.sh\"?\s+(\w+)\s+(\S+)\s+(\S+)", handle.read())
+    if match is None:
+        raise ConfigError(f"{script}: not a launcher (no `launch.sh STAGE MODEL TASK` line)")
+    stage, model, task = match.groups()
+    root = Path(script).resolve().parents[2]
+    return str(root / "configs" / ("ppo" if stage == "mappo" else stage) / model / f"{task}.yaml")
 
 
 if __name__ == "__main__":

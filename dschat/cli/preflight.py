@@ -2,13 +2,20 @@
 folder is created, with every missing thing listed at once, one line each (``--dry_run`` on any stage;
 ``scripts/launch.sh`` runs it before every launch):
 
-- GPUs: how many are visible and whether the launch has that many (none: a CPU run only with DS_ACCELERATOR=cpu);
-- each model flag: an offline name, a local HF checkpoint, or a hub id in the local hub cache; one that must be
-  downloaded needs the hub reachable, and a gated model (Gemma) a token and its licence accepted;
+- the cross-flag rules (:mod:`dschat.stages.resolve`, the run's own): a refused combination ends the pre-flight
+  at once with the run's one line (``error: ...``, exit 2);
+- GPUs: how many are visible and whether the launch has that many (none: a CPU run with DS_ACCELERATOR=cpu, or a
+  plain ``python`` process, which the run starts on the CPU; a launcher's processes need GPUs);
+- each model flag: an offline name, a local HF checkpoint (its weights present, not only ``config.json``), or a hub
+  id in the local hub cache; one that must be downloaded needs the hub reachable, and a gated model (Gemma) a token
+  and its licence accepted (the line says whether the hub can be reached as well);
+- the rollout engine: ``--rollout_engine vllm`` needs vLLM installed;
 - the dataset: embedded, a local ``--data_path``, or its pinned hub files cached or downloadable;
 - the memory plan's verdict (:mod:`dschat.cli.plan`, with its reserve for the CUDA context and fragmentation) on
   the visible GPUs' memory;
-- the output folder: never inside another stage's model folder, never holding one, never an input model's.
+- the output folder: never inside another stage's model folder, never holding one, never an input model's;
+- the disk: free space for one checkpoint of the trained models where the output folder will be (the run's own
+  estimate, :func:`dschat.utils.memory_plan.checkpoint_bytes`).
 
 Nothing is downloaded: the hub is only asked whether it can be reached (one TCP connection, 3 s)."""
 from __future__ import annotations
@@ -18,13 +25,15 @@ import functools
 import importlib
 import importlib.util
 import os
+import shutil
 import socket
 import sys
 import urllib.parse
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from dschat.stages.configs import STAGE_CONFIGS
+from dschat.stages.configs import ASYNC_ON_GPU, STAGE_CONFIGS
+from dschat.stages.resolve import launch_world_size, resolve
 from dschat.utils.config import ConfigParser
 from dschat.utils.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
 
@@ -35,15 +44,26 @@ OWN_SUBFOLDERS = {"actor", "critic", "checkpoints", "tensorboard"}
 """What a stage writes inside its own --output_dir (a model folder there is the run's own, not another's)."""
 
 
+LABELS = {True: "ok", False: "MISSING", None: "unknown"}
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
+"""Files of a local checkpoint's weights (single files, shards, PEFT adapters); a folder with only config.json has
+none."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Check:
-    """One line of the report: what was checked, and whether the run can go ahead as far as it is concerned."""
+    """One line of the report: what was checked, and whether the run can go ahead as far as it is concerned
+    (``None``: it could not be judged here, which stops nothing)."""
 
-    ok: bool
+    ok: Optional[bool]
     line: str
 
+    @property
+    def missing(self) -> bool:
+        return self.ok is False
+
     def __str__(self) -> str:
-        return f"{'ok' if self.ok else 'MISSING':<8}{self.line}"
+        return f"{LABELS[self.ok]:<8}{self.line}"
 
 
 class PreflightFailed(ValueError):
@@ -80,8 +100,12 @@ def visible_gpus() -> List[str]:
 
 
 def gpu_check(gpus: Sequence[str], processes: int) -> Check:
+    """Whether the launch has its GPUs; without any, a plain ``python`` process (no ``$WORLD_SIZE``) runs on the
+    CPU as ``init_distributed`` starts it, while a launcher's processes are meant for GPUs."""
     if os.environ.get("DS_ACCELERATOR") == "cpu":
         return Check(True, f"GPUs: not used (DS_ACCELERATOR=cpu), {processes} CPU process(es)")
+    if not gpus and "WORLD_SIZE" not in os.environ:
+        return Check(True, "GPUs: none visible; one CPU process (the run starts with DS_ACCELERATOR=cpu)")
     if not gpus:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         return Check(False, "GPUs: none visible" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "")
@@ -110,22 +134,49 @@ def model_check(flag: str, name: str, deferred: dict) -> Check:
     if name in OFFLINE_NAMES:
         return Check(True, f"model {flag} {name}: offline, no download")
     if not looks_like_hub_id(name):
-        return Check(True, f"model {flag} {name}: local checkpoint")
+        return local_model_check(flag, name)
     from huggingface_hub import get_token, try_to_load_from_cache
 
     if isinstance(try_to_load_from_cache(name, "config.json"), str):
         return Check(True, f"model {flag} {name}: in the local hub cache")
     gated = name.startswith(GATED_PREFIXES)
     licence = f"accept its licence at https://huggingface.co/{name} and log in (`hf auth login` or HF_TOKEN)"
-    if gated and not get_token():
-        return Check(False, f"model {flag} {name}: not in the hub cache, and a gated model: {licence}")
     unreachable = hub_unreachable()
+    if gated and not get_token():
+        hub = f"the hub cannot be reached ({unreachable})" if unreachable else "the hub can be reached"
+        return Check(False, f"model {flag} {name}: not in the hub cache, and a gated model: {licence}; {hub}")
     if unreachable:
         return Check(False, f"model {flag} {name}: not in the hub cache, and the hub cannot be reached "
                             f"({unreachable}); pass a local checkpoint directory")
     return Check(True, f"model {flag} {name}: will be downloaded" + (
         f" (gated: your token's account must have accepted the licence at https://huggingface.co/{name})"
         if gated else ""))
+
+
+def local_model_check(flag: str, path: str) -> Check:
+    """A local checkpoint folder must hold its weights (:data:`WEIGHT_FILES`), not only its ``config.json``."""
+    folder = Path(path)
+    if any(next(folder.glob(pattern), None) for pattern in WEIGHT_FILES):
+        return Check(True, f"model {flag} {path}: local checkpoint")
+    return Check(False, f"model {flag} {path}: a folder without weights ({', '.join(WEIGHT_FILES)}); did its "
+                        "stage finish saving? (run_config.yaml there says when it finished)")
+
+
+def engine_check(stage: str, args, gpus: Sequence[str] = ()) -> Optional[Check]:
+    """Step 3's rollout engine: vLLM installed when ``--rollout_engine vllm`` (the run's own check), and an
+    asynchronous producer only where it runs (CPU: the run's own refusal, ``build_rollout_engine``)."""
+    if stage != "ppo":
+        return None
+    from dschat.utils.config import ConfigError
+
+    try:
+        args.check_rollout_engine()
+    except ConfigError as err:
+        return Check(False, f"engine: {err}")
+    if args.async_rollout and gpus:
+        return Check(False, f"engine: --async_rollout {args.async_rollout}: {ASYNC_ON_GPU}")
+    ahead = f", producer {args.async_rollout} iteration(s) ahead" if args.async_rollout else ""
+    return Check(True, f"engine: --rollout_engine {args.rollout_engine}{ahead}")
 
 
 def data_check(args) -> Check:
@@ -200,20 +251,43 @@ def output_check(output_dir: str, model_paths: Sequence[str]) -> Check:
     return Check(True, f"output --output_dir {output_dir}: {state}")
 
 
-def memory_check(stage: str, args, processes: int, gpus: Sequence[str]) -> Check:
-    """The memory plan's verdict, with its reserve, on the first visible GPU's memory."""
+def make_plan(stage: str, args, processes: int):
+    """``(the memory plan of the run, None)``, or ``(None, a Check saying why it cannot be made)``: a
+    configuration error is MISSING, a model whose shape cannot be read here is unknown."""
     from dschat.cli import plan
     from dschat.utils.config import ConfigError
+
+    try:
+        return plan.plan_for_args(stage, args, processes), None
+    except ConfigError as err:
+        return None, Check(False, f"memory: {err}")
+    except OSError as err:
+        return None, Check(None, f"memory: not planned ({err})")
+
+
+def disk_check(output_dir: str, made) -> Check:
+    """Free space where ``output_dir`` will be for one checkpoint of the plan's trained models."""
+    from dschat.cli import plan
+
+    needed = sum(role.checkpoint for role in made.roles)
+    existing = Path(os.path.abspath(output_dir))
+    while not existing.exists():
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
+    line = (f"disk: {plan.gib(free)} GiB free at {existing}, one checkpoint of the "
+            f"{', '.join(role.role for role in made.roles if role.trainable)} needs about {plan.gib(needed)} GiB")
+    return Check(free >= needed, line)
+
+
+def memory_check(made, processes: int, gpus: Sequence[str]) -> Check:
+    """The memory plan's verdict, with its reserve, on the first visible GPU's memory."""
+    from dschat.cli import plan
 
     if not gpus or os.environ.get("DS_ACCELERATOR") == "cpu":
         return Check(True, "memory: not planned (no GPU in use)")
     import torch
 
     gpu_gib = torch.cuda.get_device_properties(0).total_memory / plan.GIB
-    try:
-        made = plan.plan_for_args(stage, args, processes)
-    except (ConfigError, OSError) as err:
-        return Check(True, f"memory: not planned ({err})")
     line = (f"memory: peak {plan.gib(made.peak)} GiB + {plan.RESERVE_GIB:g} GiB reserve of {gpu_gib:.1f} GiB per "
             f"GPU on {processes} GPU(s): {plan.verdict(made, gpu_gib)}")
     return Check(plan.fits(made.peak, gpu_gib), line + ("" if plan.fits(made.peak, gpu_gib) else
@@ -228,9 +302,11 @@ def preflight(stage: str, args, deferred: Optional[dict] = None, processes: Opti
     models = model_flags(stage, args)
     checks = [gpu_check(gpus, processes)]
     checks += [model_check(flag, name, deferred or {}) for flag, name in models]
+    checks += [check for check in (engine_check(stage, args, gpus),) if check is not None]
     checks += [data_check(args), output_check(args.output_dir, [name for _, name in models])]
     if all(check.ok for check in checks[1:len(models) + 1]):
-        checks.append(memory_check(stage, args, processes, gpus))
+        made, failed = make_plan(stage, args, processes)
+        checks += [failed] if made is None else [disk_check(args.output_dir, made), memory_check(made, processes, gpus)]
     return checks
 
 
@@ -242,14 +318,14 @@ def parse_stage_flags(parser: ConfigParser, argv: Optional[Sequence[str]] = None
     """``parser.parse_config(argv)``; with ``--dry_run``, the pre-flight report instead (stdout), then exit 0, or
     :class:`PreflightFailed` (one line, exit 2 under ``run_cli``) when something is missing."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--dry_run" not in argv:
-        return parser.parse_config(argv)
+    stage, processes = stage_of(parser), launch_world_size()
+    if "--dry_run" not in argv:  # the run's cross-flag rules before torch is imported (the run applies them again)
+        return resolve(stage, parser.parse_config(argv), processes)
     with deferred_checks() as deferred:
-        args = parser.parse_config(argv)
-    stage = stage_of(parser)
-    checks = preflight(stage, args, deferred)
+        args = resolve(stage, parser.parse_config(argv), processes)  # a refused combination: the run's one line
+    checks = preflight(stage, args, deferred, processes)
     print(f"pre-flight of {stage}:", *checks, sep="\n", flush=True)
-    missing = sum(not check.ok for check in checks)
+    missing = sum(check.missing for check in checks)
     if missing:
         raise PreflightFailed(f"pre-flight: {missing} thing(s) missing (MISSING lines above); nothing was started "
                               "or created")

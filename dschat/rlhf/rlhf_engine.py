@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from dschat.rlhf.baselines import get_algorithm
+from dschat.stages.resolve import reward_zero_stage
 from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
 from dschat.utils.model import load_causal_lm, load_reward_model
 
@@ -75,11 +76,6 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
         for name in [n for n, value in vars(module).items() if "dropout" in n and isinstance(value, float)]:
             setattr(module, name, 0.0)
     return model
-
-
-def reward_zero_stage(args) -> int:
-    """The frozen reward model's ZeRO stage: ``--reward_zero_stage``, by default the critic's."""
-    return args.critic_zero_stage if args.reward_zero_stage is None else args.reward_zero_stage
 
 
 def reward_config(args, critic_config: EngineConfig) -> EngineConfig:

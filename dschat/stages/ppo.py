@@ -7,17 +7,17 @@ from typing import Tuple
 
 from tqdm.auto import tqdm
 
-from dschat.stages.configs import RLHFConfig
-from dschat.rlhf.algorithms import get_algorithm
+from dschat.stages.configs import ASYNC_ON_GPU, RLHFConfig
+from dschat.stages.resolve import resolve
 from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rollout import build_rollout_engine
-from dschat.rlhf.rlhf_engine import RLHFEngine, reward_zero_stage, rollout_rows
+from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
 from dschat.utils.checkpoint import save_hf_model
-from dschat.utils.config import ConfigError, announce_replaced, select, split_global_batch
+from dschat.utils.config import ConfigError, select
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.registry import gold_score_of
 from dschat.utils.distributed import init_distributed, is_main_process
@@ -28,67 +28,6 @@ from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
 from dschat.utils.run_record import mark_finished, write_run_config
 from dschat.utils.seeding import seeded_rng, set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
-
-
-def resolve_algorithm(args: RLHFConfig) -> RLHFConfig:
-    """A copy of ``args`` with ``--algo``'s K filled in and its flags checked; critic-free algorithms use one
-    macro per response (n → ∞, §3.2.3)."""
-    algorithm = get_algorithm(args.algo)
-    samples = args.num_samples_per_prompt or algorithm.default_samples_per_prompt
-    if samples < algorithm.min_samples_per_prompt:
-        raise ConfigError(f"--num_samples_per_prompt {samples}: --algo {args.algo} needs at least "
-                          f"{algorithm.min_samples_per_prompt}")
-    if args.reinforce_baseline != "none" and args.algo != "reinforce":
-        raise ConfigError(f"--reinforce_baseline {args.reinforce_baseline} applies to --algo reinforce only")
-    termination, ngram = args.termination, args.ngram
-    if not algorithm.needs_critic:
-        if termination not in ("fixed", "ngram") or ngram not in (1, None):
-            raise ConfigError(f"--termination/--ngram: --algo {args.algo} treats each response as one macro "
-                              "action (n → ∞, §3.2.3); leave them unset")
-        termination, ngram = "fixed", None
-    return dataclasses.replace(args, num_samples_per_prompt=samples, termination=termination, ngram=ngram)
-
-
-def resolve_models(args: RLHFConfig) -> RLHFConfig:
-    """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor)."""
-    if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
-        raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
-    reward_stage = reward_zero_stage(args)
-    if args.reward_offload_params and reward_stage != 3:
-        raise ConfigError(f"--reward_offload_params needs the reward model under ZeRO-3 (its stage is {reward_stage}; "
-                          "add --reward_zero_stage 3)")
-    reward = args.reward_model_name_or_path or args.critic_model_name_or_path
-    critic = args.critic_model_name_or_path or (reward if args.reward == "model" else args.actor_model_name_or_path)
-    return dataclasses.replace(args, reward_model_name_or_path=reward, critic_model_name_or_path=critic)
-
-
-def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
-    """A copy of ``args`` whose per-process prompt batch makes ``--global_batch_size`` on ``world_size``
-    processes, and whose training micro batch divides the per-process mini-batch (``--ppo_mini_batch_size``, by
-    default the whole rollout): the largest such micro batch <= ``--per_device_train_batch_size`` when the prompt
-    batch is derived; otherwise it must divide it. The mini-batch must divide the per-process rollout."""
-    if args.rollout_engine == "vllm" and world_size % args.vllm_tensor_parallel_size:
-        raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size} must divide the "
-                          f"{world_size} processes (each engine spans that many of them)")
-    prompts, micro = args.per_device_generation_batch_size, args.per_device_train_batch_size
-    if args.global_batch_size is not None:  # a process's whole share in one generation batch
-        prompts = split_global_batch(args.global_batch_size, world_size, args.global_batch_size)[0]
-    rollouts = prompts * args.num_samples_per_prompt  # rollout_rows of the resolved flags
-    rollout = (f"--per_device_generation_batch_size {prompts} x --num_samples_per_prompt "
-               f"{args.num_samples_per_prompt}")
-    mini = args.mini_batch_rows(rollouts)
-    if rollouts % mini:
-        raise ConfigError(f"--ppo_mini_batch_size {mini} must divide the {rollouts} rollout rows per process "
-                          f"({rollout})")
-    if args.global_batch_size is not None:  # the training micro batch a divisor of the mini-batch
-        micro = split_global_batch(mini, 1, micro)[0]
-    if mini % micro:
-        batch = rollout if args.ppo_mini_batch_size is None else f"--ppo_mini_batch_size {mini}"
-        raise ConfigError(f"{batch} must be a multiple of --per_device_train_batch_size {micro}")
-    resolved = dataclasses.replace(args, per_device_generation_batch_size=prompts, per_device_train_batch_size=micro)
-    announce_replaced(args, resolved, f"--global_batch_size {args.global_batch_size} on {world_size} processes "
-                                      "(set --global_batch_size none to use the flag)")
-    return resolved
 
 
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
@@ -156,11 +95,10 @@ def evaluate(trainer: PPOTrainer, loader, sampling: SamplingConfig, reward_sourc
 
 def run(args: RLHFConfig) -> dict:
     """Train with the parsed flags ``args``; returns the final evaluation."""
-    args = resolve_models(resolve_algorithm(args))
     args.check_rollout_engine()
     require_writable(args.output_dir)
     rank, world_size, device = init_distributed()
-    args = resolve_batches(args, world_size)
+    args = resolve("ppo", args, world_size)  # the cross-flag rules the pre-flight checks (dschat/stages/resolve.py)
     record = write_run_config(args, "ppo", world_size) if rank == 0 else None
     set_random_seed(args.seed)
     tokenizer = load_tokenizer(args.actor_model_name_or_path, padding_side="left")
@@ -175,6 +113,8 @@ def run(args: RLHFConfig) -> dict:
         raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
     iterations = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
     engines = RLHFEngine(args, tokenizer, world_size, iterations)
+    if args.async_rollout and engines.actor.device.type != "cpu":
+        raise ConfigError(f"--async_rollout {args.async_rollout}: {ASYNC_ON_GPU}")
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
     collate = PromptCollator.for_tokenizer(tokenizer)
     trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank,

@@ -2,13 +2,12 @@
 pair/sequence datasets of one ``--data_split`` phase, the shared loop, and the final HF checkpoint."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Tuple
 
 from dschat.stages.configs import SupervisedArgs
+from dschat.stages.resolve import resolve
 from dschat.utils.checkpoint import save_hf_model
-from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
 from dschat.utils.distributed import init_distributed
 from dschat.utils.engine import EngineConfig, init_train_engine, prepare_model
 from dschat.utils.loop import EngineStep, batches_per_epoch, num_update_steps, shard_loader, train_loop
@@ -18,24 +17,6 @@ from dschat.utils.model import load_tokenizer
 from dschat.utils.run_record import mark_finished, write_run_config
 from dschat.utils.seeding import set_random_seed
 from dschat.utils.stage_data import eval_pairs, train_pairs
-
-
-def resolve_batches(args: SupervisedArgs, world_size: int) -> SupervisedArgs:
-    """A copy of ``args`` whose micro batch and accumulation make ``--global_batch_size`` on ``world_size``
-    processes (the largest micro batch <= ``--per_device_train_batch_size``), so one config serves any number of
-    GPUs; without a global batch the accumulation defaults to 1."""
-    micro, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
-    if args.global_batch_size is not None:
-        derived = split_global_batch(args.global_batch_size, world_size, micro)
-        if accumulation is not None and micro * accumulation * world_size != args.global_batch_size:
-            raise ConfigError(f"--global_batch_size {args.global_batch_size} != --per_device_train_batch_size "
-                              f"{micro} x --gradient_accumulation_steps {accumulation} x {world_size} processes; "
-                              "drop --gradient_accumulation_steps to derive it")
-        micro, accumulation = derived if accumulation is None else (micro, accumulation)
-    resolved = dataclasses.replace(args, per_device_train_batch_size=micro, gradient_accumulation_steps=accumulation or 1)
-    announce_replaced(args, resolved, f"--global_batch_size {args.global_batch_size} on {world_size} processes "
-                                      "(set --global_batch_size none to use the flags)")
-    return resolved
 
 
 def engine_config(args: SupervisedArgs, num_update_steps: int) -> EngineConfig:
@@ -72,7 +53,7 @@ def run_supervised(args: SupervisedArgs, *, phase: int, dataset_cls, collator_cl
     returns the final evaluation."""
     require_writable(args.output_dir)
     rank, world_size, device = init_distributed()
-    args = resolve_batches(args, world_size)
+    args = resolve(prefix, args, world_size)  # the cross-flag rules the pre-flight checks (stages/resolve.py)
     record = write_run_config(args, prefix, world_size) if rank == 0 else None
     set_random_seed(args.seed)
     tokenizer = load_tokenizer(args.model_name_or_path)

@@ -22,6 +22,19 @@ GIB = 2 ** 30
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 FP32 = 4
 ADAM_MOMENTS = 2  # Adam's m and v, fp32 each
+SYNC_GROUP_BYTES = 1 << 29
+"""Bound of one ZeRO-3 gather while syncing the vLLM engine's weights (512 MiB; ``dschat/rlhf/rollout/weights.py``):
+a 2B model in bf16 (5 GB) goes in ~10 groups."""
+MASTER_COPY_BYTES = FP32
+"""The fp32 master copy DeepSpeed keeps of a trained weight held in bf16 / fp16."""
+
+
+def checkpoint_bytes(params: int, trainable: int, weight_bytes: int) -> int:
+    """Estimated bytes of one engine's checkpoint: its ``params`` weights of ``weight_bytes`` each, and for each of
+    its ``trainable`` ones Adam's two fp32 moments (plus an fp32 master copy when the weights are not fp32). The
+    run checks the disk for it before its first step, the pre-flight before anything starts."""
+    return params * weight_bytes + trainable * (ADAM_MOMENTS * FP32 + (MASTER_COPY_BYTES if weight_bytes != FP32
+                                                                      else 0))
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,44 @@ class ModelShape:
     def trainable(self, lora_dim: int) -> int:
         """Parameters the optimizer updates: all, or the LoRA adapters (and a score head) at rank ``lora_dim``."""
         return self.params if lora_dim == 0 else lora_dim * self.lora_features + self.head_params
+
+
+NORMS_PER_LAYER = {"gemma": 2, "gemma2": 4, "llama": 2, "mistral": 2, "qwen2": 2}
+"""RMSNorm weights per decoder layer of each model type the plan counts (Gemma 2 norms before and after both the
+attention and the MLP)."""
+QKV_BIAS = {"qwen2"}
+"""Model types whose query, key and value projections carry a bias."""
+
+
+def decoder_shape(config: dict, head: str = "lm") -> ModelShape:
+    """The :class:`ModelShape` of a decoder-only transformer from its ``config.json`` values (``model_type``,
+    ``hidden_size``, ...), with a language-model head (``lm``: tied to the embedding unless
+    ``tie_word_embeddings`` is false) or a reward/critic ``score`` head (one output, no bias). Counted as
+    transformers builds these models: embedding, per layer the q/k/v/o projections, the gated MLP (gate, up,
+    down) and the norms, and the final norm. ValueError for a model type it does not know."""
+    kind = config.get("model_type")
+    if kind not in NORMS_PER_LAYER:
+        raise ValueError(f"model_type {kind}: the memory plan counts {', '.join(sorted(NORMS_PER_LAYER))}")
+    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    heads = config["num_attention_heads"]
+    head_dim = config.get("head_dim") or hidden // heads
+    q_dim, kv_dim = heads * head_dim, config.get("num_key_value_heads", heads) * head_dim
+    projections = [(hidden, q_dim), (hidden, kv_dim), (hidden, kv_dim), (q_dim, hidden),
+                   (hidden, inter), (hidden, inter), (inter, hidden)]
+    bias = q_dim + 2 * kv_dim if kind in QKV_BIAS else 0
+    layer = sum(a * b for a, b in projections) + bias + NORMS_PER_LAYER[kind] * hidden
+    embedding = vocab * hidden
+    if head == "lm":
+        output = 0 if config.get("tie_word_embeddings", True) else vocab * hidden
+    else:
+        output = hidden
+    return ModelShape(
+        params=embedding + config["num_hidden_layers"] * layer + hidden + output,
+        largest_layer=max(embedding, output, *(a * b for a, b in projections)),
+        lora_features=config["num_hidden_layers"] * sum(a + b for a, b in projections),
+        head_params=0 if head == "lm" else output, hidden=hidden, intermediate=inter,
+        layers=config["num_hidden_layers"], q_dim=q_dim, kv_dim=kv_dim, head_dim=head_dim,
+        vocab=vocab if head == "lm" else 1)
 
 
 @dataclass(frozen=True)

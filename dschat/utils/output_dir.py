@@ -10,11 +10,8 @@ from typing import Mapping
 
 from .config import ConfigError
 from .faults import RunStopped, any_rank
+from .memory_plan import checkpoint_bytes as weights_checkpoint_bytes
 
-ADAM_STATE_BYTES = 8
-"""Adam's two fp32 moments per trained weight."""
-MASTER_COPY_BYTES = 4
-"""The fp32 master copy DeepSpeed keeps of a trained weight held in bf16 / fp16."""
 
 
 def require_writable(output_dir: str) -> None:
@@ -38,12 +35,8 @@ def _weights(module):
 def checkpoint_bytes(engine) -> int:
     """Estimated bytes of one engine's checkpoint: every weight in its dtype, and for each trained weight Adam's
     two fp32 moments (plus an fp32 master copy when the weights are not fp32)."""
-    total = 0
-    for numel, size, trained in _weights(engine.module):
-        total += numel * size
-        if trained:
-            total += numel * (ADAM_STATE_BYTES + (MASTER_COPY_BYTES if size != 4 else 0))
-    return total
+    return sum(weights_checkpoint_bytes(numel, numel if trained else 0, size)
+               for numel, size, trained in _weights(engine.module))
 
 
 def _megabytes(count: int) -> str:

@@ -1,6 +1,8 @@
 """``<output_dir>/run_config.yaml``: what a run was started with, written at its start by every stage — the
-resolved flags (after configs, defaults and derived batch sizes), the command line, the code's commit and the
-versions of the packages that shape the numbers; what TRL, OpenRLHF and DeepSpeed-Chat users look for first.
+resolved flags (after configs, defaults and derived batch sizes), the command line, the code's commit, the
+versions of the packages that shape the numbers and the machine (:func:`dschat.utils.machine.machine_record`: CPU
+model and ISA level, GPU, threads; another CPU kind gives other bits); what TRL, OpenRLHF and DeepSpeed-Chat users
+look for first.
 Its ``finished`` time is set once the final model is saved, so evaluation tools can tell a finished run from one
 still running or stopped (:func:`run_finished`)."""
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 import yaml
+
+from dschat.utils.machine import machine_record
 
 RUN_CONFIG = "run_config.yaml"
 PACKAGES = ("ma-rlhf", "torch", "deepspeed", "transformers", "tokenizers", "datasets", "peft", "accelerate", "numpy")
@@ -62,6 +66,7 @@ def run_record(args: Any, stage: str, world_size: int, argv: Optional[Sequence[s
         "finished": None,
         "git": git_commit(),
         "versions": package_versions(),
+        "machine": machine_record(),
         "config": {key: _plain(value) for key, value in dataclasses.asdict(args).items()},
     }
 

@@ -55,11 +55,11 @@ def build_trainer(flags: list, tokenizer, world_size: int = 1, rank: int = 0):
     """``(trainer, config)``: step 3's trainer for ``flags``, built as ``python -m dschat.cli.ppo`` builds it."""
     from dschat.cli.ppo import build_parser
     from dschat.stages import ppo
+    from dschat.stages.resolve import resolve
     from dschat.rlhf.reward_sources import ModelReward
     from dschat.rlhf.rlhf_engine import RLHFEngine
 
-    args = ppo.resolve_batches(ppo.resolve_models(ppo.resolve_algorithm(build_parser().parse_config(flags))),
-                               world_size)
+    args = resolve("ppo", build_parser().parse_config(flags), world_size)
     torch.manual_seed(args.seed)
     engines = RLHFEngine(args, tokenizer, world_size, num_iterations=10**6)
     reward = ModelReward(engines.reward, args.per_device_train_batch_size)

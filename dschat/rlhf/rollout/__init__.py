@@ -21,13 +21,8 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
     current = _synchronous_engine(args, actor, tokenizer, world_size)
     if not args.async_rollout:
         return current
-    from dschat.utils.config import ConfigError
-
     from .producer import AsyncRolloutEngine, ProducerSpec
 
-    if actor.device.type != "cpu":
-        raise ConfigError(f"--async_rollout {args.async_rollout}: the producer runs on CPU only so far (its weight "
-                          "transfer between GPUs, vLLM's NCCL path, is not built); use --async_rollout 0 on GPUs")
     if args.rollout_is == "none":
         logging.getLogger(__name__).warning(
             "--async_rollout %d with --rollout_is none: rollouts up to %d policy versions old are trained on "

@@ -17,10 +17,10 @@ from typing import Iterator, List, Tuple
 import deepspeed
 import torch
 
+from dschat.utils.memory_plan import SYNC_GROUP_BYTES
+
 PEFT_PREFIX = "base_model.model."
 """What peft puts before the wrapped model's own parameter names."""
-SYNC_GROUP_BYTES = 1 << 29
-"""Bound of one ZeRO-3 gather while syncing (512 MiB): a 2B model in bf16 (5 GB) goes in ~10 groups."""
 
 
 def hf_name(name: str) -> str:

@@ -9,7 +9,6 @@ import logging
 import os
 import socket
 import urllib.parse
-from pathlib import Path
 from typing import Optional
 
 import torch
@@ -18,7 +17,7 @@ from transformers.utils import logging as transformers_logging
 
 from dschat.utils.config import ConfigError
 
-from .names import TINY_GEMMA, check_model_name, looks_like_hub_id
+from .names import ASSET_TOKENIZER, TINY_GEMMA, check_model_name, looks_like_hub_id
 from .smollm2 import SMOLLM2, convert_smollm2
 from .tiny import build_tiny_gemma
 
@@ -49,7 +48,6 @@ def quiet_weight_loading_bar(factory, args, kwargs):
 transformers_logging.set_tqdm_hook(quiet_weight_loading_bar)
 transformers_logging.get_logger("transformers.modeling_utils").addFilter(LoadReportToDebug())
 
-ASSET_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 

@@ -13,6 +13,16 @@ from dschat.utils.config import ConfigError
 from .smollm2 import SMOLLM2
 
 TINY_GEMMA = "tiny-gemma"
+ASSET_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
+"""The tokenizer shipped with the package (tiny-gemma's)."""
+
+
+def tiny_gemma_dims(vocab_size: int, hidden_size: int = 128, num_layers: int = 4) -> dict:
+    """The dimensions of tiny-gemma's Gemma config (``dschat/utils/model/tiny.py``; the memory plan counts them
+    without torch)."""
+    return dict(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=4 * hidden_size,
+                num_hidden_layers=num_layers, num_attention_heads=4, num_key_value_heads=1, head_dim=hidden_size // 4,
+                max_position_embeddings=1024, tie_word_embeddings=True)
 OFFLINE_NAMES = (TINY_GEMMA, SMOLLM2)
 _deferred: Optional[Dict[str, str]] = None
 

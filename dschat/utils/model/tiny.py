@@ -8,23 +8,16 @@ from __future__ import annotations
 import torch
 from transformers import GemmaConfig, GemmaForCausalLM
 
+from .names import tiny_gemma_dims
 
 
 def tiny_gemma_config(tokenizer, hidden_size: int = 128, num_layers: int = 4) -> GemmaConfig:
     """A ~1M-parameter Gemma config whose vocabulary and special ids match ``tokenizer``."""
     return GemmaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=4 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=1,
-        head_dim=hidden_size // 4,
-        max_position_embeddings=1024,
+        **tiny_gemma_dims(len(tokenizer), hidden_size, num_layers),
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         bos_token_id=tokenizer.bos_token_id,
-        tie_word_embeddings=True,
     )
 
 

@@ -1,0 +1,145 @@
+"""Every stage's cross-flag rules, in one place and without torch: the rules a flag's type or a config's
+``__post_init__`` cannot state alone because they relate several flags, or a flag to the number of processes.
+
+A rule is a function ``rule(args, world_size) -> args``: it returns a copy of the parsed flags with what it
+derives filled in, or raises :class:`~dschat.utils.config.ConfigError` (one line naming the flags). :data:`RULES`
+lists each stage's rules in the order they apply; :func:`resolve` applies them. The run (``dschat.stages``), the
+pre-flight (``--dry_run``, :mod:`dschat.cli.preflight`) and the memory plan (:mod:`dschat.cli.plan`) all call
+:func:`resolve`, so the pre-flight refuses exactly what the run would, in the same words, before torch is imported
+or anything is created. A new rule is one function added to its stage's tuple. Each rule is idempotent: resolving
+resolved flags changes nothing."""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Dict, Tuple
+
+from dschat.rlhf.algorithms import get_algorithm
+from dschat.stages.configs import RLHFConfig, SupervisedArgs
+from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
+
+Rule = Callable[[Any, int], Any]
+
+
+def launch_world_size() -> int:
+    """The number of processes of this launch: ``$WORLD_SIZE`` (set by deepspeed and torchrun), else 1 (plain
+    ``python``, as ``dschat.utils.distributed.init_distributed`` starts it)."""
+    text = os.environ.get("WORLD_SIZE", "1")
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"WORLD_SIZE {text}: expected a positive integer (the number of processes)")
+    return int(text)
+
+
+# ---------------------------------------------------------------------------------------------- steps 1-2
+
+
+def resolve_supervised_batches(args: SupervisedArgs, world_size: int) -> SupervisedArgs:
+    """A copy of ``args`` whose micro batch and accumulation make ``--global_batch_size`` on ``world_size``
+    processes (the largest micro batch <= ``--per_device_train_batch_size``), so one config serves any number of
+    GPUs; without a global batch the accumulation defaults to 1."""
+    micro, accumulation = args.per_device_train_batch_size, args.gradient_accumulation_steps
+    if args.global_batch_size is not None:
+        derived = split_global_batch(args.global_batch_size, world_size, micro)
+        if accumulation is not None and micro * accumulation * world_size != args.global_batch_size:
+            raise ConfigError(f"--global_batch_size {args.global_batch_size} != --per_device_train_batch_size "
+                              f"{micro} x --gradient_accumulation_steps {accumulation} x {world_size} processes; "
+                              "drop --gradient_accumulation_steps to derive it")
+        micro, accumulation = derived if accumulation is None else (micro, accumulation)
+    resolved = dataclasses.replace(args, per_device_train_batch_size=micro, gradient_accumulation_steps=accumulation or 1)
+    announce_replaced(args, resolved, f"--global_batch_size {args.global_batch_size} on {world_size} processes "
+                                      "(set --global_batch_size none to use the flags)")
+    return resolved
+
+
+# ---------------------------------------------------------------------------------------------- step 3
+
+
+def reward_zero_stage(args: RLHFConfig) -> int:
+    """The frozen reward model's ZeRO stage: ``--reward_zero_stage``, by default the critic's."""
+    return args.critic_zero_stage if args.reward_zero_stage is None else args.reward_zero_stage
+
+
+def resolve_algorithm(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
+    """A copy of ``args`` with ``--algo``'s K filled in and its flags checked; critic-free algorithms use one
+    macro per response (n → ∞, §3.2.3). (``world_size``: unused; every rule takes it.)"""
+    algorithm = get_algorithm(args.algo)
+    samples = args.num_samples_per_prompt or algorithm.default_samples_per_prompt
+    if samples < algorithm.min_samples_per_prompt:
+        raise ConfigError(f"--num_samples_per_prompt {samples}: --algo {args.algo} needs at least "
+                          f"{algorithm.min_samples_per_prompt}")
+    if args.reinforce_baseline != "none" and args.algo != "reinforce":
+        raise ConfigError(f"--reinforce_baseline {args.reinforce_baseline} applies to --algo reinforce only")
+    termination, ngram = args.termination, args.ngram
+    if not algorithm.needs_critic:
+        if termination not in ("fixed", "ngram") or ngram not in (1, None):
+            raise ConfigError(f"--termination/--ngram: --algo {args.algo} treats each response as one macro "
+                              "action (n → ∞, §3.2.3); leave them unset")
+        termination, ngram = "fixed", None
+    return dataclasses.replace(args, num_samples_per_prompt=samples, termination=termination, ngram=ngram)
+
+
+def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
+    """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor).
+    (``world_size``: unused; every rule takes it.)"""
+    if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
+        raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
+    reward_stage = reward_zero_stage(args)
+    if args.reward_offload_params and reward_stage != 3:
+        raise ConfigError(f"--reward_offload_params needs the reward model under ZeRO-3 (its stage is {reward_stage}; "
+                          "add --reward_zero_stage 3)")
+    reward = args.reward_model_name_or_path or args.critic_model_name_or_path
+    critic = args.critic_model_name_or_path or (reward if args.reward == "model" else args.actor_model_name_or_path)
+    return dataclasses.replace(args, reward_model_name_or_path=reward, critic_model_name_or_path=critic)
+
+
+def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
+    """``args`` unchanged once each vLLM engine's ``--vllm_tensor_parallel_size`` processes divide the launch."""
+    if args.rollout_engine == "vllm" and world_size % args.vllm_tensor_parallel_size:
+        raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size} must divide the "
+                          f"{world_size} processes (each engine spans that many of them)")
+    return args
+
+
+def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
+    """A copy of ``args`` whose per-process prompt batch makes ``--global_batch_size`` on ``world_size``
+    processes, and whose training micro batch divides the per-process mini-batch (``--ppo_mini_batch_size``, by
+    default the whole rollout): the largest such micro batch <= ``--per_device_train_batch_size`` when the prompt
+    batch is derived; otherwise it must divide it. The mini-batch must divide the per-process rollout."""
+    prompts, micro = args.per_device_generation_batch_size, args.per_device_train_batch_size
+    if args.global_batch_size is not None:  # a process's whole share in one generation batch
+        prompts = split_global_batch(args.global_batch_size, world_size, args.global_batch_size)[0]
+    rollouts = prompts * args.num_samples_per_prompt  # rollout_rows of the resolved flags
+    rollout = (f"--per_device_generation_batch_size {prompts} x --num_samples_per_prompt "
+               f"{args.num_samples_per_prompt}")
+    mini = args.mini_batch_rows(rollouts)
+    if rollouts % mini:
+        raise ConfigError(f"--ppo_mini_batch_size {mini} must divide the {rollouts} rollout rows per process "
+                          f"({rollout})")
+    if args.global_batch_size is not None:  # the training micro batch a divisor of the mini-batch
+        micro = split_global_batch(mini, 1, micro)[0]
+    if mini % micro:
+        batch = rollout if args.ppo_mini_batch_size is None else f"--ppo_mini_batch_size {mini}"
+        raise ConfigError(f"{batch} must be a multiple of --per_device_train_batch_size {micro}")
+    resolved = dataclasses.replace(args, per_device_generation_batch_size=prompts, per_device_train_batch_size=micro)
+    announce_replaced(args, resolved, f"--global_batch_size {args.global_batch_size} on {world_size} processes "
+                                      "(set --global_batch_size none to use the flag)")
+    return resolved
+
+
+# ---------------------------------------------------------------------------------------------- every stage
+
+
+SUPERVISED_RULES: Tuple[Rule, ...] = (resolve_supervised_batches,)
+RULES: Dict[str, Tuple[Rule, ...]] = {
+    "sft": SUPERVISED_RULES, "rm": SUPERVISED_RULES, "dpo": SUPERVISED_RULES,
+    "ppo": (resolve_algorithm, resolve_models, resolve_engine, resolve_batches),
+}
+"""Each stage's cross-flag rules, in the order they apply (a rule may read what an earlier one filled in)."""
+
+
+def resolve(stage: str, args: Any, world_size: int) -> Any:
+    """``args`` of ``stage`` through every rule of :data:`RULES` for a launch of ``world_size`` processes: the
+    resolved flags the run trains with, or the first rule's :class:`ConfigError`."""
+    for rule in RULES[stage]:
+        args = rule(args, world_size)
+    return args
