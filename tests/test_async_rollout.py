@@ -222,18 +222,6 @@ def test_zero3_two_processes_push_gathered_weights_to_each_producer(tmp_path):
     assert rows[0]["rollout/logprob_abs_diff_max"] == 0 < rows[1]["rollout/logprob_abs_diff_max"]
 
 
-@pytest.mark.slow  # vLLM imported in the producer and in the trainer (~2 min)
-def test_the_producer_runs_the_vllm_engine(tmp_path):
-    """--rollout_engine vllm --async_rollout 1: the producer samples with vLLM on its copy of the actor, whose
-    sampled-token log-probs are the behaviour log-probs: at staleness 0 they are the trainer's to < 1e-4 (engine
-    kernels), one version later they differ by the update."""
-    pytest.importorskip("vllm")
-    ppo_main(FLAGS + ["--output_dir", str(tmp_path), "--max_steps", "3", "--async_rollout", "1", "--rollout_is",
-                      "macro", "--rollout_engine", "vllm"])
-    rows = train_rows(tmp_path)
-    assert [r["rollout/staleness_max"] for r in rows] == [0, 1, 1]
-    assert rows[0]["rollout/logprob_abs_diff_max"] < 1e-4 < rows[1]["rollout/logprob_abs_diff_max"]
-
 
 def test_k0_is_the_synchronous_engine_and_k1_wraps_it(tmp_path):
     """--async_rollout 0 builds the synchronous engine itself (today's loop: nothing of the producer runs);
