@@ -301,3 +301,15 @@ def test_plan_is_within_a_quarter_of_real_stage_runs(tmp_path):
         ratios[name] = plan_cli.make_plan(None, 1, stage=stage, overrides=tuple(flags)).peak / measured
     assert list(ratios) == ["tiny sft", "tiny rm", "tiny ppo"]
     assert all(0.75 <= ratio <= 1.25 for ratio in ratios.values()), ratios
+
+
+def test_ppo_plan_counts_the_async_producer_in_host_memory():
+    """--async_rollout K: the trainer's device generates no rollouts (evaluation still does), and the host holds the
+    producer's actor, one pushed version and K + 1 rollouts of (prompt + new) positions at 16 bytes each."""
+    config = os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml")
+    hf = plan_cli.make_plan(config, 16, overrides=("--rollout_engine", "hf"))
+    plan = plan_cli.make_plan(config, 16, overrides=("--rollout_engine", "hf", "--async_rollout", "2"))
+    rows = 16  # 256 prompts over 16 GPUs, one sample each
+    queued = 3 * rows * (512 + 512) * 16
+    assert plan.host == pytest.approx(hf.host + 2 * 2 * plan.roles[0].shape.params + queued)  # bf16 weights
+    assert [name for name, _ in plan.phases] == [name for name, _ in hf.phases[1:]]

@@ -106,3 +106,17 @@ def test_memory_line_judges_the_plan_on_the_visible_gpu(monkeypatch):
         check = preflight.memory_check(made, 1, ["Fake GPU"])
         assert check.ok is ok and (made.peak + 3 * 2 ** 30 <= total_gib * 2 ** 30) is ok  # 71.8 GiB peak
         assert f"of {total_gib:.1f} GiB per GPU on 1 GPU(s): {'fits' if ok else 'does NOT fit'}" in check.line
+
+
+def test_async_rollouts_with_a_gpu_are_refused_in_the_runs_words():
+    """The producer runs on CPU only: with GPUs visible the engine line is MISSING, with the stage's own message."""
+    from dschat.cli.ppo import build_parser
+    from dschat.stages.configs import ASYNC_ON_GPU
+
+    args = build_parser().parse_config(["--data_name", "synthetic", "--output_dir", "x", "--actor_model_name_or_path",
+                                        "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",
+                                        "--async_rollout", "1"])
+    on_gpu = preflight.engine_check("ppo", args, ["Fake GPU"])
+    assert on_gpu.missing and on_gpu.line == f"engine: --async_rollout 1: {ASYNC_ON_GPU}"
+    on_cpu = preflight.engine_check("ppo", args, [])
+    assert on_cpu.ok and on_cpu.line == "engine: --rollout_engine hf, producer 1 iteration(s) ahead"

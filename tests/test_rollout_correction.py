@@ -112,7 +112,7 @@ def run_with_shifted_engine(tmp_path, monkeypatch, flags):
     from dschat.stages import ppo
 
     monkeypatch.setattr(ppo.RLHFConfig, "check_rollout_engine", lambda self: None)  # no real vLLM built
-    monkeypatch.setattr(ppo, "build_rollout_engine", lambda args, actor, tokenizer, world_size: ShiftedEngine(
+    monkeypatch.setattr(ppo, "build_rollout_engine", lambda args, actor, tokenizer, world_size, *_: ShiftedEngine(
         actor, tokenizer.pad_token_id, tokenizer.eos_token_id))
     ppo_main(TINY_PPO + ["--output_dir", str(tmp_path), "--max_steps", "1", "--seed", "5", "--temperature", "1.0",
                          "--rollout_engine", "vllm", *flags])

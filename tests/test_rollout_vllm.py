@@ -262,3 +262,17 @@ def test_zero3_two_processes_sync_the_engine(tmp_path):
     # the policy moved: the sampled KL estimate (k1, signed) is away from 0 after the first update
     assert sorted(rows) == [1, 2] and abs(rows[2]["objective/kl"]) > 1e-3
     assert all(row["rollout/logprob_abs_diff_max"] < 1e-4 for row in rows.values()), rows
+
+
+@pytest.mark.slow  # vLLM imported in the producer and in the trainer (~2 min)
+def test_an_async_producer_runs_the_vllm_engine(tmp_path):
+    """--rollout_engine vllm --async_rollout 1: the producer samples with vLLM on its copy of the actor, whose
+    sampled-token log-probs are the behaviour log-probs: at staleness 0 they are the trainer's to < 1e-4 (engine
+    kernels), one version later they differ by the update."""
+    from conftest import TINY_PPO
+
+    ppo_main(TINY_PPO + ["--termination", "fixed", "--ngram", "3", "--eval_steps", "0", "--output_dir", str(tmp_path),
+                         "--max_steps", "3", "--async_rollout", "1", "--rollout_is", "macro", "--rollout_engine", "vllm"])
+    rows = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
+    assert [r["rollout/staleness_max"] for r in rows] == [0, 1, 1]
+    assert rows[0]["rollout/logprob_abs_diff_max"] < 1e-4 < rows[1]["rollout/logprob_abs_diff_max"]

@@ -203,6 +203,14 @@ def supervised_plan(stage: str, args, model: str, world_size: int) -> Plan:
     return Plan(stage, world_size, args.dtype, roles, phases)
 
 
+def producer_queue_bytes(args) -> float:
+    """Host bytes of the rollouts an asynchronous producer holds ahead (``--async_rollout K``): K + 1 rollouts of
+    ``generation batch x samples`` rows, each position a token id (8 bytes) and its behaviour log-prob and entropy
+    (4 bytes each)."""
+    rows = args.per_device_generation_batch_size * args.num_samples_per_prompt
+    return (args.async_rollout + 1) * rows * (args.max_prompt_seq_len + args.max_new_tokens) * (8 + 4 + 4)
+
+
 def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     """Step 3: actor and critic trained, reference and reward model frozen (``dschat/rlhf/rlhf_engine.py``).
     Phases: generation of the per-process prompts (KV cache; under ZeRO-3 the actor gathered whole unless
@@ -213,7 +221,9 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     ``--vllm_gpu_memory_utilization`` of the GPU (its copy of the weights, 1/TP of them, and its KV cache) while it
     generates, and its weights plus one gathered group of the actor (ZeRO-3) while they are synced; between
     rollouts it sleeps (level 1: weights to host memory, KV cache freed), so the training phases do not count it
-    and the host does."""
+    and the host does. With ``--async_rollout K`` a producer process samples instead (CPU only,
+    ``dschat/rlhf/rollout/producer.py``): the trainer's device runs no rollout generation, and the host holds the
+    producer's copy of the actor, one pushed version in flight and :func:`producer_queue_bytes`."""
     args = resolve("ppo", args, world_size)
     n = world_size
     actor = _role("actor", args.actor_model_name_or_path, "lm", args, zero_stage=args.actor_zero_stage, trained=True,
@@ -246,6 +256,9 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
         (f"eval generate: {args.per_device_eval_batch_size} x ({prompt} + {new})",
          gathered + generation_activations(actor.shape, args.dtype, args.per_device_eval_batch_size, prompt, new)),
     ]
+    if args.async_rollout:  # the producer process samples: its model and one pushed version in host memory
+        producer = 2 * DTYPE_BYTES[args.dtype] * actor.shape.params + producer_queue_bytes(args)
+        return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=producer)
     if args.rollout_engine != "vllm":
         return Plan("ppo", n, args.dtype, roles, phases)
     engine_weights = DTYPE_BYTES[args.dtype] * actor.shape.params / args.vllm_tensor_parallel_size

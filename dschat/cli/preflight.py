@@ -32,7 +32,7 @@ import urllib.parse
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from dschat.stages.configs import STAGE_CONFIGS
+from dschat.stages.configs import ASYNC_ON_GPU, STAGE_CONFIGS
 from dschat.stages.resolve import launch_world_size, resolve
 from dschat.utils.config import ConfigParser
 from dschat.utils.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
@@ -162,8 +162,9 @@ def local_model_check(flag: str, path: str) -> Check:
                         "stage finish saving? (run_config.yaml there says when it finished)")
 
 
-def engine_check(stage: str, args) -> Optional[Check]:
-    """Step 3's rollout engine: vLLM installed when ``--rollout_engine vllm`` (the run's own check)."""
+def engine_check(stage: str, args, gpus: Sequence[str] = ()) -> Optional[Check]:
+    """Step 3's rollout engine: vLLM installed when ``--rollout_engine vllm`` (the run's own check), and an
+    asynchronous producer only where it runs (CPU: the run's own refusal, ``build_rollout_engine``)."""
     if stage != "ppo":
         return None
     from dschat.utils.config import ConfigError
@@ -172,7 +173,10 @@ def engine_check(stage: str, args) -> Optional[Check]:
         args.check_rollout_engine()
     except ConfigError as err:
         return Check(False, f"engine: {err}")
-    return Check(True, f"engine: --rollout_engine {args.rollout_engine}")
+    if args.async_rollout and gpus:
+        return Check(False, f"engine: --async_rollout {args.async_rollout}: {ASYNC_ON_GPU}")
+    ahead = f", producer {args.async_rollout} iteration(s) ahead" if args.async_rollout else ""
+    return Check(True, f"engine: --rollout_engine {args.rollout_engine}{ahead}")
 
 
 def data_check(args) -> Check:
@@ -298,7 +302,7 @@ def preflight(stage: str, args, deferred: Optional[dict] = None, processes: Opti
     models = model_flags(stage, args)
     checks = [gpu_check(gpus, processes)]
     checks += [model_check(flag, name, deferred or {}) for flag, name in models]
-    checks += [check for check in (engine_check(stage, args),) if check is not None]
+    checks += [check for check in (engine_check(stage, args, gpus),) if check is not None]
     checks += [data_check(args), output_check(args.output_dir, [name for _, name in models])]
     if all(check.ok for check in checks[1:len(models) + 1]):
         made, failed = make_plan(stage, args, processes)

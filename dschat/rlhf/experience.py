@@ -51,6 +51,15 @@ class Experience:
                 setattr(self, f.name, torch.cat([getattr(micro, f.name) for micro in micro_batches]))
 
 
+def rollout_prompts(batch: dict, samples: int, device) -> tuple:
+    """``(prompts, prompt_mask, meta)`` of a prompt batch for its rollout: each prompt ``samples`` times in
+    contiguous rows (App. C.3), on ``device``; ``meta`` the repeated row indices, or None."""
+    prompts = batch["input_ids"].to(device).repeat_interleave(samples, dim=0)
+    prompt_mask = batch["attention_mask"].to(device).repeat_interleave(samples, dim=0)
+    meta = batch.get("index")
+    return prompts, prompt_mask, None if meta is None else meta.repeat_interleave(samples, dim=0)
+
+
 def response_mask(response: torch.Tensor, eos_token_id: int) -> torch.Tensor:
     """1 on generated tokens up to and including the first EOS (all of them when truncated), 0 after."""
     is_eos = (response == eos_token_id).long()

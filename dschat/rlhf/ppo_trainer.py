@@ -17,7 +17,8 @@ from tqdm.auto import tqdm
 
 from dschat.rlhf.baselines import build_advantage_estimator
 from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, macro_view,
-                                    rollout_masks, sequence_entropy, sequence_logprobs, trim_to_longest)
+                                    rollout_masks, rollout_prompts, sequence_entropy, sequence_logprobs,
+                                    trim_to_longest)
 from dschat.rlhf.kl import kl_penalty, token_rewards
 from dschat.rlhf.macro_action import importance_weights, logprob_gap, masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
@@ -151,14 +152,10 @@ class PPOTrainer:
         on-policy (:func:`reuses_training_forward`), when the training forwards supply them — the old
         log-probs, values and advantages. No-grad forwards run in chunks of the training micro-batch.
         Returns ``(Experience, stats)``."""
-        samples = self.config.num_samples_per_prompt
-        prompts = batch["input_ids"].to(self.device).repeat_interleave(samples, dim=0)
-        prompt_mask = batch["attention_mask"].to(self.device).repeat_interleave(samples, dim=0)
-        meta = batch.get("index")
-        if meta is not None:
-            meta = meta.repeat_interleave(samples, dim=0)
+        prompts, prompt_mask, meta = rollout_prompts(batch, self.config.num_samples_per_prompt, self.device)
         start = time.perf_counter()
-        rollout, attention_mask, action_mask = self.sample(prompts, prompt_mask, record_entropy=True)
+        rollout = self.rollout_engine.next_rollout(prompts, prompt_mask, self.sampling, record_entropy=True)
+        attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
         sync = self.rollout_engine.last_sync_seconds
         timing = {"timing/weight_sync": sync, "timing/generate": time.perf_counter() - start - sync}
         optional = {name: tensor for name, tensor in (("entropy", rollout.entropy),
@@ -169,6 +166,7 @@ class PPOTrainer:
         experience, stats = self.experience_from_rollout(seq, attention_mask, action_mask, meta=meta,
                                                          **dict(zip(optional, trimmed)))
         stats.update({key: torch.as_tensor(value) for key, value in timing.items()})
+        stats.update(rollout.stats)
         return experience, stats
 
     @torch.no_grad()
@@ -335,11 +333,13 @@ class PPOTrainer:
 
     def step(self, batch: dict) -> tuple:
         """One PPO iteration; returns ``(metrics averaged over processes, experience)``."""
+        iteration = time.perf_counter()
         experience, stats = self.make_experience(batch)
         start = time.perf_counter()
         stats.update(self.train_on_experience(experience))
-        self.rollout_engine.mark_stale()  # the actor changed: the engine loads it before the next rollout
         stats["timing/train"] = torch.as_tensor(time.perf_counter() - start)
+        self.rollout_engine.mark_stale()  # the actor changed: the engine loads (or a producer is sent) it
+        stats["timing/iteration"] = torch.as_tensor(time.perf_counter() - iteration)
         stats.update(self.rollout_statistics(experience))
         stats["lr/actor"] = torch.tensor(self.engines.actor.get_lr()[0])
         if self.engines.critic is not None:

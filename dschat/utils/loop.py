@@ -53,6 +53,16 @@ def make_loader(dataset: Dataset, collate_fn, batch_size: int, seed: int, epoch:
                       collate_fn=collate_fn, generator=torch.Generator().manual_seed(seed + epoch))
 
 
+def batches_from(dataset: Dataset, collate_fn, batch_size: int, seed: int, rank: int, world_size: int,
+                 start: int):
+    """The batches :func:`train_loop` feeds its step function, from the ``start``-th of the run on, epoch after
+    epoch (what an asynchronous rollout producer samples ahead of the trainer)."""
+    epoch, skip = divmod(start, batches_per_epoch(len(dataset), world_size, batch_size))
+    while True:
+        yield from make_loader(dataset, collate_fn, batch_size, seed, epoch, rank, world_size, skip_batches=skip)
+        epoch, skip = epoch + 1, 0
+
+
 def shard_loader(dataset: Dataset, batch_size: int, collate_fn, rank: int, world_size: int) -> DataLoader:
     """Evaluation batches: every ``world_size``-th example from ``rank`` on, in order."""
     return DataLoader(torch.utils.data.Subset(dataset, range(rank, len(dataset), world_size)),

@@ -9,11 +9,36 @@ measure and correct the gap (``--rollout_is``, :mod:`dschat.rlhf.macro_action.co
 """
 from __future__ import annotations
 
+import logging
+
 from .base import PlainModel, Rollout, RolloutEngine
 
 
-def build_rollout_engine(args, actor, tokenizer, world_size: int) -> RolloutEngine:
-    """The engine ``--rollout_engine`` names, for the DeepSpeed-wrapped ``actor`` of resolved step-3 flags."""
+def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None, rank: int = 0) -> RolloutEngine:
+    """The engine ``--rollout_engine`` names, for the DeepSpeed-wrapped ``actor`` of resolved step-3 flags; with
+    ``--async_rollout K`` a producer process running that engine K iterations ahead (:mod:`.producer`), which
+    samples the prompts ``upcoming(i)`` yields from iteration i on."""
+    current = _synchronous_engine(args, actor, tokenizer, world_size)
+    if not args.async_rollout:
+        return current
+    from .producer import AsyncRolloutEngine, ProducerSpec
+
+    if args.rollout_is == "none":
+        logging.getLogger(__name__).warning(
+            "--async_rollout %d with --rollout_is none: rollouts up to %d policy versions old are trained on "
+            "uncorrected (the gap is only measured, rollout/logprob_abs_diff); --rollout_is macro corrects it",
+            args.async_rollout, args.async_rollout)
+    module = actor.module.get_base_model() if hasattr(actor.module, "get_base_model") else actor.module
+    spec = ProducerSpec(engine=args.rollout_engine, config=module.config, dtype=next(module.parameters()).dtype,
+                        tokenizer=tokenizer, pad_token_id=tokenizer.pad_token_id,
+                        eos_token_id=tokenizer.eos_token_id,
+                        logprob_temperature=1.0 if args.logprobs_at_unit_temperature else args.temperature,
+                        threads=args.rollout_threads, seed=args.seed + rank,
+                        max_model_len=args.max_prompt_seq_len + args.max_new_tokens)
+    return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)
+
+
+def _synchronous_engine(args, actor, tokenizer, world_size: int) -> RolloutEngine:
     if args.rollout_engine == "vllm":
         from .vllm_engine import VLLMRolloutEngine
 

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Dict, Optional
 
 import torch
 
@@ -13,11 +13,13 @@ class Rollout:
     """Sampled responses in the trainer's layout (:mod:`dschat.rlhf.experience`): ``seq = [left-padded prompt |
     response]`` ``[B, P + max_new_tokens]``, responses padded after their eos with the pad id; ``entropy`` and
     ``engine_logprobs`` ``[B, T-1]`` aligned with log-prob positions (0 off the response), or None when the
-    engine does not provide them."""
+    engine does not provide them; ``stats``: what the engine measured of this rollout (an asynchronous producer's
+    staleness and waits), logged with the iteration's metrics."""
 
     seq: torch.Tensor
     entropy: Optional[torch.Tensor] = None
     engine_logprobs: Optional[torch.Tensor] = None
+    stats: Dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 class PlainModel:
@@ -57,6 +59,15 @@ class RolloutEngine:
             self.last_sync_seconds = time.perf_counter() - start
             self.stale = False
         return self.sample(prompts, prompt_mask, sampling, record_entropy)
+
+    def next_rollout(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling, record_entropy: bool = False
+                     ) -> Rollout:
+        """The rollout a PPO iteration trains on, for that iteration's prompts: sampled now with the current actor
+        (:meth:`generate`), or by an asynchronous producer ahead of time (:mod:`.producer`)."""
+        return self.generate(prompts, prompt_mask, sampling, record_entropy)
+
+    def close(self) -> None:
+        """Release what the engine holds beyond the run (a producer process); nothing by default."""
 
     def load_weights(self) -> None:
         """Copy the actor's weights into the engine (nothing to do for an engine that generates with the actor)."""

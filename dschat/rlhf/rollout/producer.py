@@ -1,0 +1,297 @@
+"""Asynchronous rollouts (``--async_rollout K``): a producer process samples the next K iterations' rollouts
+while the trainer updates on the current one (AReaL's ``max_head_offpolicyness``, PRIME-RL's ``max_async_level``,
+TRL's ``max_staleness``; ``../shared/reference/async-rollouts.md``).
+
+**Schedule (wait, never drop).** Iteration i trains on rollout i, and rollout i is sampled by policy version
+max(0, i − K), where version v is the actor after v updates: the trainer pushes version v's weights right after
+update v and at once asks for rollout v + K. The producer handles its messages in order, so the weights a rollout
+is sampled with follow from the order of the trainer's messages alone — never from timing — and a rollout is at
+most K versions old when it is trained on (``rollout/staleness_*``, logged per iteration). Waiting instead of
+dropping and resampling wastes no sampling work, and it makes the run a function of its flags: the same seed gives
+the same rollouts whatever the machine's load, and ``--resume`` continues exactly.
+
+**Off-policy correction.** The producer returns the behaviour policy's log-probs of the sampled tokens
+(``Rollout.engine_logprobs``: the engine's own, or a forward of the producer's copy in the trainer's convention).
+The trainer's old log-probs stay its own forwards of the current actor — the *proximal* policy — so with
+``--rollout_is token | macro | sequence`` the policy loss is the decoupled PPO objective (Hilton et al. 2022,
+"Batch size-invariance for policy optimization", eq. 2; AReaL, Fu et al. 2025, eq. 5):
+E_behav[ min(π_prox/π_behav, C) · min(u·A, clip(u, 1 ± ε)·A) ], u = π_θ/π_prox — the clip around the proximal
+policy, the truncated behaviour weight per token, per macro action (the product over its tokens, §3.2.1) or per
+sequence (:mod:`dschat.rlhf.macro_action.correction`). Values and advantages come from the trainer's forwards.
+
+**Placement and transport.** On CPU the producer is a process of its own (``torch.multiprocessing``, spawn) with
+``--rollout_threads`` intra-op threads, running the engine ``--rollout_engine`` names on a plain copy of the
+actor; requests, weights (Hugging Face names, LoRA merged, ZeRO-3 gathered in bounded groups:
+:func:`.weights.exported_weights`) and rollouts travel through two ``torch.multiprocessing`` queues, tensors in
+shared memory. Evaluation samples from the actor as it is now, in the trainer's own process.
+
+**Resume and faults.** A checkpoint drains the producer: every rollout asked for is received and saved with the
+version that sampled it (:meth:`AsyncRolloutEngine.state_dict`); a resumed run pushes the checkpoint's weights as
+the current version and asks for the rest of the schedule, so it continues as an uninterrupted run would. Each
+rollout's sampling noise is seeded by (``--seed``, process rank, rollout index). A producer that dies, fails or
+sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.utils.faults.RunStopped`).
+The producer ignores SIGTERM / SIGINT (the trainer stops it after its checkpoint) and exits when its parent is gone.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterator, Optional, Tuple
+
+import torch
+
+from dschat.utils.faults import RunStopped
+
+from .base import PlainModel, Rollout, RolloutEngine
+from .weights import exported_weights
+
+Prompts = Tuple[torch.Tensor, torch.Tensor]
+"""A rollout's ``(left-padded prompts, prompt mask)``, rows already repeated per sample."""
+POLL_SECONDS = 1.0
+"""How often a waiting trainer checks that the producer is alive, and a waiting producer that its parent is."""
+SEED_STRIDE = 1_000_003
+"""Rollout i of process ``rank`` is sampled under torch seed ``(seed + rank) * SEED_STRIDE + i``."""
+
+
+@dataclass(frozen=True)
+class ProducerSpec:
+    """What the producer process builds: its engine (``"hf"`` or ``"vllm"``) on a model of ``config`` (a
+    transformers config) in ``dtype``, with the trainer's pad / eos, log-prob temperature and threads."""
+
+    engine: str
+    config: object
+    dtype: torch.dtype
+    tokenizer: object
+    pad_token_id: int
+    eos_token_id: int
+    logprob_temperature: float
+    threads: int
+    seed: int
+    max_model_len: int = 0
+
+
+def rollout_seed(seed: int, index: int) -> int:
+    """The torch seed of rollout ``index`` for a process whose run seed (plus rank) is ``seed``."""
+    return seed * SEED_STRIDE + index
+
+
+def _build_engine(spec: ProducerSpec, model: torch.nn.Module) -> RolloutEngine:
+    if spec.engine == "vllm":
+        from .vllm_engine import VLLMRolloutEngine
+
+        return VLLMRolloutEngine(PlainModel(model), spec.tokenizer, dtype={torch.float32: "fp32",
+                                                                              torch.bfloat16: "bf16",
+                                                                              torch.float16: "fp16"}[spec.dtype],
+                                 max_model_len=spec.max_model_len, tensor_parallel_size=1,
+                                 gpu_memory_utilization=0.3, world_size=1,
+                                 logprobs_at_unit_temperature=spec.logprob_temperature == 1.0)
+    from .hf import HFRolloutEngine
+
+    return HFRolloutEngine(PlainModel(model), spec.pad_token_id, spec.eos_token_id)
+
+
+def load_pushed_weights(model: torch.nn.Module, tensors: list) -> None:
+    """Copy pushed ``(checkpoint name, tensor)`` pairs into ``model``; a name the model does not have is an
+    error (a tied lm_head is pushed once, under the embedding's name)."""
+    unexpected = torch.nn.Module.load_state_dict(model, dict(tensors), strict=False).unexpected_keys
+    if unexpected:
+        raise KeyError(f"pushed weights the producer's model does not have: {unexpected[:3]}")
+
+
+def behaviour_logprobs(model: torch.nn.Module, rollout: Rollout, prompt_mask: torch.Tensor, eos_token_id: int,
+                       temperature: float) -> torch.Tensor:
+    """``[B, T-1]`` log-probs of the sampled tokens under the policy that sampled them (the producer's copy), in
+    the trainer's convention (log_softmax(logits / T) before top-k / top-p), 0 off the response."""
+    from dschat.rlhf.experience import rollout_masks, sequence_logprobs
+
+    attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, eos_token_id)
+    with torch.no_grad():
+        logprobs = sequence_logprobs(model, rollout.seq, attention_mask, temperature)
+    return logprobs * action_mask
+
+
+def producer_main(requests, results, spec: ProducerSpec) -> None:
+    """The producer process: handle the trainer's messages in order — ``("weights", tensors)`` (part of the next
+    version), ``("version", v)`` (that version complete), ``("sample", index, prompts, prompt_mask, sampling,
+    record_entropy)``, ``("stop",)`` — answering each sample with ``("rollout", index, version, seq, entropy,
+    logprobs, busy seconds, idle seconds)``, or ``("error", line)`` once and exit."""
+    from transformers import AutoModelForCausalLM
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    torch.set_num_threads(spec.threads)
+    parent = os.getppid()
+    try:
+        model = AutoModelForCausalLM.from_config(spec.config, dtype=spec.dtype).eval()
+        engine = _build_engine(spec, model)
+        version, idle_since = -1, time.perf_counter()
+        while True:
+            try:
+                message = requests.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                if os.getppid() != parent:
+                    return
+                continue
+            kind = message[0]
+            if kind == "stop":
+                return
+            if kind == "weights":
+                load_pushed_weights(model, message[1])
+            elif kind == "version":
+                version = message[1]
+                engine.mark_stale()
+            elif kind == "sample":
+                index, prompts, prompt_mask, sampling, record_entropy = message[1:]
+                idle = time.perf_counter() - idle_since
+                start = time.perf_counter()
+                torch.manual_seed(rollout_seed(spec.seed, index))
+                rollout = engine.generate(prompts, prompt_mask, sampling, record_entropy)
+                logprobs = rollout.engine_logprobs
+                if logprobs is None:
+                    logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
+                                                  spec.logprob_temperature)
+                results.put(("rollout", index, version, rollout.seq, rollout.entropy, logprobs,
+                             time.perf_counter() - start, idle))
+                idle_since = time.perf_counter()
+    except BaseException as err:  # noqa: BLE001 -- reported to the trainer in one line, then re-raised
+        results.put(("error", f"{type(err).__name__}: {err}".splitlines()[0]))
+        raise
+
+
+class AsyncRolloutEngine(RolloutEngine):
+    """The trainer's side of the producer (module docstring): :meth:`next_rollout` returns the rollout the
+    producer sampled for this iteration's prompts, :meth:`mark_stale` pushes the updated actor as the next
+    version and asks for the rollout K iterations ahead; :meth:`generate` (evaluation) samples with ``current``,
+    an engine on the actor as it is now. ``upcoming(i)`` yields the prompts of iterations i, i + 1, ... in the
+    order the training loop will feed them."""
+
+    def __init__(self, actor, current: RolloutEngine, spec: ProducerSpec, ahead: int,
+                 upcoming: Callable[[int], Iterator[Prompts]], timeout: float):
+        super().__init__(actor)
+        self.current, self.spec, self.ahead, self.upcoming, self.timeout = current, spec, ahead, upcoming, timeout
+        self.version = 0  # updates applied to the actor
+        self.trained = 0  # index of the rollout the next iteration trains on
+        self.requested = 0  # rollouts asked for so far
+        self.ready: Dict[int, tuple] = {}  # index -> (version, seq, entropy, logprobs, busy, idle)
+        self.process = None
+        self.prompts: Optional[Iterator[Prompts]] = None
+        self.sampling, self.record_entropy = None, False
+        self.push_seconds = 0.0
+
+    # -- the trainer's seam ------------------------------------------------------------------------------------
+    def generate(self, prompts, prompt_mask, sampling, record_entropy: bool = False) -> Rollout:
+        """Evaluation: responses from the actor as it is now (``current``)."""
+        return self.current.generate(prompts, prompt_mask, sampling, record_entropy)
+
+    def next_rollout(self, prompts, prompt_mask, sampling, record_entropy: bool) -> Rollout:
+        """The rollout this iteration trains on, sampled ahead for exactly these prompts; its ``stats`` give its
+        staleness (versions between the sampler and the actor), the trainer's wait for it and the producer's
+        idle and busy time before it."""
+        if self.process is None:
+            self.sampling, self.record_entropy = sampling, record_entropy
+            self._start()
+        index = self.trained
+        start = time.perf_counter()
+        version, seq, entropy, logprobs, busy, idle = self._receive(index)
+        waited = time.perf_counter() - start
+        if seq.shape[0] != prompts.shape[0] or not torch.equal(seq[:, :prompts.shape[1]].to(prompts.device),
+                                                                 prompts):
+            raise RunStopped(f"rollout {index}: the producer sampled other prompts than the trainer's iteration "
+                             f"{index} (the prompt schedules diverged)")
+        staleness = float(self.version - version)
+        self.trained += 1
+        self.last_sync_seconds = 0.0
+        stats = {"rollout/staleness_mean": staleness, "rollout/staleness_max": staleness,
+                 "timing/wait_for_rollout": waited, "timing/wait_for_trainer": idle,
+                 "timing/producer_busy": busy, "timing/weight_sync": self.push_seconds}
+        device = prompts.device
+        return Rollout(seq.to(device), entropy=None if entropy is None else entropy.to(device),
+                       engine_logprobs=logprobs.to(device),
+                       stats={key: torch.as_tensor(value) for key, value in stats.items()})
+
+    def mark_stale(self) -> None:
+        """The actor was updated: push it as the next version and ask for the rollout K iterations ahead."""
+        self.version += 1
+        self.current.mark_stale()
+        if self.process is not None:
+            self._push_weights()
+            self._request_up_to(self.trained + self.ahead)
+
+    def close(self) -> None:
+        """Stop the producer (after the run, or when it fails)."""
+        if self.process is None:
+            return
+        if self.process.is_alive():
+            self.requests.put(("stop",))
+            self.process.join(timeout=30)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+        self.process = None
+
+    def state_dict(self) -> dict:
+        """Drain: every rollout asked for, received, with the version that sampled it (module docstring)."""
+        for index in range(self.trained, self.requested):
+            self._receive(index, keep=True)
+        return {"version": self.version, "trained": self.trained, "requested": self.requested,
+                "ready": {index: self.ready[index][:4] for index in range(self.trained, self.requested)}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.version, self.trained, self.requested = state["version"], state["trained"], state["requested"]
+        self.ready = {index: (*saved, 0.0, 0.0) for index, saved in state["ready"].items()}
+
+    # -- the transport -----------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        context = torch.multiprocessing.get_context("spawn")
+        self.requests, self.results = context.Queue(), context.Queue()
+        self.process = context.Process(target=producer_main, args=(self.requests, self.results, self.spec),
+                                       name="rollout-producer", daemon=True)
+        self.process.start()
+        self.prompts = self.upcoming(self.requested)
+        self._push_weights()
+        self._request_up_to(self.trained + self.ahead)
+
+    def _push_weights(self) -> None:
+        start = time.perf_counter()
+        for group in exported_weights(self.actor):
+            self.requests.put(("weights", [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in group]))
+        self.requests.put(("version", self.version))
+        self.push_seconds = time.perf_counter() - start
+
+    def _request_up_to(self, last: int) -> None:
+        while self.requested <= last:
+            prompts, prompt_mask = next(self.prompts)
+            self.requests.put(("sample", self.requested, prompts.cpu(), prompt_mask.cpu(), self.sampling,
+                               self.record_entropy))
+            self.requested += 1
+
+    def _receive(self, index: int, keep: bool = False) -> tuple:
+        deadline = time.monotonic() + self.timeout
+        while index not in self.ready:
+            try:
+                message = self.results.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                message = None
+            except (OSError, EOFError):  # a rollout whose sender died cannot be unpickled (its tensors went with it)
+                message = None
+                self.process.join(timeout=POLL_SECONDS)
+            if message is None:
+                if not self.process.is_alive():
+                    code = self.process.exitcode
+                    self.process = None
+                    raise RunStopped(f"the rollout producer died (exit code {code}) before sending rollout {index}; "
+                                     "resume from the last checkpoint with --resume") from None
+                if time.monotonic() > deadline:
+                    self.process.kill()
+                    self.process = None
+                    raise RunStopped(f"the rollout producer sent no rollout for {self.timeout:g} s "
+                                     f"(--rollout_timeout) while the trainer waited for rollout {index}; stopped it")
+                continue
+            if message[0] == "error":
+                self.close()
+                raise RunStopped(f"the rollout producer failed: {message[1]}")
+            self.ready[message[1]] = message[2:]
+        return self.ready[index] if keep else self.ready.pop(index)

@@ -1,0 +1,173 @@
+"""Does learning hold when rollouts run one policy version ahead (``--async_rollout 1``)?
+
+On the study's long task (:mod:`evaluation.study.design`: its SFT and reward model, flags, evaluation seed and
+confirmation schedule), token PPO and MA-PPO n = 5, both at λ = 1 (the study's pre-registered pair), are trained
+with K = 0 (the synchronous loop) and K = 1 (corrected per macro action, ``--rollout_is macro``) on the same PPO
+seeds; each K = 1 run is paired with the K = 0 run of its seed. The final gold difference K1 − K0 is tested for
+equivalence within the study's margin (±0.010, :data:`evaluation.study.design.EQUIVALENCE_MARGINS`) by TOST,
+with its 95% t interval, per algorithm (Holm over the two). Gold against the trainer's wall-clock hours (the
+cumulative ``timing/iteration`` up to each evaluation, on the machine and load the runs had) is plotted per K.
+
+    python -m evaluation.async_learning run --out outputs/async --seeds 9 16 --jobs 2
+    python -m evaluation.async_learning report --out outputs/async --report_dir docs/async
+"""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+from dschat.utils.cli import ArgumentParser, run_cli
+from evaluation.study.design import CONFIRMATION_FLAGS, EQUIVALENCE_MARGINS
+from evaluation.study.runner import Run, ensure_models, is_finished, train_run
+from evaluation.study.stats import holm, t_interval, tost
+
+TASK = "long"
+ARMS = ("ppo-lam1", "mappo-lam1")
+AHEAD = {0: (), 1: ("--async_rollout", "1", "--rollout_is", "macro")}
+"""K -> the flags a run adds to its arm's."""
+RUNS_FILE = "runs.jsonl"
+
+
+def plan(seeds: Sequence[int]) -> List[Tuple[int, Run]]:
+    """``(K, run)`` for every arm, seed and K, seed-major (a pair finishes together)."""
+    return [(ahead, Run(TASK, arm, seed, extra=(*CONFIRMATION_FLAGS, *flags)))
+            for seed in seeds for arm in ARMS for ahead, flags in AHEAD.items()]
+
+
+def run_dir(out: Path, ahead: int) -> Path:
+    return Path(out) / f"K{ahead}"
+
+
+MACHINE_FILE = "machine.json"
+"""The machine that trained the runs under ``out`` (:func:`dschat.utils.machine.machine_record`)."""
+
+
+def train(out: Path, seeds: Sequence[int], jobs: int, model: str = "tiny-gemma") -> None:
+    from dschat.utils.machine import machine_record
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / MACHINE_FILE).write_text(json.dumps(machine_record()) + "\n")
+    sft, rm = ensure_models(TASK, out, model)
+    todo = [(ahead, run) for ahead, run in plan(seeds) if not is_finished(run.directory(run_dir(out, ahead)))]
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(lambda item: train_run(item[1], run_dir(out, item[0]), sft, rm), todo))
+
+
+def summarize(directory: Path, ahead: int, machine: dict) -> dict:
+    """A finished run: its identity, K, machine, evaluations and the trainer's hours up to each of them."""
+    from evaluation.study.summaries import run_summary
+
+    summary = {**run_summary(directory), "async_rollout": ahead, "machine": machine}
+    with open(directory / "metrics.jsonl") as handle:
+        rows = [json.loads(line) for line in handle]
+    seconds, hours = 0.0, {}
+    for row in rows:
+        seconds += row.get("timing/iteration", 0.0)
+        hours[row["step"]] = seconds / 3600
+    summary["hours"] = [round(hours.get(step, 0.0), 5) for step in summary["steps"]]
+    return summary
+
+
+def collect(out: Path, seeds: Sequence[int]) -> List[dict]:
+    machine = json.loads((Path(out) / MACHINE_FILE).read_text())
+    return [summarize(run.directory(run_dir(out, ahead)), ahead, machine) for ahead, run in plan(seeds)
+            if is_finished(run.directory(run_dir(out, ahead)))]
+
+
+def comparison(summaries: Sequence[dict]) -> Dict[str, dict]:
+    """Per arm: the paired final-gold differences K1 − K0 by seed, their mean and 95% t interval, TOST within
+    the study's gold margin, and Holm over the arms for both the difference and the equivalence p-values."""
+    finals: Dict[Tuple[str, int], Dict[int, float]] = {}
+    for s in summaries:
+        finals.setdefault((s["arm"], s["async_rollout"]), {})[s["seed"]] = s["gold"][-1]
+    result = {}
+    for arm in ARMS:
+        k0, k1 = finals.get((arm, 0), {}), finals.get((arm, 1), {})
+        seeds = sorted(set(k0) & set(k1))
+        if len(seeds) < 2:
+            continue
+        diffs = [k1[seed] - k0[seed] for seed in seeds]
+        equivalence = tost(diffs, EQUIVALENCE_MARGINS["gold"])
+        result[arm] = {"seeds": seeds, "diffs": diffs, "mean": sum(diffs) / len(diffs),
+                       "ci": t_interval(diffs), "k0": sum(k0[s] for s in seeds) / len(seeds),
+                       "k1": sum(k1[s] for s in seeds) / len(seeds), "tost_p": equivalence.p}
+    tost_holm = holm({arm: row["tost_p"] for arm, row in result.items()})
+    for arm, row in result.items():
+        row["tost_p_holm"] = tost_holm[arm]
+    return result
+
+
+def report_lines(summaries: Sequence[dict]) -> List[str]:
+    margin = EQUIVALENCE_MARGINS["gold"]
+    machines = sorted({json.dumps(s.get("machine"), sort_keys=True) for s in summaries})
+    lines = ["| arm | seeds | final gold K = 0 | K = 1 | K1 − K0 [95% t CI] | TOST p (Holm) | reading |",
+             "|---|---|---|---|---|---|---|"]
+    for arm, row in comparison(summaries).items():
+        low, high = row["ci"]
+        reading = (f"equivalent within ±{margin}" if row["tost_p_holm"] < 0.05 else
+                   f"not shown equivalent within ±{margin}")
+        lines.append(f"| {arm} | {len(row['seeds'])} | {row['k0']:.4f} | {row['k1']:.4f} | {row['mean']:+.4f} "
+                     f"[{low:+.4f}, {high:+.4f}] | {row['tost_p']:.3f} ({row['tost_p_holm']:.3f}) | {reading} |")
+    lines += ["", f"Machine(s): {'; '.join(machines)}"]
+    return lines
+
+
+def plot(summaries: Sequence[dict], path: Path) -> None:
+    """Mean gold against the trainer's hours per arm and K (each K's mean hours at each evaluation)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(ARMS), figsize=(5 * len(ARMS), 3.6), sharey=True)
+    for axis, arm in zip(axes, ARMS):
+        for ahead in AHEAD:
+            runs = [s for s in summaries if s["arm"] == arm and s["async_rollout"] == ahead]
+            if not runs:
+                continue
+            count = min(len(s["gold"]) for s in runs)
+            hours = [sum(s["hours"][i] for s in runs) / len(runs) for i in range(count)]
+            gold = [sum(s["gold"][i] for s in runs) / len(runs) for i in range(count)]
+            axis.plot(hours, gold, marker="o", label=f"K = {ahead} ({len(runs)} seeds)")
+        axis.set_title(arm)
+        axis.set_xlabel("trainer wall-clock hours")
+        axis.legend()
+    axes[0].set_ylabel("mean held-out gold")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main(argv=None) -> None:
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("run", "report"):
+        command = sub.add_parser(name)
+        command.add_argument("--out", type=Path, default=Path("outputs/async"),
+                             help="runs' folder (default outputs/async)")
+        command.add_argument("--seeds", type=int, nargs=2, default=(9, 16), metavar=("FIRST", "LAST"),
+                             help="PPO seeds FIRST..LAST (default 9 16: the study's confirmation seeds)")
+    sub.choices["run"].add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
+    sub.choices["report"].add_argument("--report_dir", type=Path, default=Path("docs/async"),
+                                       help="where runs.jsonl, report.md and the figure go (default docs/async)")
+    args = parser.parse_args(argv)
+    seeds = range(args.seeds[0], args.seeds[1] + 1)
+    if args.command == "run":
+        train(args.out, seeds, args.jobs)
+        return
+    summaries = collect(args.out, seeds)
+    if not summaries:
+        raise FileNotFoundError(f"{args.out}: no finished run of {TASK}/{{{','.join(ARMS)}}} for seeds "
+                                f"{args.seeds[0]}-{args.seeds[1]}")
+    args.report_dir.mkdir(parents=True, exist_ok=True)
+    with open(args.report_dir / RUNS_FILE, "w") as handle:
+        handle.writelines(json.dumps(s) + "\n" for s in summaries)
+    lines = report_lines(summaries)
+    (args.report_dir / "report.md").write_text("\n".join(lines) + "\n")
+    plot(summaries, args.report_dir / "gold_vs_hours.png")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    run_cli(main)

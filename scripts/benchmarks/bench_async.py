@@ -1,0 +1,130 @@
+#!/usr/bin/env python
+"""Steps per hour of step 3 with ``--async_rollout K`` against the synchronous loop, at equal hardware.
+
+Variants, each a whole ``python -m dschat.cli.ppo`` run on the same flags, model, prompts and seed:
+
+- ``sync-2t``: K = 0 with 2 intra-op threads (every phase gets both cores);
+- ``sync-1t``: K = 0 with 1 thread (the phase split the async prediction starts from);
+- ``async-K`` (K = 1, 2): the trainer with 1 thread and the producer process with 1 thread (the same 2 cores).
+
+Every response is ``new`` tokens long (an untrained model at temperature 1 rarely emits eos; the run's mean
+response length is printed so that this can be checked), evaluation is off but for the first and last, and the
+first ``--warmup`` iterations (the producer's start) are left out. Repetition r runs the variants in an order
+rotated by r. Per variant: seconds per iteration (``timing/iteration``), steps per hour, and the split — the
+trainer's busy time (iteration − wait for the rollout), the producer's busy time and each side's wait — as
+median [min, max] over the repetitions (each repetition's figure the median of its iterations). Printed ratios
+are paired within a repetition. The prediction: K = 1's iteration takes the longer of its two sides' busy
+times, max(generate, rest) of ``sync-1t``, so its speed-up over ``sync-1t`` is (generate + rest) /
+max(generate, rest); the printed error is measured / predicted − 1.
+
+    python scripts/benchmarks/bench_async.py --shapes 8x16 32x128 --steps 8 --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repeats import rotated, spread  # noqa: E402
+
+from dschat.utils.machine import machine_line  # noqa: E402
+
+VARIANTS = {"sync-2t": (0, 2), "sync-1t": (0, 1), "async-1": (1, 1), "async-2": (2, 1)}
+"""Variant -> (--async_rollout, the trainer's threads); the producer always has one thread."""
+
+
+def run_variant(model: str, prompts: int, new: int, steps: int, ahead: int, threads: int, out: str) -> list:
+    """The training rows of one run's ``metrics.jsonl``."""
+    flags = ["--actor_model_name_or_path", model, "--critic_model_name_or_path", model, "--output_dir", out,
+             "--max_prompt_seq_len", "32", "--max_new_tokens", str(new), "--per_device_generation_batch_size",
+             str(prompts), "--per_device_train_batch_size", str(min(prompts, 8)), "--max_steps", str(steps),
+             "--max_eval_samples", "4", "--eval_steps", "0", "--warmup_steps", "0", "--temperature", "1.0",
+             "--no_progress_bar", "--log_samples", "0", "--termination", "fixed", "--ngram", "5", "--seed", "1",
+             "--async_rollout", str(ahead), "--rollout_threads", "1"]
+    if ahead:
+        flags += ["--rollout_is", "macro"]
+    env = {**os.environ, "MARLHF_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
+           "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false"}
+    result = subprocess.run([sys.executable, "-m", "dschat.cli.ppo", *flags], cwd=ROOT, env=env,
+                            capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"{ahead=} {threads=} failed:\n{result.stderr[-2000:]}")
+    with open(os.path.join(out, "metrics.jsonl")) as handle:
+        return [row for row in map(json.loads, handle) if "timing/iteration" in row]
+
+
+def split(rows: list, warmup: int) -> dict:
+    """Median per-iteration seconds of a run after ``warmup`` iterations: the iteration, the trainer's busy
+    time, its wait for the rollout, the producer's busy time and its wait for the trainer; synchronous runs'
+    generate and rest."""
+    rows = rows[warmup:]
+
+    def median(key):
+        return statistics.median(row.get(key, 0.0) for row in rows)
+
+    iteration, wait = median("timing/iteration"), median("timing/wait_for_rollout")
+    return {"iteration": iteration, "trainer_busy": iteration - wait, "wait_for_rollout": wait,
+            "producer_busy": median("timing/producer_busy"), "wait_for_trainer": median("timing/wait_for_trainer"),
+            "generate": median("timing/generate"), "length": median("response/length")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--model", default="tiny-gemma", help="actor, critic and reward model (default tiny-gemma)")
+    parser.add_argument("--shapes", nargs="+", default=["8x16", "32x128"],
+                        help="PROMPTSxNEW_TOKENS per iteration (default 8x16 32x128)")
+    parser.add_argument("--steps", type=int, default=8, help="iterations per run (default 8)")
+    parser.add_argument("--warmup", type=int, default=2, help="first iterations left out (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="rotated repetitions (default 3)")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    args = parser.parse_args()
+    print(machine_line())
+    print(f"model {args.model}, {args.steps} iterations per run (first {args.warmup} left out), "
+          f"{args.repeats} rotated repetitions; trainer threads / producer threads per variant: "
+          + ", ".join(f"{name} {threads}/{'1' if ahead else '-'}" for name, (ahead, threads) in VARIANTS.items()
+                      if name in args.variants))
+    for shape in args.shapes:
+        prompts, new = map(int, shape.split("x"))
+        measured = {name: [] for name in args.variants}
+        for repetition in range(args.repeats):
+            for name in rotated(args.variants, repetition):
+                ahead, threads = VARIANTS[name]
+                with tempfile.TemporaryDirectory(prefix="bench-async-") as out:
+                    rows = run_variant(args.model, prompts, new, args.steps, ahead, threads, out)
+                measured[name].append(split(rows, args.warmup))
+        print(f"\n== {prompts} prompts x {new} new tokens ==")
+        for name, runs in measured.items():
+            seconds = [run["iteration"] for run in runs]
+            print(f"{name:8s} s/iteration {spread(seconds)}  steps/hour {spread([3600 / s for s in seconds], 0)}  "
+                  f"trainer busy {spread([r['trainer_busy'] for r in runs])}  "
+                  f"wait for rollout {spread([r['wait_for_rollout'] for r in runs])}  "
+                  + (f"producer busy {spread([r['producer_busy'] for r in runs])}  "
+                     f"wait for trainer {spread([r['wait_for_trainer'] for r in runs])}  "
+                     if VARIANTS[name][0] else f"generate {spread([r['generate'] for r in runs])}  ")
+                  + f"length {statistics.median(r['length'] for r in runs):.0f}")
+        for name in (n for n in measured if VARIANTS[n][0]):
+            for base in ("sync-2t", "sync-1t"):
+                if base in measured:
+                    ratios = [b["iteration"] / a["iteration"] for a, b in zip(measured[name], measured[base])]
+                    print(f"{name} speed-up over {base}: {spread(ratios)}")
+            runs = measured[name]
+            overlap = [r["iteration"] / max(r["trainer_busy"], r["producer_busy"]) for r in runs]
+            print(f"{name} iteration / its slower side's busy time: {spread(overlap)}")
+        if "async-1" in measured and "sync-1t" in measured:
+            errors = []
+            for a, s in zip(measured["async-1"], measured["sync-1t"]):
+                rest = s["iteration"] - s["generate"]
+                predicted = s["iteration"] / max(s["generate"], rest)
+                errors.append((s["iteration"] / a["iteration"]) / predicted - 1)
+            print(f"async-1 over sync-1t, measured / predicted from sync-1t's split - 1: {spread(errors)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""evaluation.async_learning: K = 1 against K = 0, paired by seed, TOST within the study's gold margin."""
+import math
+
+import pytest
+from scipy import stats as scipy_stats
+
+from evaluation.async_learning import comparison, report_lines
+
+
+def summary(arm, ahead, seed, gold):
+    return {"task": "long", "arm": arm, "seed": seed, "async_rollout": ahead, "gold": [0.06, gold],
+            "steps": [0, 48], "hours": [0.0, 0.01], "machine": {"cpu": "test"}}
+
+
+def test_paired_difference_interval_and_tost_by_hand():
+    k0 = {9: 0.140, 10: 0.150, 11: 0.145, 12: 0.138}
+    k1 = {9: 0.142, 10: 0.149, 11: 0.147, 12: 0.141}
+    runs = [summary("ppo-lam1", 0, s, g) for s, g in k0.items()] + [summary("ppo-lam1", 1, s, g) for s, g in k1.items()]
+    runs += [summary("mappo-lam1", 0, 9, 0.1), summary("mappo-lam1", 1, 10, 0.1)]  # no pair: left out
+    result = comparison(runs)
+    assert set(result) == {"ppo-lam1"}
+    row = result["ppo-lam1"]
+    diffs = [k1[s] - k0[s] for s in sorted(k0)]
+    mean = sum(diffs) / 4
+    se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 3 / 4)
+    half = scipy_stats.t.ppf(0.975, 3) * se
+    assert row["mean"] == pytest.approx(mean) and row["ci"] == pytest.approx((mean - half, mean + half))
+    p = max(scipy_stats.t.sf((mean + 0.01) / se, 3), scipy_stats.t.cdf((mean - 0.01) / se, 3))
+    assert row["tost_p"] == pytest.approx(p) and row["tost_p_holm"] == pytest.approx(p)  # a family of one
+    assert "equivalent within ±0.01" in report_lines(runs)[2]
