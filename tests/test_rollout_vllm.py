@@ -7,9 +7,11 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,6 +23,7 @@ from dschat.rlhf.rollout.hf import HFRolloutEngine
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.synthetic_task import generate_pairs
 from dschat.utils.model import load_causal_lm, load_tokenizer
+from dschat.utils.seeding import set_random_seed
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine (an integer): these models need a few MiB
@@ -40,15 +43,38 @@ def prompt_batch(tokenizer, count: int = 6):
     return batch["input_ids"], batch["attention_mask"]
 
 
+def global_draws() -> tuple:
+    """One draw from each global generator a run's seed sets (Python's, NumPy's, torch's)."""
+    return random.random(), float(np.random.rand()), torch.rand(4)
+
+
 @pytest.fixture(scope="module")
-def gemma():
-    """A random tiny Gemma (the embedded default's architecture) and its vLLM engine."""
+def gemma_built():
+    """A random tiny Gemma (the embedded default's architecture), its vLLM engine, and what the global generators
+    draw right after the engine was built under ``set_random_seed(5)``."""
     tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
     model = load_causal_lm("tiny-gemma", tokenizer, "fp32", 3).eval()
+    set_random_seed(5)
     engine = vllm_engine(model, tokenizer)
-    yield model, tokenizer, engine
+    draws = global_draws()
+    yield model, tokenizer, engine, draws
     del engine.llm
     gc.collect()
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_built):
+    """The tiny Gemma, its tokenizer and its vLLM engine."""
+    return gemma_built[:3]
+
+
+def test_building_the_engine_leaves_the_global_generators_alone(gemma_built):
+    """vLLM seeds every global generator with its own seed while it starts; the engine restores them, so what is
+    drawn after building it is what the run's seed alone gives."""
+    set_random_seed(5)
+    expected = global_draws()
+    drawn = gemma_built[3]
+    assert drawn[:2] == expected[:2] and torch.equal(drawn[2], expected[2])
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +221,55 @@ def kept_engines(monkeypatch):
 
     monkeypatch.setattr(ppo, "build_rollout_engine", keep)
     return built
+
+
+class FirstRollout(Exception):
+    """Stops a step-3 run at its first rollout, carrying that rollout's sequences."""
+
+
+def first_rollout(monkeypatch, flags) -> torch.Tensor:
+    """The sequences of the first rollout a step-3 run with ``flags`` samples — the evaluation at the start: the
+    evaluation prompts in their fixed order, the actor as loaded — after which the run stops."""
+    from dschat.stages import ppo
+
+    real = ppo.build_rollout_engine
+
+    def build(*args, **kwargs):
+        engine = real(*args, **kwargs)
+        ENGINES_OF_RUNS.append(engine)
+        generate = engine.generate
+
+        def stop_after(*call, **options):
+            raise FirstRollout(generate(*call, **options).seq)
+
+        engine.generate = stop_after
+        return engine
+
+    monkeypatch.setattr(ppo, "build_rollout_engine", build)
+    with pytest.raises(FirstRollout) as stopped:
+        ppo_main(flags)
+    return stopped.value.args[0]
+
+
+@pytest.fixture(scope="module")
+def saved_gemma(tmp_path_factory) -> str:
+    """A random tiny Gemma saved as a checkpoint: an actor whose weights do not follow the run's seed."""
+    out = tmp_path_factory.mktemp("saved-gemma")
+    tokenizer = load_tokenizer("tiny-gemma")
+    load_causal_lm("tiny-gemma", tokenizer, "fp32", 3).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
+@pytest.mark.parametrize("engine", ["hf", "vllm"])
+def test_the_runs_seed_governs_the_samples(tmp_path, monkeypatch, saved_gemma, engine):
+    """The start's evaluation samples the same prompts with the same weights whatever the seed: ``--seed 11``
+    twice gives the same responses, ``--seed 12`` others, with either engine (the vLLM engine's per-row seeds come
+    from torch's generator, which building the engine must leave as the run's seed set it)."""
+    flags = VLLM_PPO + ["--actor_model_name_or_path", saved_gemma, "--rollout_engine", engine]
+    seqs = [first_rollout(monkeypatch, flags + ["--seed", str(seed), "--output_dir", str(tmp_path / str(run))])
+            for run, seed in enumerate((11, 11, 12))]
+    assert torch.equal(seqs[0], seqs[1]) and not torch.equal(seqs[0], seqs[2])
 
 
 @pytest.mark.parametrize("flags, moved", [([], 1e-3), (["--actor_lora_dim", "4", "--actor_learning_rate", "2e-2"], 5e-5)],

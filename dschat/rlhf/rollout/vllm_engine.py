@@ -10,7 +10,9 @@ processes each has its own engine (``distributed_executor_backend="external_laun
 Sampling follows the HF engine's semantics: temperature, top-k (0 = off), top-p, ``max_new_tokens``, stop after
 the tokenizer's eos (kept in the response), pad after it, token ids as sampled (no detokenisation), greedy when
 ``do_sample`` is off. Each row gets its own sampling seed drawn from torch's global generator, so the run's seed,
-``--eval_seed`` and ``--resume`` (which restores that generator) fix the samples. The engine returns the
+``--eval_seed`` and ``--resume`` (which restores that generator) fix the samples. Building an in-process
+``vllm.LLM`` seeds Python's, NumPy's and torch's global generators with vLLM's ``seed`` (0); the engine restores
+their states after building it, so the run's seed, not vLLM's, governs every draw after it. The engine returns the
 log-prob of each sampled token in the trainer's convention: log_softmax(logits / T) before top-k / top-p
 (:func:`_untruncated_logprobs`; vLLM's own "processed" log-probs are taken after the truncation, so with Table 5's
 top-k 50 their gap to the trainer's would measure the truncated mass, not the engine), or of the raw logits with
@@ -33,6 +35,7 @@ from typing import List, Tuple
 import torch
 
 from dschat.rlhf.experience import SamplingConfig
+from dschat.utils.seeding import rng_state, set_rng_state
 
 from .base import Rollout, RolloutEngine
 from .weights import exported_weights
@@ -144,7 +147,11 @@ class VLLMRolloutEngine(RolloutEngine):
             options.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=True)
         else:
             options["enforce_eager"] = True
-        self.llm = LLM(**options)
+        state = rng_state()  # vLLM seeds every global generator with its own seed while it starts
+        try:
+            self.llm = LLM(**options)
+        finally:
+            set_rng_state(state)
         if not logprobs_at_unit_temperature:
             self.llm.collective_rpc(_untruncated_logprobs)
         self.sleeping: set = set()
