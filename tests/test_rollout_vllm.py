@@ -4,6 +4,8 @@ exact ``--resume``. Skipped where vLLM is not installed (``scripts/setup_env.sh`
 costs ~10-50 s, paid once per test process."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import importlib.util
 import os
@@ -135,6 +137,79 @@ def test_samples_are_fixed_by_torchs_generator(gemma):
         torch.manual_seed(seed)
         draws.append(engine.generate(prompts, mask, sampling).seq)
     assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
+
+
+def outside_the_truncated_set(model, seq, mask, eos_token_id, sampling) -> torch.Tensor:
+    """How many response tokens of ``seq`` lie outside ``sampling``'s top-k / top-p set of the trainer's
+    temperature-scaled distribution: k or more tokens more likely (``top_k`` > 0), or p or more of the mass on more
+    likely tokens (the nucleus; ``top_p`` < 1). Margins of 1e-4 (logit, mass) leave the engine's rounding inside."""
+    attention_mask, action_mask = rollout_masks(seq, mask, eos_token_id)
+    with torch.no_grad():
+        logits = model(seq, attention_mask=attention_mask).logits[:, :-1].float() / sampling.temperature
+    probs = logits.softmax(-1)
+    on = action_mask.bool()
+    logits, probs, tokens = logits[on], probs[on], seq[:, 1:][on]
+    chosen_logit = logits.gather(1, tokens[:, None])
+    chosen_prob = probs.gather(1, tokens[:, None])
+    outside = torch.zeros(len(tokens), dtype=torch.bool)
+    if sampling.top_k:
+        outside |= (logits > chosen_logit + 1e-4).sum(1) >= sampling.top_k
+    if sampling.top_p < 1:
+        outside |= (probs * (probs > chosen_prob)).sum(1) >= sampling.top_p + 1e-4
+    return int(outside.sum())
+
+
+@pytest.mark.parametrize("truncation", [dict(top_k=5, top_p=1.0), dict(top_k=0, top_p=0.5)], ids=["top_k", "top_p"])
+def test_every_sampled_token_is_inside_the_truncated_set(gemma, truncation):
+    """Top-k and top-p reach vLLM: no sampled token lies outside the truncated set (computed from the trainer's
+    forward), while the same per-row seeds without the truncation sample tokens outside it (the set matters)."""
+    model, tokenizer, engine = gemma
+    prompts, mask = prompt_batch(tokenizer)
+    truncated = SamplingConfig(max_new_tokens=16, temperature=1.5, **truncation)
+    counts = []
+    for sampling in (truncated, dataclasses.replace(truncated, top_k=0, top_p=1.0)):
+        torch.manual_seed(2)
+        seq = engine.generate(prompts, mask, sampling).seq
+        counts.append(outside_the_truncated_set(model, seq, mask, tokenizer.eos_token_id, truncated))
+    assert counts[0] == 0 and counts[1] >= 20, counts
+
+
+@pytest.fixture
+def eos_gemma(gemma):
+    """The tiny Gemma with eos made likely: its eos embedding (tied: the eos logit's row) along the mean final
+    hidden state of :func:`prompt_batch`, scaled to an eos logit of 2 there on average (the others' spread is
+    ~0.25); the engine serves it for the test, the plain Gemma again after."""
+    model, tokenizer, engine = gemma
+    eosy = copy.deepcopy(model)
+    prompts, mask = prompt_batch(tokenizer)
+    with torch.no_grad():
+        hidden = eosy(prompts, attention_mask=mask, output_hidden_states=True).hidden_states[-1][mask.bool()]
+        direction = hidden.mean(0) / hidden.mean(0).norm()
+        eosy.get_input_embeddings().weight[tokenizer.eos_token_id] = 2.0 / (hidden @ direction).mean() * direction
+    engine.actor = PlainModel(eosy)
+    engine.mark_stale()
+    yield eosy, tokenizer, engine
+    engine.actor = PlainModel(model)
+    engine.mark_stale()
+
+
+def test_only_pad_follows_the_eos(eos_gemma):
+    """On a model that emits eos: each sampled response that ends early has its eos, then pad only; greedy rows
+    equal the HF engine's (eos kept, pad after)."""
+    model, tokenizer, engine = eos_gemma
+    prompts, mask = prompt_batch(tokenizer)
+    torch.manual_seed(1)
+    responses = engine.generate(prompts, mask, SamplingConfig(max_new_tokens=16)).seq[:, prompts.shape[1]:]
+    ended = 0
+    for row in responses:
+        eos = (row == tokenizer.eos_token_id).nonzero().flatten()
+        if len(eos) and eos[0] < len(row) - 1:
+            ended += 1
+            assert torch.all(row[eos[0] + 1:] == tokenizer.pad_token_id), row
+    assert ended >= 2, responses
+    greedy = engine.generate(prompts, mask, GREEDY).seq
+    assert (greedy[:, prompts.shape[1]:] == tokenizer.eos_token_id).any()
+    assert torch.equal(greedy, hf_rollout(model, tokenizer, prompts, mask, GREEDY))
 
 
 def engine_total(engine) -> float:
