@@ -241,6 +241,34 @@ def test_engine_loads_the_updated_weights_only_when_marked_stale(which, request)
     assert not torch.equal(after, before)
 
 
+def test_the_engine_stays_the_actor_over_many_syncs(gemma):
+    """Eight updates, each synced before the next rollout: every rollout's log-probs are the trainer's on the
+    updated weights (vLLM's CPU packing of the linear layers must follow every load, not only the first)."""
+    model, tokenizer, engine = gemma
+    actor = copy.deepcopy(model)
+    engine.actor = PlainModel(actor)
+    prompts, mask = prompt_batch(tokenizer)
+    sampling = SamplingConfig(max_new_tokens=8)
+    generator = torch.Generator().manual_seed(4)
+    gaps = []
+    try:
+        for _ in range(8):
+            with torch.no_grad():
+                for param in actor.parameters():
+                    param.add_(torch.randn(param.shape, generator=generator) * 0.02)
+            engine.mark_stale()
+            rollout = engine.generate(prompts, mask, sampling)
+            attention_mask, action_mask = rollout_masks(rollout.seq, mask, tokenizer.eos_token_id)
+            with torch.no_grad():
+                trainer = sequence_logprobs(actor, rollout.seq, attention_mask, sampling.temperature)
+            on = action_mask.bool()
+            gaps.append(float((rollout.engine_logprobs[on] - trainer[on]).abs().max()))
+    finally:
+        engine.actor = PlainModel(model)
+        engine.mark_stale()
+    assert max(gaps) < 1e-4, gaps
+
+
 def test_lora_adapters_reach_the_engine_merged(gemma):
     """A peft-wrapped actor (--actor_lora_dim) syncs as W + (α/r)·B·A under the plain model's names."""
     from peft import LoraConfig, get_peft_model
