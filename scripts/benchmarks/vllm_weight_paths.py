@@ -12,16 +12,18 @@ Hugging Face names, through ``collective_rpc``:
 - ``repack`` and ``repack-split``: the rollout engine's path (:mod:`dschat.rlhf.rollout.vllm_engine`): vLLM's CPU
   linear layers keep their plain weight, ``load_weights`` per group, then every layer is packed again.
 
-After the last sync: greedy tokens of 6 prompts against Hugging Face ``generate`` on the same weights, and the
-largest gap between vLLM's raw log-prob of each greedy token and the Hugging Face model's log_softmax. Printed per
-path: the outcome (or the exception), sync seconds (median [min, max]), resident memory after the build and after
-the syncs, and the peak during the syncs (``VmHWM`` after resetting it; MiB).
+After the last sync: greedy tokens of 6 prompts against Hugging Face ``generate`` on the same weights (and on the
+first weights: did the syncs reach vLLM at all), and the largest gap between vLLM's raw log-prob of each greedy
+token and the Hugging Face model's log_softmax. Printed per path: the outcome (or the exception), sync seconds
+(median [min, max]), resident memory after the build and after the syncs, and the peak during the syncs
+(``VmHWM`` after resetting it; MiB).
 
     OMP_NUM_THREADS=1 python scripts/benchmarks/vllm_weight_paths.py --model smollm2-135m-instruct --syncs 10
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -98,6 +100,7 @@ def run_path(path: str, model_name: str, syncs: int) -> dict:
     llm = LLM(model=directory, dtype="float32", enforce_eager=True, max_model_len=128, skip_tokenizer_init=True,
               seed=0, logprobs_mode="raw_logprobs")
     record = {"path": path, "rss_built": memory_mib("VmRSS")}
+    first = copy.deepcopy(model)
     groups = tied_once(module_groups(model))
     if not path.endswith("split"):
         groups = [[pair for group in groups for pair in group]]
@@ -128,27 +131,33 @@ def run_path(path: str, model_name: str, syncs: int) -> dict:
     outputs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                            SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, logprobs=0, ignore_eos=True,
                                           detokenize=False), use_tqdm=False)
-    equal, gaps = 0, []
+    equal, equal_first, gaps = 0, 0, []
     with torch.no_grad():
         for prompt, output in zip(prompts, outputs):
             completion = output.outputs[0]
             ids = torch.tensor([prompt])
-            hf = model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=NEW_TOKENS,
-                                min_new_tokens=NEW_TOKENS, pad_token_id=tokenizer.pad_token_id)[0, len(prompt):]
-            equal += hf.tolist() == list(completion.token_ids)
+            for reference in (model, first):
+                hf = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                        max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                                        pad_token_id=tokenizer.pad_token_id)[0, len(prompt):]
+                same = hf.tolist() == list(completion.token_ids)
+                equal, equal_first = (equal + same, equal_first) if reference is model else (equal, equal_first + same)
             seq = torch.tensor([prompt + list(completion.token_ids)])
             logprobs = model(seq).logits[0, len(prompt) - 1:-1].float().log_softmax(-1)
             ours = logprobs.gather(1, seq[0, len(prompt):, None]).flatten()
             theirs = torch.tensor([step[token].logprob for step, token in zip(completion.logprobs,
                                                                                 completion.token_ids)])
             gaps.append((ours - theirs).abs())
-    record.update(greedy_equal=equal, rows=len(prompts), logprob_gap=float(torch.cat(gaps).max()))  # NaN stays
+    record.update(greedy_equal=equal, greedy_equal_first=equal_first, rows=len(prompts),
+                  logprob_gap=float(torch.cat(gaps).max()))  # a NaN stays visible
     return record
 
 
 def row(record: dict) -> str:
-    outcome = record.get("error") or (f"greedy tokens equal HF's in {record['greedy_equal']}/{record['rows']} rows, "
-                                      f"log-prob gap {record['logprob_gap']:.1e}")
+    rows = record["rows"]
+    tokens = (f"greedy tokens equal HF's on the new weights in {record['greedy_equal']}/{rows} rows "
+              f"(on the first weights in {record['greedy_equal_first']}/{rows}), log-prob gap {record['logprob_gap']:.1e}")
+    outcome = f"{record['error']}; then {tokens}" if "error" in record else tokens
     seconds = spread(record["seconds"]) if record["seconds"] else "-"
     return (f"| {record['path']} | {outcome} | {seconds} | {record['rss_built']:.0f} | {record['rss_after']:.0f} | "
             f"{record['rss_peak']:.0f} |")
