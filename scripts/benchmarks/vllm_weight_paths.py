@@ -12,11 +12,11 @@ Hugging Face names, through ``collective_rpc``:
 - ``repack`` and ``repack-split``: the rollout engine's path (:mod:`dschat.rlhf.rollout.vllm_engine`): vLLM's CPU
   linear layers keep their plain weight, ``load_weights`` per group, then every layer is packed again.
 
-After the last sync: greedy tokens of 6 prompts against Hugging Face ``generate`` on the same weights (and on the
-first weights: did the syncs reach vLLM at all), and the largest gap between vLLM's raw log-prob of each greedy
-token and the Hugging Face model's log_softmax. Printed per path: the outcome (or the exception), sync seconds
-(median [min, max]), resident memory after the build and after the syncs, and the peak during the syncs
-(``VmHWM`` after resetting it; MiB).
+After the last sync, against the Hugging Face model on the new weights and on the first ones (did the syncs reach
+vLLM at all): how many of 6 prompts' greedy tokens equal ``generate``'s, and the largest gap between vLLM's raw
+log-prob of each greedy token and the Hugging Face model's log_softmax. Printed per path: those (after the
+exception, if one was raised), sync seconds (median [min, max]), resident memory after the build and after the
+syncs, and the peak during the syncs (``VmHWM`` after resetting it; MiB).
 
     OMP_NUM_THREADS=1 python scripts/benchmarks/vllm_weight_paths.py --model smollm2-135m-instruct --syncs 10
 """
@@ -131,32 +131,31 @@ def run_path(path: str, model_name: str, syncs: int) -> dict:
     outputs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                            SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, logprobs=0, ignore_eos=True,
                                           detokenize=False), use_tqdm=False)
-    equal, equal_first, gaps = 0, 0, []
+    equal = {"new": 0, "first": 0}
+    gaps: dict = {"new": [], "first": []}
     with torch.no_grad():
         for prompt, output in zip(prompts, outputs):
             completion = output.outputs[0]
             ids = torch.tensor([prompt])
-            for reference in (model, first):
+            seq = torch.tensor([prompt + list(completion.token_ids)])
+            theirs = torch.tensor([step[token].logprob for step, token in zip(completion.logprobs,
+                                                                                completion.token_ids)])
+            for key, reference in (("new", model), ("first", first)):
                 hf = reference.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                         max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
                                         pad_token_id=tokenizer.pad_token_id)[0, len(prompt):]
-                same = hf.tolist() == list(completion.token_ids)
-                equal, equal_first = (equal + same, equal_first) if reference is model else (equal, equal_first + same)
-            seq = torch.tensor([prompt + list(completion.token_ids)])
-            logprobs = model(seq).logits[0, len(prompt) - 1:-1].float().log_softmax(-1)
-            ours = logprobs.gather(1, seq[0, len(prompt):, None]).flatten()
-            theirs = torch.tensor([step[token].logprob for step, token in zip(completion.logprobs,
-                                                                                completion.token_ids)])
-            gaps.append((ours - theirs).abs())
-    record.update(greedy_equal=equal, greedy_equal_first=equal_first, rows=len(prompts),
-                  logprob_gap=float(torch.cat(gaps).max()))  # a NaN stays visible
+                equal[key] += hf.tolist() == list(completion.token_ids)
+                logprobs = reference(seq).logits[0, len(prompt) - 1:-1].float().log_softmax(-1)
+                gaps[key].append((logprobs.gather(1, seq[0, len(prompt):, None]).flatten() - theirs).abs())
+    record.update(rows=len(prompts), **{f"greedy_equal_{key}": count for key, count in equal.items()},
+                  **{f"logprob_gap_{key}": float(torch.cat(values).max()) for key, values in gaps.items()})  # NaN stays
     return record
 
 
 def row(record: dict) -> str:
     rows = record["rows"]
-    tokens = (f"greedy tokens equal HF's on the new weights in {record['greedy_equal']}/{rows} rows "
-              f"(on the first weights in {record['greedy_equal_first']}/{rows}), log-prob gap {record['logprob_gap']:.1e}")
+    tokens = "; ".join(f"{key} weights: greedy tokens equal in {record[f'greedy_equal_{key}']}/{rows} rows, log-prob "
+                       f"gap {record[f'logprob_gap_{key}']:.1e}" for key in ("new", "first"))
     outcome = f"{record['error']}; then {tokens}" if "error" in record else tokens
     seconds = spread(record["seconds"]) if record["seconds"] else "-"
     return (f"| {record['path']} | {outcome} | {seconds} | {record['rss_built']:.0f} | {record['rss_after']:.0f} | "
@@ -177,7 +176,8 @@ def main(argv=None) -> None:
     from dschat.utils.machine import machine_line
 
     print(f"model {args.model}, fp32, {args.syncs} syncs per path, each path in a fresh process; {machine_line()}")
-    print("| path | after the last sync | sync s | RSS built, MiB | RSS after, MiB | peak RSS while syncing, MiB |")
+    print("| path | vLLM after the last sync against HF on the new / the first weights | sync s | RSS built, MiB | "
+          "RSS after, MiB | peak RSS while syncing, MiB |")
     print("|---|---|---|---|---|---|")
     for path in args.paths:
         result = subprocess.run([sys.executable, os.path.abspath(__file__), "--model", args.model, "--syncs",
