@@ -375,19 +375,22 @@ def test_the_runs_seed_governs_the_samples(tmp_path, monkeypatch, saved_gemma, e
     assert torch.equal(seqs[0], seqs[1]) and not torch.equal(seqs[0], seqs[2])
 
 
-@pytest.mark.parametrize("flags, moved", [([], 1e-3), (["--actor_lora_dim", "4", "--actor_learning_rate", "2e-2"], 5e-5)],
+@pytest.mark.parametrize("flags, moved", [([], 1e-3), (["--actor_lora_dim", "4", "--actor_learning_rate", "2e-2"], 1e-3)],
                          ids=["full", "lora"])
 def test_after_ppo_updates_the_engine_holds_the_actor(tmp_path, kept_engines, flags, moved):
     """Three PPO iterations with the vLLM engine: every rollout's log-probs match the trainer's (the engine was
     synced after each update: skipping one leaves a gap of the update's size), the run's last evaluation left
-    the engine holding exactly the saved actor (sums and greedy tokens), and the actor did move."""
+    the engine holding exactly the saved actor (sums and greedy tokens), and the actor did move (some weight by
+    more than ``moved`` from the one the run started from)."""
     ppo_main(VLLM_PPO + flags + ["--output_dir", str(tmp_path), "--max_steps", "3"])
     rows = train_rows(tmp_path)
     assert sorted(rows) == [1, 2, 3]
     assert all(row["rollout/logprob_abs_diff_max"] < 1e-4 for row in rows.values()), rows
-    assert rows[3]["objective/kl"] > moved  # the actor moved away from the reference
     tokenizer = load_tokenizer(str(tmp_path / "actor"), padding_side="left")
     actor = load_causal_lm(str(tmp_path / "actor"), tokenizer, "fp32", 0).eval()
+    initial = load_causal_lm("tiny-gemma", tokenizer, "fp32", 11)  # the run's seed builds its actor
+    distance = max(float((a - b).abs().max()) for a, b in zip(actor.parameters(), initial.parameters()))
+    assert distance > moved, distance  # the actor moved away from the reference
     engine = kept_engines[0]
     assert engine_total(engine) == pytest.approx(model_total(actor), rel=1e-6)
     prompts, mask = prompt_batch(tokenizer)
