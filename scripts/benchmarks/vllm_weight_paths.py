@@ -15,8 +15,9 @@ Hugging Face names, through ``collective_rpc``:
 After the last sync, against the Hugging Face model on the new weights and on the first ones (did the syncs reach
 vLLM at all): how many of 6 prompts' greedy tokens equal ``generate``'s, and the largest gap between vLLM's raw
 log-prob of each greedy token and the Hugging Face model's log_softmax. Printed per path: those (after the
-exception, if one was raised), sync seconds (median [min, max]), resident memory after the build and after the
-syncs, and the peak during the syncs (``VmHWM`` after resetting it; MiB).
+exception, if one was raised), sync seconds (median [min, max]), resident memory after the build, after the syncs
+and its peak during the syncs (``VmHWM`` after resetting it; MiB; the last two include the script's copy of the
+first weights, the same for every path).
 
     OMP_NUM_THREADS=1 python scripts/benchmarks/vllm_weight_paths.py --model smollm2-135m-instruct --syncs 10
 """

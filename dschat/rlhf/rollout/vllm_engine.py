@@ -18,11 +18,19 @@ log-prob of each sampled token in the trainer's convention: log_softmax(logits /
 top-k 50 their gap to the trainer's would measure the truncated mass, not the engine), or of the raw logits with
 ``--logprobs_at_unit_temperature``.
 
-On the CPU backend vLLM packs each linear layer's weight into a kernel-specific buffer after loading and drops
-the plain tensor, after which neither ``load_weights`` nor ``reload_weights`` reaches the packed copy (measured
-with vLLM 0.32: the outputs stayed those of the first weights). Here the plain weights are kept and every
-layer is packed again after each load (:func:`_keep_cpu_weights`, :func:`_repack`). Sleep mode (weights and KV
-cache released between phases) runs on GPUs only; on CPU vLLM does not support it, which the log says once.
+On the CPU backend vLLM packs each linear layer's weight into a kernel buffer after loading and drops the plain
+tensor. What plain vLLM 0.32 then does with new weights is measured by ``scripts/benchmarks/vllm_weight_paths.py``
+(output ``docs/rollout/vllm_weight_paths_cpu.txt``: tiny Gemma and SmolLM2-135M, 10 syncs, an Intel Xeon with
+AVX-512): ``model.load_weights`` raises ``AttributeError: 'Parameter' object has no attribute 'weight_loader'``
+part-way; ``model_runner.reload_weights(weights_iterator=...)`` runs, but vLLM then computes with neither the new
+weights nor the first, and called once per gathered group that splits a fused
+layer (q_proj apart from k_proj) it gives NaN log-probs (an outside check found ``reload_weights`` exact on another
+machine: it depends on the machine). Here the plain weights are kept beside the packed ones
+(:func:`_keep_cpu_weights`), loaded with ``load_weights`` a group at a time, and every layer is packed again after
+the last group (:func:`_repack`): Hugging Face's log-probs to fp32 rounding after every sync, whole or per
+module, at about a reload's time, for the kept weights' memory (the README quotes the figures).
+Sleep mode (weights and KV cache released between phases) runs on GPUs only; on CPU vLLM does not support it,
+which the log says once.
 """
 from __future__ import annotations
 
