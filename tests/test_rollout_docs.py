@@ -100,3 +100,17 @@ def test_readme_quotes_the_weight_path_measurement():
     assert f"{float(repack[2].split()[0]):.2f} s per sync against {float(reload[2].split()[0]):.2f} s" in readme
     built = float(repack[3]), float(reload[3])
     assert f"{built[0] - built[1]:.0f} MiB more resident memory ({built[0]:.0f} against {built[1]:.0f} MiB" in readme
+
+
+def test_readme_quotes_the_rollout_rerun_and_its_machine():
+    """The 32 x 64 rerun names its machine, and the README quotes its HF / engine and engine / bare medians."""
+    with open(os.path.join(ROOT, "docs", "rollout", "bench_rollout_cpu_32x64.txt")) as handle:
+        lines = handle.read().splitlines()
+    assert any(line.startswith("machine: ") and "(AVX512)" in line for line in lines)
+    rows = [line.strip().strip("|").split("|") for line in lines if line.startswith("| ") and "---" not in line]
+    header, row = [cell.strip() for cell in rows[0]], [cell.strip().replace("*", "") for cell in rows[1]]
+    with open(os.path.join(ROOT, "README.md")) as handle:
+        readme = " ".join(handle.read().split())
+    hf_engine, engine_bare = row[header.index("HF / engine, CPU")], row[header.index("engine / bare, CPU")]
+    assert f"gave HF / engine {hf_engine} and engine / bare {engine_bare.split()[0]}" in readme
+    assert "`docs/rollout/bench_rollout_cpu_32x64.txt`" in readme
