@@ -70,3 +70,49 @@ def test_page_quotes_the_step_split_and_what_it_predicts():
     assert f"weight sync costs {sync:.3f} s" in page and f"({train[0]:.3f} s / {train[1]:.3f} s)" in page
     assert f"the split predicts {generate[0] - generate[1] - sync:.2f} s saved" in page
     assert f"the medians differ by {wall['hf'] - wall['vllm']:.2f} s" in page
+
+
+def test_readme_quotes_the_weight_path_measurement():
+    """The README's account of what vLLM's CPU build does with new weights quotes the committed output of
+    ``scripts/benchmarks/vllm_weight_paths.py``: per path and model, its log-prob gaps, sync seconds and memory."""
+    with open(os.path.join(ROOT, "docs", "rollout", "vllm_weight_paths_cpu.txt")) as handle:
+        text = handle.read()
+    tables = {block.split("--model ")[1].split()[0]: block for block in text.split("# $ ")[1:]}
+
+    def cells(model: str, path: str) -> list:
+        line = next(line for line in tables[model].splitlines() if line.startswith(f"| {path} |"))
+        return [cell.strip() for cell in line.strip("|").split("|")]
+
+    def gaps(model: str, path: str) -> list:
+        return [float(part.split("log-prob gap ")[1].split(";")[0]) for part in cells(model, path)[1].split("weights:")[1:]]
+
+    with open(PAGE) as handle:
+        readme = " ".join(handle.read().split())
+    assert "`docs/rollout/vllm_weight_paths_cpu.txt`" in readme and "scripts/benchmarks/vllm_weight_paths.py" in readme
+    smol, tiny = "smollm2-135m-instruct", "tiny-gemma"
+    new, first = gaps(smol, "load")
+    assert f"log-prob gap {first:.2f} to them, {new:.1f} to the new ones" in readme
+    new, first = gaps(smol, "reload")
+    assert f"log-prob gap {new:.1f} and {first:.0f}; tiny Gemma {gaps(tiny, 'reload')[0]:.1f} and " \
+           f"{gaps(tiny, 'reload')[1]:.1f})" in readme
+    assert all(gap != gap for gap in gaps(smol, "reload-split") + gaps(tiny, "reload-split"))  # NaN
+    assert gaps(smol, "repack")[0] == gaps(smol, "repack-split")[0]
+    assert f"log-probs within {gaps(smol, 'repack')[0]:.1e} (SmolLM2) / {gaps(tiny, 'repack')[0]:.1e}" in readme
+    repack, reload = cells(smol, "repack"), cells(smol, "reload")
+    assert f"{float(repack[2].split()[0]):.2f} s per sync against {float(reload[2].split()[0]):.2f} s" in readme
+    built = float(repack[3]), float(reload[3])
+    assert f"{built[0] - built[1]:.0f} MiB more resident memory ({built[0]:.0f} against {built[1]:.0f} MiB" in readme
+
+
+def test_readme_quotes_the_rollout_rerun_and_its_machine():
+    """The 32 x 64 rerun names its machine, and the README quotes its HF / engine and engine / bare medians."""
+    with open(os.path.join(ROOT, "docs", "rollout", "bench_rollout_cpu_32x64.txt")) as handle:
+        lines = handle.read().splitlines()
+    assert any(line.startswith("machine: ") and "(AVX512)" in line for line in lines)
+    rows = [line.strip().strip("|").split("|") for line in lines if line.startswith("| ") and "---" not in line]
+    header, row = [cell.strip() for cell in rows[0]], [cell.strip().replace("*", "") for cell in rows[1]]
+    with open(PAGE) as handle:
+        readme = " ".join(handle.read().split())
+    hf_engine, engine_bare = row[header.index("HF / engine, CPU")], row[header.index("engine / bare, CPU")]
+    assert f"gave HF / engine {hf_engine} and engine / bare {engine_bare.split()[0]}" in readme
+    assert "`docs/rollout/bench_rollout_cpu_32x64.txt`" in readme

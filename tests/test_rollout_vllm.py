@@ -4,12 +4,16 @@ exact ``--resume``. Skipped where vLLM is not installed (``scripts/setup_env.sh`
 costs ~10-50 s, paid once per test process."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import gc
 import importlib.util
 import os
+import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -21,6 +25,7 @@ from dschat.rlhf.rollout.hf import HFRolloutEngine
 from dschat.utils.data import PromptCollator, PromptDataset
 from dschat.utils.data.synthetic_task import generate_pairs
 from dschat.utils.model import load_causal_lm, load_tokenizer
+from dschat.utils.seeding import set_random_seed
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine (an integer): these models need a few MiB
@@ -40,15 +45,38 @@ def prompt_batch(tokenizer, count: int = 6):
     return batch["input_ids"], batch["attention_mask"]
 
 
+def global_draws() -> tuple:
+    """One draw from each global generator a run's seed sets (Python's, NumPy's, torch's)."""
+    return random.random(), float(np.random.rand()), torch.rand(4)
+
+
 @pytest.fixture(scope="module")
-def gemma():
-    """A random tiny Gemma (the embedded default's architecture) and its vLLM engine."""
+def gemma_built():
+    """A random tiny Gemma (the embedded default's architecture), its vLLM engine, and what the global generators
+    draw right after the engine was built under ``set_random_seed(5)``."""
     tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
     model = load_causal_lm("tiny-gemma", tokenizer, "fp32", 3).eval()
+    set_random_seed(5)
     engine = vllm_engine(model, tokenizer)
-    yield model, tokenizer, engine
+    draws = global_draws()
+    yield model, tokenizer, engine, draws
     del engine.llm
     gc.collect()
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_built):
+    """The tiny Gemma, its tokenizer and its vLLM engine."""
+    return gemma_built[:3]
+
+
+def test_building_the_engine_leaves_the_global_generators_alone(gemma_built):
+    """vLLM seeds every global generator with its own seed while it starts; the engine restores them, so what is
+    drawn after building it is what the run's seed alone gives."""
+    set_random_seed(5)
+    expected = global_draws()
+    drawn = gemma_built[3]
+    assert drawn[:2] == expected[:2] and torch.equal(drawn[2], expected[2])
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +139,79 @@ def test_samples_are_fixed_by_torchs_generator(gemma):
     assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
 
 
+def outside_the_truncated_set(model, seq, mask, eos_token_id, sampling) -> torch.Tensor:
+    """How many response tokens of ``seq`` lie outside ``sampling``'s top-k / top-p set of the trainer's
+    temperature-scaled distribution: k or more tokens more likely (``top_k`` > 0), or p or more of the mass on more
+    likely tokens (the nucleus; ``top_p`` < 1). Margins of 1e-4 (logit, mass) leave the engine's rounding inside."""
+    attention_mask, action_mask = rollout_masks(seq, mask, eos_token_id)
+    with torch.no_grad():
+        logits = model(seq, attention_mask=attention_mask).logits[:, :-1].float() / sampling.temperature
+    probs = logits.softmax(-1)
+    on = action_mask.bool()
+    logits, probs, tokens = logits[on], probs[on], seq[:, 1:][on]
+    chosen_logit = logits.gather(1, tokens[:, None])
+    chosen_prob = probs.gather(1, tokens[:, None])
+    outside = torch.zeros(len(tokens), dtype=torch.bool)
+    if sampling.top_k:
+        outside |= (logits > chosen_logit + 1e-4).sum(1) >= sampling.top_k
+    if sampling.top_p < 1:
+        outside |= (probs * (probs > chosen_prob)).sum(1) >= sampling.top_p + 1e-4
+    return int(outside.sum())
+
+
+@pytest.mark.parametrize("truncation", [dict(top_k=5, top_p=1.0), dict(top_k=0, top_p=0.5)], ids=["top_k", "top_p"])
+def test_every_sampled_token_is_inside_the_truncated_set(gemma, truncation):
+    """Top-k and top-p reach vLLM: no sampled token lies outside the truncated set (computed from the trainer's
+    forward), while the same per-row seeds without the truncation sample tokens outside it (the set matters)."""
+    model, tokenizer, engine = gemma
+    prompts, mask = prompt_batch(tokenizer)
+    truncated = SamplingConfig(max_new_tokens=16, temperature=1.5, **truncation)
+    counts = []
+    for sampling in (truncated, dataclasses.replace(truncated, top_k=0, top_p=1.0)):
+        torch.manual_seed(2)
+        seq = engine.generate(prompts, mask, sampling).seq
+        counts.append(outside_the_truncated_set(model, seq, mask, tokenizer.eos_token_id, truncated))
+    assert counts[0] == 0 and counts[1] >= 20, counts
+
+
+@pytest.fixture
+def eos_gemma(gemma):
+    """The tiny Gemma with eos made likely: its eos embedding (tied: the eos logit's row) along the mean final
+    hidden state of :func:`prompt_batch`, scaled to an eos logit of 2 there on average (the others' spread is
+    ~0.25); the engine serves it for the test, the plain Gemma again after."""
+    model, tokenizer, engine = gemma
+    eosy = copy.deepcopy(model)
+    prompts, mask = prompt_batch(tokenizer)
+    with torch.no_grad():
+        hidden = eosy(prompts, attention_mask=mask, output_hidden_states=True).hidden_states[-1][mask.bool()]
+        direction = hidden.mean(0) / hidden.mean(0).norm()
+        eosy.get_input_embeddings().weight[tokenizer.eos_token_id] = 2.0 / (hidden @ direction).mean() * direction
+    engine.actor = PlainModel(eosy)
+    engine.mark_stale()
+    yield eosy, tokenizer, engine
+    engine.actor = PlainModel(model)
+    engine.mark_stale()
+
+
+def test_only_pad_follows_the_eos(eos_gemma):
+    """On a model that emits eos: each sampled response that ends early has its eos, then pad only; greedy rows
+    equal the HF engine's (eos kept, pad after)."""
+    model, tokenizer, engine = eos_gemma
+    prompts, mask = prompt_batch(tokenizer)
+    torch.manual_seed(1)
+    responses = engine.generate(prompts, mask, SamplingConfig(max_new_tokens=16)).seq[:, prompts.shape[1]:]
+    ended = 0
+    for row in responses:
+        eos = (row == tokenizer.eos_token_id).nonzero().flatten()
+        if len(eos) and eos[0] < len(row) - 1:
+            ended += 1
+            assert torch.all(row[eos[0] + 1:] == tokenizer.pad_token_id), row
+    assert ended >= 2, responses
+    greedy = engine.generate(prompts, mask, GREEDY).seq
+    assert (greedy[:, prompts.shape[1]:] == tokenizer.eos_token_id).any()
+    assert torch.equal(greedy, hf_rollout(model, tokenizer, prompts, mask, GREEDY))
+
+
 def engine_total(engine) -> float:
     return sum(engine.checksums().values())
 
@@ -138,6 +239,34 @@ def test_engine_loads_the_updated_weights_only_when_marked_stale(which, request)
     assert engine_total(engine) == pytest.approx(model_total(model), rel=1e-6)
     assert torch.equal(after, hf_rollout(model, tokenizer, prompts, mask, GREEDY))
     assert not torch.equal(after, before)
+
+
+def test_the_engine_stays_the_actor_over_many_syncs(gemma):
+    """Eight updates, each synced before the next rollout: every rollout's log-probs are the trainer's on the
+    updated weights (vLLM's CPU packing of the linear layers must follow every load, not only the first)."""
+    model, tokenizer, engine = gemma
+    actor = copy.deepcopy(model)
+    engine.actor = PlainModel(actor)
+    prompts, mask = prompt_batch(tokenizer)
+    sampling = SamplingConfig(max_new_tokens=8)
+    generator = torch.Generator().manual_seed(4)
+    gaps = []
+    try:
+        for _ in range(8):
+            with torch.no_grad():
+                for param in actor.parameters():
+                    param.add_(torch.randn(param.shape, generator=generator) * 0.02)
+            engine.mark_stale()
+            rollout = engine.generate(prompts, mask, sampling)
+            attention_mask, action_mask = rollout_masks(rollout.seq, mask, tokenizer.eos_token_id)
+            with torch.no_grad():
+                trainer = sequence_logprobs(actor, rollout.seq, attention_mask, sampling.temperature)
+            on = action_mask.bool()
+            gaps.append(float((rollout.engine_logprobs[on] - trainer[on]).abs().max()))
+    finally:
+        engine.actor = PlainModel(model)
+        engine.mark_stale()
+    assert max(gaps) < 1e-4, gaps
 
 
 def test_lora_adapters_reach_the_engine_merged(gemma):
@@ -197,19 +326,71 @@ def kept_engines(monkeypatch):
     return built
 
 
-@pytest.mark.parametrize("flags, moved", [([], 1e-3), (["--actor_lora_dim", "4", "--actor_learning_rate", "2e-2"], 5e-5)],
+class FirstRollout(Exception):
+    """Stops a step-3 run at its first rollout, carrying that rollout's sequences."""
+
+
+def first_rollout(monkeypatch, flags) -> torch.Tensor:
+    """The sequences of the first rollout a step-3 run with ``flags`` samples — the evaluation at the start: the
+    evaluation prompts in their fixed order, the actor as loaded — after which the run stops."""
+    from dschat.stages import ppo
+
+    real = ppo.build_rollout_engine
+
+    def build(*args, **kwargs):
+        engine = real(*args, **kwargs)
+        ENGINES_OF_RUNS.append(engine)
+        generate = engine.generate
+
+        def stop_after(*call, **options):
+            raise FirstRollout(generate(*call, **options).seq)
+
+        engine.generate = stop_after
+        return engine
+
+    monkeypatch.setattr(ppo, "build_rollout_engine", build)
+    with pytest.raises(FirstRollout) as stopped:
+        ppo_main(flags)
+    return stopped.value.args[0]
+
+
+@pytest.fixture(scope="module")
+def saved_gemma(tmp_path_factory) -> str:
+    """A random tiny Gemma saved as a checkpoint: an actor whose weights do not follow the run's seed."""
+    out = tmp_path_factory.mktemp("saved-gemma")
+    tokenizer = load_tokenizer("tiny-gemma")
+    load_causal_lm("tiny-gemma", tokenizer, "fp32", 3).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
+@pytest.mark.parametrize("engine", ["hf", "vllm"])
+def test_the_runs_seed_governs_the_samples(tmp_path, monkeypatch, saved_gemma, engine):
+    """The start's evaluation samples the same prompts with the same weights whatever the seed: ``--seed 11``
+    twice gives the same responses, ``--seed 12`` others, with either engine (the vLLM engine's per-row seeds come
+    from torch's generator, which building the engine must leave as the run's seed set it)."""
+    flags = VLLM_PPO + ["--actor_model_name_or_path", saved_gemma, "--rollout_engine", engine]
+    seqs = [first_rollout(monkeypatch, flags + ["--seed", str(seed), "--output_dir", str(tmp_path / str(run))])
+            for run, seed in enumerate((11, 11, 12))]
+    assert torch.equal(seqs[0], seqs[1]) and not torch.equal(seqs[0], seqs[2])
+
+
+@pytest.mark.parametrize("flags, moved", [([], 1e-3), (["--actor_lora_dim", "4", "--actor_learning_rate", "2e-2"], 1e-3)],
                          ids=["full", "lora"])
 def test_after_ppo_updates_the_engine_holds_the_actor(tmp_path, kept_engines, flags, moved):
     """Three PPO iterations with the vLLM engine: every rollout's log-probs match the trainer's (the engine was
     synced after each update: skipping one leaves a gap of the update's size), the run's last evaluation left
-    the engine holding exactly the saved actor (sums and greedy tokens), and the actor did move."""
+    the engine holding exactly the saved actor (sums and greedy tokens), and the actor did move (some weight by
+    more than ``moved`` from the one the run started from)."""
     ppo_main(VLLM_PPO + flags + ["--output_dir", str(tmp_path), "--max_steps", "3"])
     rows = train_rows(tmp_path)
     assert sorted(rows) == [1, 2, 3]
     assert all(row["rollout/logprob_abs_diff_max"] < 1e-4 for row in rows.values()), rows
-    assert rows[3]["objective/kl"] > moved  # the actor moved away from the reference
     tokenizer = load_tokenizer(str(tmp_path / "actor"), padding_side="left")
     actor = load_causal_lm(str(tmp_path / "actor"), tokenizer, "fp32", 0).eval()
+    initial = load_causal_lm("tiny-gemma", tokenizer, "fp32", 11)  # the run's seed builds its actor
+    distance = max(float((a - b).abs().max()) for a, b in zip(actor.parameters(), initial.parameters()))
+    assert distance > moved, distance  # the actor moved away from the reference
     engine = kept_engines[0]
     assert engine_total(engine) == pytest.approx(model_total(actor), rel=1e-6)
     prompts, mask = prompt_batch(tokenizer)

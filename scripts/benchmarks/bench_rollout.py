@@ -10,9 +10,10 @@ log-prob convention, no kept weights). For every shape (prompts x new tokens) re
 order ROTATED by r on the same prompts, every response exactly ``new`` tokens long (HF: an eos id that never
 occurs; vLLM: ``ignore_eos`` with ``min_tokens``), so all do the same work; the engine also returns each sampled
 token's log-prob, as in training; each run is timed with the process's CPU time (user + system, every thread)
-and wall time. Printed: median [min, max] per side and of the per-repetition ratios (paired within a
-repetition) HF / engine, HF / bare and engine / bare (the engine's overhead over a bare script). Pin one thread
-per process (``OMP_NUM_THREADS=1``; both vLLM sides keep the process's threads) and quote the medians.
+and wall time. Printed: the machine (:func:`~dschat.utils.machine.machine_line`: CPU model, ISA, threads,
+versions; the ratios differ between CPU kinds), then median [min, max] per side and of the per-repetition ratios
+(paired within a repetition) HF / engine, HF / bare and engine / bare (the engine's overhead over a bare script).
+Pin one thread per process (``OMP_NUM_THREADS=1``; both vLLM sides keep the process's threads) and quote the medians.
 
     OMP_NUM_THREADS=1 python scripts/benchmarks/bench_rollout.py --model smollm2-135m-instruct --repeats 3
 """
@@ -36,6 +37,7 @@ from dschat.rlhf.rollout import PlainModel, Rollout  # noqa: E402
 from dschat.rlhf.rollout.hf import HFRolloutEngine  # noqa: E402
 from dschat.utils.data import PromptCollator, PromptDataset  # noqa: E402
 from dschat.utils.data.synthetic_task import generate_pairs  # noqa: E402
+from dschat.utils.machine import machine_line  # noqa: E402
 from dschat.utils.model import load_causal_lm, load_tokenizer  # noqa: E402
 
 
@@ -116,6 +118,7 @@ def main(argv=None) -> None:
                "bare": bare}
     print(f"model {args.model}, fp32, {torch.get_num_threads()} thread(s), temperature {args.temperature}, "
           f"top-k {args.top_k}, top-p 1.0, every response exactly NEW tokens; {args.repeats} rotated repetitions")
+    print(machine_line())
     print("| prompts x new | HF CPU s | engine CPU s | bare vLLM CPU s | HF / engine, CPU | HF / bare, CPU | "
           "engine / bare, CPU | HF / engine, wall |")
     print("|---|---|---|---|---|---|---|---|")

@@ -10,17 +10,27 @@ processes each has its own engine (``distributed_executor_backend="external_laun
 Sampling follows the HF engine's semantics: temperature, top-k (0 = off), top-p, ``max_new_tokens``, stop after
 the tokenizer's eos (kept in the response), pad after it, token ids as sampled (no detokenisation), greedy when
 ``do_sample`` is off. Each row gets its own sampling seed drawn from torch's global generator, so the run's seed,
-``--eval_seed`` and ``--resume`` (which restores that generator) fix the samples. The engine returns the
+``--eval_seed`` and ``--resume`` (which restores that generator) fix the samples. Building an in-process
+``vllm.LLM`` seeds Python's, NumPy's and torch's global generators with vLLM's ``seed`` (0); the engine restores
+their states after building it, so the run's seed, not vLLM's, governs every draw after it. The engine returns the
 log-prob of each sampled token in the trainer's convention: log_softmax(logits / T) before top-k / top-p
 (:func:`_untruncated_logprobs`; vLLM's own "processed" log-probs are taken after the truncation, so with Table 5's
 top-k 50 their gap to the trainer's would measure the truncated mass, not the engine), or of the raw logits with
 ``--logprobs_at_unit_temperature``.
 
-On the CPU backend vLLM packs each linear layer's weight into a kernel-specific buffer after loading and drops
-the plain tensor, after which neither ``load_weights`` nor ``reload_weights`` reaches the packed copy (measured
-with vLLM 0.32: the outputs stayed those of the first weights). Here the plain weights are kept and every
-layer is packed again after each load (:func:`_keep_cpu_weights`, :func:`_repack`). Sleep mode (weights and KV
-cache released between phases) runs on GPUs only; on CPU vLLM does not support it, which the log says once.
+On the CPU backend vLLM packs each linear layer's weight into a kernel buffer after loading and drops the plain
+tensor. What plain vLLM 0.32 then does with new weights is measured by ``scripts/benchmarks/vllm_weight_paths.py``
+(output ``docs/rollout/vllm_weight_paths_cpu.txt``: tiny Gemma and SmolLM2-135M, 10 syncs, an Intel Xeon with
+AVX-512): ``model.load_weights`` raises ``AttributeError: 'Parameter' object has no attribute 'weight_loader'``
+part-way; ``model_runner.reload_weights(weights_iterator=...)`` runs, but vLLM then computes with neither the new
+weights nor the first, and called once per gathered group that splits a fused
+layer (q_proj apart from k_proj) it gives NaN log-probs (an outside check found ``reload_weights`` exact on another
+machine: it depends on the machine). Here the plain weights are kept beside the packed ones
+(:func:`_keep_cpu_weights`), loaded with ``load_weights`` a group at a time, and every layer is packed again after
+the last group (:func:`_repack`): Hugging Face's log-probs to fp32 rounding after every sync, whole or per
+module, at about a reload's time, for the kept weights' memory (the README quotes the figures).
+Sleep mode (weights and KV cache released between phases) runs on GPUs only; on CPU vLLM does not support it,
+which the log says once.
 """
 from __future__ import annotations
 
@@ -33,6 +43,7 @@ from typing import List, Tuple
 import torch
 
 from dschat.rlhf.experience import SamplingConfig
+from dschat.utils.seeding import rng_state, set_rng_state
 
 from .base import Rollout, RolloutEngine
 from .weights import exported_weights
@@ -144,7 +155,11 @@ class VLLMRolloutEngine(RolloutEngine):
             options.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=True)
         else:
             options["enforce_eager"] = True
-        self.llm = LLM(**options)
+        state = rng_state()  # vLLM seeds every global generator with its own seed while it starts
+        try:
+            self.llm = LLM(**options)
+        finally:
+            set_rng_state(state)
         if not logprobs_at_unit_temperature:
             self.llm.collective_rpc(_untruncated_logprobs)
         self.sleeping: set = set()
