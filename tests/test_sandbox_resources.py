@@ -239,7 +239,8 @@ def test_a_hash_colliding_value_costs_the_trainer_linear_time(tmp_path, returned
     """Class 3: a set of 5,000 integers that hash alike, returned by a call-based program, took the trainer
     5.0-5.7 s of CPU to build for 3 tests (here: 3.2-3.9 s, each case). Now nothing a program returns is hashed
     in the trainer (a mapping is matched against the expected dict's own table): the value fails, and the
-    trainer spends under 0.5 s."""
+    trainer spends under 1.5 s (0.3-0.5 s on idle cores, 0.84 s for the dict beside a loaded suite: the
+    bound keeps a margin for shared cores and still fails the quadratic 3.2-3.9 s)."""
     from dschat.rewards import SandboxLimits, TestOutcome, execute_program
     from dschat.utils.data.schema import CodeTask
 
@@ -248,7 +249,7 @@ def test_a_hash_colliding_value_costs_the_trainer_linear_time(tmp_path, returned
     limits = SandboxLimits(test_timeout_s=20.0, tmp_root=str(tmp_path))
     result, seconds = trainer_cpu(lambda: execute_program(task, program, limits))
     assert result.test_outcomes == (TestOutcome.FAILED,) * 3, result.detail
-    assert seconds < 0.5, seconds
+    assert seconds < 1.5, seconds
 
 
 # ------------------------------------------------------------------------- class 2: threads take others' CPU
