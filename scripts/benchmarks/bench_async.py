@@ -21,7 +21,6 @@ max(generate, rest); the printed error is measured / predicted − 1.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -34,6 +33,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from repeats import rotated, spread  # noqa: E402
 
+from dschat.utils.cli import ArgumentParser  # noqa: E402
 from dschat.utils.machine import machine_line  # noqa: E402
 
 VARIANTS = {"sync-2t": (0, 2), "sync-1t": (0, 1), "async-1": (1, 1), "async-2": (2, 1)}
@@ -78,7 +78,7 @@ def split(rows: list, warmup: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny-gemma", help="the actor (default tiny-gemma)")
     parser.add_argument("--critic", default=None, help="critic and reward model (default: --model)")
     parser.add_argument("--extra", default="", help="more step-3 flags for every variant, one string (e.g. "
