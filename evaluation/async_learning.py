@@ -114,6 +114,14 @@ def report_lines(summaries: Sequence[dict]) -> List[str]:
     return lines
 
 
+def clocked(summaries: Sequence[dict], seconds: Dict[int, float]) -> List[dict]:
+    """``summaries`` with ``hours`` replaced by step × the measured seconds per iteration of their K (a clock
+    measured once on quiet cores, :mod:`scripts.benchmarks.bench_async`, instead of the runs' own, which shared
+    their cores with each other); K without a clock keep their own."""
+    return [{**s, "hours": [step * seconds[s["async_rollout"]] / 3600 for step in s["steps"]]}
+            if s["async_rollout"] in seconds else s for s in summaries]
+
+
 def plot(summaries: Sequence[dict], path: Path) -> None:
     """Mean gold against the trainer's hours per arm and K (each K's mean hours at each evaluation)."""
     import matplotlib
@@ -151,6 +159,9 @@ def main(argv=None) -> None:
     sub.choices["run"].add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     sub.choices["report"].add_argument("--report_dir", type=Path, default=Path("docs/async"),
                                        help="where runs.jsonl, report.md and the figure go (default docs/async)")
+    sub.choices["report"].add_argument("--seconds_per_iteration", nargs=2, type=float, default=None,
+                                       metavar=("K0", "K1"), help="the figure's clock: seconds per iteration of K = 0 "
+                                       "and K = 1 measured on quiet cores (bench_async.py); default: the runs' own")
     args = parser.parse_args(argv)
     seeds = range(args.seeds[0], args.seeds[1] + 1)
     if args.command == "run":
@@ -165,7 +176,8 @@ def main(argv=None) -> None:
         handle.writelines(json.dumps(s) + "\n" for s in summaries)
     lines = report_lines(summaries)
     (args.report_dir / "report.md").write_text("\n".join(lines) + "\n")
-    plot(summaries, args.report_dir / "gold_vs_hours.png")
+    clock = dict(enumerate(args.seconds_per_iteration)) if args.seconds_per_iteration else {}
+    plot(clocked(summaries, clock), args.report_dir / "gold_vs_hours.png")
     print("\n".join(lines))
 
 

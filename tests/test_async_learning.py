@@ -28,3 +28,11 @@ def test_paired_difference_interval_and_tost_by_hand():
     p = max(scipy_stats.t.sf((mean + 0.01) / se, 3), scipy_stats.t.cdf((mean - 0.01) / se, 3))
     assert row["tost_p"] == pytest.approx(p) and row["tost_p_holm"] == pytest.approx(p)  # a family of one
     assert "equivalent within ±0.01" in report_lines(runs)[2]
+
+
+def test_the_figures_clock_is_step_times_the_measured_seconds_of_its_k():
+    from evaluation.async_learning import clocked
+
+    runs = [summary("ppo-lam1", 0, 9, 0.1), summary("ppo-lam1", 1, 9, 0.1)]
+    assert [s["hours"] for s in clocked(runs, {0: 36.0, 1: 18.0})] == [[0.0, 48 * 36 / 3600], [0.0, 48 * 18 / 3600]]
+    assert clocked(runs, {}) == runs

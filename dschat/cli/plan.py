@@ -29,7 +29,8 @@ from typing import Dict, List, Optional, Tuple
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
-from dschat.stages.resolve import resolve, reward_zero_stage
+from dschat.rlhf.ppo_config import reward_zero_stage
+from dschat.stages.resolve import resolve
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.utils.config import ConfigError
 from dschat.utils.model.names import looks_like_hub_id

@@ -121,3 +121,9 @@ class SamplingArgs:
     """Seed of the evaluation samples: every evaluation then draws the same sampling noise (its own generator,
     leaving the training stream untouched), so eval curves compare policies, not noise; default: the run's
     stream."""
+
+
+def reward_zero_stage(args) -> int:
+    """The frozen reward model's ZeRO stage: ``--reward_zero_stage``, by default the critic's (``args``: step 3's
+    flags; the run, the memory plan and the resolver read it here)."""
+    return args.critic_zero_stage if args.reward_zero_stage is None else args.reward_zero_stage

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from dschat.rlhf.baselines import get_algorithm
-from dschat.stages.resolve import reward_zero_stage
+from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
 from dschat.utils.model import load_causal_lm, load_reward_model
 

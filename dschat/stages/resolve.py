@@ -15,6 +15,7 @@ import os
 from typing import Any, Callable, Dict, Tuple
 
 from dschat.rlhf.algorithms import get_algorithm
+from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
 from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
 
@@ -52,11 +53,6 @@ def resolve_supervised_batches(args: SupervisedArgs, world_size: int) -> Supervi
 
 
 # ---------------------------------------------------------------------------------------------- step 3
-
-
-def reward_zero_stage(args: RLHFConfig) -> int:
-    """The frozen reward model's ZeRO stage: ``--reward_zero_stage``, by default the critic's."""
-    return args.critic_zero_stage if args.reward_zero_stage is None else args.reward_zero_stage
 
 
 def resolve_algorithm(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:

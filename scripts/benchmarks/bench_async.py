@@ -21,7 +21,6 @@ max(generate, rest); the printed error is measured / predicted − 1.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -34,15 +33,17 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from repeats import rotated, spread  # noqa: E402
 
+from dschat.utils.cli import ArgumentParser  # noqa: E402
 from dschat.utils.machine import machine_line  # noqa: E402
 
 VARIANTS = {"sync-2t": (0, 2), "sync-1t": (0, 1), "async-1": (1, 1), "async-2": (2, 1)}
 """Variant -> (--async_rollout, the trainer's threads); the producer always has one thread."""
 
 
-def run_variant(model: str, prompts: int, new: int, steps: int, ahead: int, threads: int, out: str) -> list:
+def run_variant(model: str, critic: str, prompts: int, new: int, steps: int, ahead: int, threads: int, out: str,
+                extra: list) -> list:
     """The training rows of one run's ``metrics.jsonl``."""
-    flags = ["--actor_model_name_or_path", model, "--critic_model_name_or_path", model, "--output_dir", out,
+    flags = ["--actor_model_name_or_path", model, "--critic_model_name_or_path", critic, "--output_dir", out,
              "--max_prompt_seq_len", "32", "--max_new_tokens", str(new), "--per_device_generation_batch_size",
              str(prompts), "--per_device_train_batch_size", str(min(prompts, 8)), "--max_steps", str(steps),
              "--max_eval_samples", "4", "--eval_steps", "0", "--warmup_steps", "0", "--temperature", "1.0",
@@ -50,6 +51,7 @@ def run_variant(model: str, prompts: int, new: int, steps: int, ahead: int, thre
              "--async_rollout", str(ahead), "--rollout_threads", "1"]
     if ahead:
         flags += ["--rollout_is", "macro"]
+    flags += extra
     env = {**os.environ, "MARLHF_THREADS": str(threads), "OMP_NUM_THREADS": str(threads),
            "DS_ACCELERATOR": "cpu", "TOKENIZERS_PARALLELISM": "false"}
     result = subprocess.run([sys.executable, "-m", "dschat.cli.ppo", *flags], cwd=ROOT, env=env,
@@ -76,8 +78,11 @@ def split(rows: list, warmup: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--model", default="tiny-gemma", help="actor, critic and reward model (default tiny-gemma)")
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="tiny-gemma", help="the actor (default tiny-gemma)")
+    parser.add_argument("--critic", default=None, help="critic and reward model (default: --model)")
+    parser.add_argument("--extra", default="", help="more step-3 flags for every variant, one string (e.g. "
+                        "'--data_name synthetic-long --data_split 4,5,1')")
     parser.add_argument("--shapes", nargs="+", default=["8x16", "32x128"],
                         help="PROMPTSxNEW_TOKENS per iteration (default 8x16 32x128)")
     parser.add_argument("--steps", type=int, default=8, help="iterations per run (default 8)")
@@ -86,7 +91,9 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args()
     print(machine_line())
-    print(f"model {args.model}, {args.steps} iterations per run (first {args.warmup} left out), "
+    critic, extra = args.critic or args.model, args.extra.split()
+    print(f"actor {args.model}, critic and reward model {critic}, extra flags {extra or 'none'}; "
+          f"{args.steps} iterations per run (first {args.warmup} left out), "
           f"{args.repeats} rotated repetitions; trainer threads / producer threads per variant: "
           + ", ".join(f"{name} {threads}/{'1' if ahead else '-'}" for name, (ahead, threads) in VARIANTS.items()
                       if name in args.variants))
@@ -97,7 +104,7 @@ def main() -> None:
             for name in rotated(args.variants, repetition):
                 ahead, threads = VARIANTS[name]
                 with tempfile.TemporaryDirectory(prefix="bench-async-") as out:
-                    rows = run_variant(args.model, prompts, new, args.steps, ahead, threads, out)
+                    rows = run_variant(args.model, critic, prompts, new, args.steps, ahead, threads, out, extra)
                 measured[name].append(split(rows, args.warmup))
         print(f"\n== {prompts} prompts x {new} new tokens ==")
         for name, runs in measured.items():
