@@ -164,7 +164,7 @@ def row(record: dict) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m-instruct", help="a directory or an offline name")
     parser.add_argument("--syncs", type=int, default=10, help="weight updates per path")
