@@ -81,7 +81,7 @@ from dschat.utils.data.schema import CodeTask
 
 from . import plain_data
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program
-from .sandbox_child import UNSERIALISABLE_MARKER
+from .program_drivers import UNSERIALISABLE_MARKER
 from .verdict_child import TESTS_FILENAME
 
 logger = logging.getLogger(__name__)
