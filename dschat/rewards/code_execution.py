@@ -143,7 +143,7 @@ class ProgramOutcome(str, Enum):
     TIMEOUT = "timeout"
     COMPILE_ERROR = "compile_error"
     MALFORMED_TASK = "malformed_task"
-    SANDBOX_ERROR = "sandbox_error"  # the sandbox could not vouch for the run: never a pass (see sandbox.py)
+    SANDBOX_ERROR = "sandbox_error"  # the sandbox could not vouch for the run: never a pass (see docs/sandbox-threat-model.md)
 
 
 class StopPolicy(str, Enum):
