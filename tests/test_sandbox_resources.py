@@ -4,7 +4,7 @@ value a program returns costs the trainer more than linear time.
 * Thread flood: a program that starts threads without end, beside honest programs, in a "container" (a pids
   cgroup with a small ``pids.max`` around a trainer process, as a deployment has): the honest programs' verdicts
   must be the ones they get alone, the trainer must still start a thread, and the flood is held to its own bound
-  (each mechanism of ``sandbox.TASK_BOUNDS`` this machine offers).
+  (each mechanism of ``task_bounds.TASK_BOUNDS`` this machine offers).
 * The trainer's CPU for a hash-colliding set (and dict) returned by a call-based program is bounded.
 * Correct programs the reference harnesses pass: an iterator where HumanEval's test materialises it, ``Decimal``
   where APPS' ``==`` accepts it.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from dschat.rewards import sandbox
+from dschat.rewards import sandbox, task_bounds
 
 REPOSITORY = str(Path(__file__).resolve().parents[1])
 CONTAINER_PIDS = 200  # the "container's" pids.max: room for the trainer, its fork servers and 8 programs
@@ -55,10 +55,10 @@ HONEST = [
 CONTAINED_TRAINER = textwrap.dedent("""\
     import json, sys, threading, time
     sys.stdin.readline()  # the test has moved this process into its container cgroup
-    from dschat.rewards import SandboxLimits, execute_program, execute_programs, sandbox
+    from dschat.rewards import SandboxLimits, execute_program, execute_programs, task_bounds
     from dschat.utils.data.schema import CodeTask
     mechanism, tmp_root, flood, honest = json.loads(sys.argv[1])
-    sandbox._TASK_BOUND[:] = [sandbox.make_task_bound(mechanism)]
+    task_bounds._TASK_BOUND[:] = [task_bounds.make_task_bound(mechanism)]
     limits = SandboxLimits(test_timeout_s=8.0, tmp_root=tmp_root)
     task = CodeTask(task_id="seven", prompt="", inputs=["7\\n"], outputs=["7\\n"])
     programs = [honest[index % len(honest)] for index in range(7)]
@@ -91,7 +91,7 @@ def container_cgroups(name: str, controls: dict) -> list:
     "200"}, "cpu": {...}}``), as a container's; or skip where they cannot be made."""
     made = []
     try:
-        own = sandbox._own_cgroups()
+        own = task_bounds._own_cgroups()
         for hierarchy, files in controls.items():
             directory = Path(own[hierarchy][0]) / name
             directory.mkdir()
@@ -153,7 +153,7 @@ def test_a_thread_flood_takes_neither_its_neighbours_tasks_nor_the_trainers(tmp_
     thread) gets the verdict it gets alone, and the trainer starts a thread."""
     if mechanism == "nproc" and os.getuid() == 0 and os.geteuid() == 0:
         preexec = as_nobody  # a non-root trainer's bound, from a root test
-    elif sandbox.make_task_bound(mechanism) is None:
+    elif task_bounds.make_task_bound(mechanism) is None:
         pytest.skip(f"the {mechanism} bound does not work here")
     else:
         preexec = None
@@ -174,10 +174,10 @@ def test_a_delegated_cgroup_v2_subtree_is_used_as_the_kernel_expects(tmp_path, m
     own.mkdir()
     (own / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
     (own / "cgroup.subtree_control").write_text("")
-    monkeypatch.setattr(sandbox, "_own_cgroups", lambda: {"": (str(own), "/user.slice/trainer")})
-    layers = sandbox._cgroup_layers("cgroup_v2")
+    monkeypatch.setattr(task_bounds, "_own_cgroups", lambda: {"": (str(own), "/user.slice/trainer")})
+    layers = task_bounds._cgroup_layers("cgroup_v2")
     assert (own / "cgroup.subtree_control").read_text() == "+pids +cpu"
-    bound = sandbox._TaskBound("cgroup_v2", layers)
+    bound = task_bounds._TaskBound("cgroup_v2", layers)
     name = f"dschat-sandbox-{os.getpid()}-0"  # a new bound's first slot; the kernel makes a cgroup's files
     (own / name).mkdir()
     for control in ("pids.max", "cpu.max", "cgroup.procs"):
@@ -200,10 +200,10 @@ def test_the_last_task_bound_refuses_every_thread(tmp_path, monkeypatch):
     from dschat.rewards import SandboxLimits, execute_program
     from dschat.utils.data.schema import CodeTask
 
-    bound = sandbox.make_task_bound("seccomp")
+    bound = task_bounds.make_task_bound("seccomp")
     if bound is None or "seccomp" not in sandbox.expected_isolation(True, True):
         pytest.skip("needs the seccomp filter (x86-64)")
-    monkeypatch.setattr(sandbox, "_TASK_BOUND", [bound])
+    monkeypatch.setattr(task_bounds, "_TASK_BOUND", [bound])
     task = CodeTask(task_id="seven", prompt="", inputs=["7\n"], outputs=["7\n"])
     limits = SandboxLimits(test_timeout_s=8.0, tmp_root=str(tmp_path))
     counting = FLOOD.replace("end = time.monotonic() + 4", "end = time.monotonic() + 0.5").replace(
@@ -285,7 +285,7 @@ HOGGED_TRAINER = textwrap.dedent("""\
     import json, sys, time
     from concurrent.futures import ThreadPoolExecutor
     sys.stdin.readline()  # the test has moved this process into its container cgroups
-    from dschat.rewards import SandboxLimits, execute_program, sandbox
+    from dschat.rewards import SandboxLimits, execute_program, task_bounds
     from dschat.utils.data.schema import CodeTask
     tmp_root, hog, honest = json.loads(sys.argv[1])
     task = CodeTask(task_id="seven", prompt="", inputs=["7\\n"], outputs=["7\\n"])
@@ -301,7 +301,7 @@ HOGGED_TRAINER = textwrap.dedent("""\
         for future in hogs:
             future.result()
     print(json.dumps({"alone": [alone.outcome.value, alone.detail], "beside": [beside.outcome.value, beside.detail],
-                      "beside_s": beside_s, "layers": sandbox._task_bound().layers}))
+                      "beside_s": beside_s, "layers": task_bounds._task_bound().layers}))
     """)
 
 

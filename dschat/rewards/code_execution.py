@@ -81,7 +81,7 @@ from dschat.utils.data.schema import CodeTask
 
 from . import plain_data
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program
-from .sandbox_child import UNSERIALISABLE_MARKER
+from .program_drivers import UNSERIALISABLE_MARKER
 from .verdict_child import TESTS_FILENAME
 
 logger = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class ProgramOutcome(str, Enum):
     TIMEOUT = "timeout"
     COMPILE_ERROR = "compile_error"
     MALFORMED_TASK = "malformed_task"
-    SANDBOX_ERROR = "sandbox_error"  # the sandbox could not vouch for the run: never a pass (see sandbox.py)
+    SANDBOX_ERROR = "sandbox_error"  # the sandbox could not vouch for the run: never a pass (see docs/sandbox-threat-model.md)
 
 
 class StopPolicy(str, Enum):

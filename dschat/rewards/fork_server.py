@@ -1,9 +1,11 @@
-"""The fork server behind the sandbox's children (execution reward, paper Appendix B.5): a long-lived interpreter
-that has already loaded one child's code - the program's hardened child (``sandbox_child.py``) or the HumanEval
+"""The fork server behind the sandbox's children (execution reward, paper Appendix B.5). It trusts the parent that
+started it (the requests on its control socket) and the child code it loaded; it never reads a spec or any byte a
+program wrote, and is unreachable from the children (see ``docs/sandbox-threat-model.md``). A long-lived
+interpreter that has already loaded one child's code - the program child (``program_child.py``) or the HumanEval
 verdict interpreter (``verdict_child.py``) - and forks one process per child, so that a child costs a ``fork``
-instead of an interpreter start and its imports. See :mod:`dschat.rewards.sandbox` for what the children enforce.
+instead of an interpreter start and its imports.
 
-Started by the parent (:class:`~dschat.rewards.sandbox._ForkServer`) as ``python -I -S [flags] fork_server.py
+Started by the parent (:class:`~dschat.rewards.fork_clients._ForkServer`) as ``python -I -S [flags] fork_server.py
 CHILD_CODE CONTROL_FD``, in its own session, with the children's base environment, and never runs anything but
 this loop: it loads ``CHILD_CODE`` (not registered in ``sys.modules``, as the script it replaces was ``__main__``),
 makes itself non-dumpable (no ptrace or ``/proc/PID/mem``-class access by same-uid processes, even without the

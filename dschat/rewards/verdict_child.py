@@ -1,8 +1,12 @@
-"""The verdict interpreter of a HumanEval test: the test code runs here, apart from the program.
+"""The verdict child: the interpreter of a HumanEval test, where the test code runs, apart from the program. It
+trusts the task's prompt and test code and its own pristine standard library; it does not trust the program's
+process, whose replies reach it only as plain data (:func:`plain_data.decode`, size-capped), so nothing the program
+does in its own interpreter reaches the verdict. Not sandboxed beyond its rlimits (see the residual risks in
+``docs/sandbox-threat-model.md``).
 
 Run as :func:`main` in a child of a verdict fork server (``fork_server.py``, ``python -I -S``, its own server: not
 the program's) by :func:`~dschat.rewards.sandbox.run_program` beside the program's sandboxed child (see
-:mod:`dschat.rewards.sandbox`). It runs the task's prompt (trusted: the helpers the tests call, such as
+:mod:`dschat.rewards.program_child`). It runs the task's prompt (trusted: the helpers the tests call, such as
 HumanEval/32's ``poly``) and test code over its own, pristine standard library, binds the entry point's name to
 :class:`Candidate` and calls ``check(candidate)``. The candidate is a proxy: each call sends its arguments as plain
 data (:mod:`plain_data`) on a pipe to the program's process, which calls the program's function and writes back the
