@@ -182,9 +182,12 @@ def test_ratio_is_one_before_any_update_with_attention_dropout(tmp_path, monkeyp
     monkeypatch.setattr(reward_model, "tiny_gemma_config", with_dropout)
     trainer = build_trainer(tmp_path, ["--recompute_rollout_forwards"])
     assert trainer.engines.actor.module.config.attention_dropout == 0.5
+    trained = (trainer.engines.actor, trainer.engines.critic)
     experience, _ = trainer.experience_from_rollout(*rollout(trainer))
+    assert not any(engine.module.training for engine in trained)  # the rollout-time forwards: eval mode
     for micro in experience.micro_batches(4):
         _, _, stats, _ = trainer.micro_batch_pass(micro)
+        assert all(engine.module.training for engine in trained)  # the training forwards: train mode
         assert stats["policy/ratio_mean"].item() == 1.0 and stats["policy/approx_kl"].item() == 0.0
         assert stats["policy/clipfrac"].item() == 0.0 and stats["value/clipfrac"].item() == 0.0
 
