@@ -72,8 +72,8 @@ def recorded_losses(trainer, monkeypatch) -> list:
     calls = []
     real = trainer.micro_batch_losses
 
-    def record(micro):
-        actor_loss, critic_loss, stats = real(micro)
+    def record(micro, logprobs, values):
+        actor_loss, critic_loss, stats = real(micro, logprobs, values)
         calls.append({key: float(value) for key, value in stats.items()})
         return actor_loss, critic_loss, stats
 
@@ -182,9 +182,12 @@ def test_ratio_is_one_before_any_update_with_attention_dropout(tmp_path, monkeyp
     monkeypatch.setattr(reward_model, "tiny_gemma_config", with_dropout)
     trainer = build_trainer(tmp_path, ["--recompute_rollout_forwards"])
     assert trainer.engines.actor.module.config.attention_dropout == 0.5
+    trained = (trainer.engines.actor, trainer.engines.critic)
     experience, _ = trainer.experience_from_rollout(*rollout(trainer))
+    assert not any(engine.module.training for engine in trained)  # the rollout-time forwards: eval mode
     for micro in experience.micro_batches(4):
-        _, _, stats = trainer.micro_batch_losses(micro)
+        _, _, stats, _ = trainer.micro_batch_pass(micro)
+        assert all(engine.module.training for engine in trained)  # the training forwards: train mode
         assert stats["policy/ratio_mean"].item() == 1.0 and stats["policy/approx_kl"].item() == 0.0
         assert stats["policy/clipfrac"].item() == 0.0 and stats["value/clipfrac"].item() == 0.0
 
@@ -219,8 +222,9 @@ def test_logprobs_use_the_sampling_temperature(tmp_path, flags, temperature):
     assert torch.allclose(experience.ref_logprobs.double(), ref, atol=1e-5)
     reused, _ = on_policy.experience_from_rollout(seq, attention_mask, action_mask)
     for start, micro in zip((0, 4), reused.micro_batches(4)):
-        on_policy.micro_batch_losses(micro)  # on-policy: its old log-probs are the training forward's
-        assert torch.allclose(micro.logprobs.double(), actor[start:start + 4], atol=1e-5)
+        completed = on_policy.micro_batch_pass(micro)[3]  # on-policy: its old log-probs are the training forward's
+        assert torch.allclose(completed.logprobs.double(), actor[start:start + 4], atol=1e-5)
+        assert micro.logprobs is None  # the micro-batch given is left as it was
 
 
 def test_step3_refuses_to_train_on_humaneval_the_evaluation_set(tmp_path, capsys):

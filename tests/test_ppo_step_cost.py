@@ -61,13 +61,15 @@ def test_trimming_changes_no_logprob_advantage_or_loss(tmp_path, rule, reuse):
         end = start + trimmed_rollout[0].shape[1]
         full, _ = trainer.experience_from_rollout(seq, attention_mask, action_mask)
         trimmed, _ = trainer.experience_from_rollout(*trimmed_rollout)
-        losses = []
+        losses, completed = [], []
         for experience in (full, trimmed):
-            actor_loss, critic_loss, stats = trainer.micro_batch_losses(experience)
+            actor_loss, critic_loss, stats, done = trainer.micro_batch_pass(experience)
             losses.append((actor_loss.item(), critic_loss.item(), stats["policy/ratio_mean"].item()))
-        _compare_on_kept_columns(full, trimmed, start, end)
+            assert (experience.logprobs is None) == reuse  # the experience given is left as it was
+            completed.append(done)
+        _compare_on_kept_columns(*completed, start, end)
         assert losses[0] == pytest.approx(losses[1], rel=1e-5, abs=1e-6)
-        assert full.advantages[full.action_mask.bool()].abs().sum() > 0  # a non-trivial comparison
+        assert completed[0].advantages[completed[0].action_mask.bool()].abs().sum() > 0  # a non-trivial comparison
 
 
 def _grads(loss, engine):
@@ -90,9 +92,11 @@ def test_on_policy_losses_and_gradients_equal_the_recomputed_path(tmp_path):
     assert reused.logprobs is None and reused.values is None and reused.advantages is None
     engines = recomputing.engines
     for micro_ref, micro in zip(reference.micro_batches(4), reused.micro_batches(4)):
-        actor_ref, critic_ref, stats_ref = recomputing.micro_batch_losses(micro_ref)
+        actor_ref, critic_ref, stats_ref, completed_ref = recomputing.micro_batch_pass(micro_ref)
+        assert completed_ref is micro_ref  # the rollout-time forwards had completed it
         grads_ref = _grads(actor_ref, engines.actor) + _grads(critic_ref, engines.critic)
-        actor, critic, stats = on_policy.micro_batch_losses(micro)
+        actor, critic, stats, completed = on_policy.micro_batch_pass(micro)
+        assert micro.logprobs is None and micro.advantages is None  # the micro-batch given is left as it was
         grads = _grads(actor, engines.actor) + _grads(critic, engines.critic)
         assert len(grads) == len(grads_ref) > 0
         assert stats["policy/ratio_mean"].item() == 1.0 and stats["policy/approx_kl"].item() == 0.0
@@ -100,7 +104,7 @@ def test_on_policy_losses_and_gradients_equal_the_recomputed_path(tmp_path):
         assert actor.item() == pytest.approx(actor_ref.item(), rel=1e-5, abs=1e-7)
         assert critic.item() == pytest.approx(critic_ref.item(), rel=1e-5, abs=1e-7)
         for name in ("logprobs", "values", "rewards", "advantages", "returns"):
-            assert torch.allclose(getattr(micro, name), getattr(micro_ref, name), atol=1e-5), name
+            assert torch.allclose(getattr(completed, name), getattr(micro_ref, name), atol=1e-5), name
         assert all(torch.allclose(g, h, atol=1e-6, rtol=1e-4) for g, h in zip(grads, grads_ref))
         assert any(g.abs().sum() > 0 for g in grads)
 

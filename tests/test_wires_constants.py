@@ -101,11 +101,11 @@ def run_iteration(tmp_path, monkeypatch, flags: list) -> SimpleNamespace:
     calls, generations = [], []
     real_losses, real_generate = trainer.micro_batch_losses, actor.generate
 
-    def record_losses(micro):
+    def record_losses(micro, logprobs, values):
         new_logprobs = logprobs_at(trainer.engines.actor.module, micro.seq, micro.attention_mask, temperature)
-        values = None if critic is None else critic_values(critic.module, micro.seq, micro.attention_mask)
-        actor_loss, critic_loss, stats = real_losses(micro)
-        calls.append(SimpleNamespace(micro=micro, logprobs=new_logprobs, values=values,
+        new_values = None if critic is None else critic_values(critic.module, micro.seq, micro.attention_mask)
+        actor_loss, critic_loss, stats = real_losses(micro, logprobs, values)
+        calls.append(SimpleNamespace(micro=micro, logprobs=new_logprobs, values=new_values,
                                      stats={key: float(value) for key, value in stats.items()}))
         return actor_loss, critic_loss, stats
 

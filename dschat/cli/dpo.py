@@ -9,8 +9,8 @@ on the preference pairs of the RM phase with the sigmoid loss −log σ(β·[(lo
 """
 from __future__ import annotations
 
+from dschat.cli import run_stage
 from dschat.stages.configs import DPOConfig
-from dschat.cli.preflight import parse_stage_flags
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 
@@ -20,11 +20,8 @@ def build_parser() -> ConfigParser:
 
 
 def main(argv=None) -> dict:
-    """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.dpo.run`)."""
-    args = parse_stage_flags(build_parser(), argv)  # --dry_run: the pre-flight report, then exit
-    from dschat.stages.dpo import run  # torch, DeepSpeed and transformers load once the flags are good
-
-    return run(args)
+    """Check the flags, then train (:func:`dschat.stages.dpo.run`; :func:`dschat.cli.run_stage`)."""
+    return run_stage("dpo", build_parser(), argv)
 
 
 if __name__ == "__main__":

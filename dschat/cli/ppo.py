@@ -11,8 +11,8 @@ whole response as one macro action (§3.2.3) and build no critic.
 """
 from __future__ import annotations
 
+from dschat.cli import run_stage
 from dschat.stages.configs import RLHFConfig
-from dschat.cli.preflight import parse_stage_flags
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 
@@ -22,11 +22,8 @@ def build_parser() -> ConfigParser:
 
 
 def main(argv=None) -> dict:
-    """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.ppo.run`)."""
-    args = parse_stage_flags(build_parser(), argv)  # --dry_run: the pre-flight report, then exit
-    from dschat.stages.ppo import run  # torch, DeepSpeed and transformers load once the flags are good
-
-    return run(args)
+    """Check the flags, then train (:func:`dschat.stages.ppo.run`; :func:`dschat.cli.run_stage`)."""
+    return run_stage("ppo", build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ Runs with plain ``python``, ``torchrun`` or ``deepspeed``, on CPU (gloo) or GPU 
 """
 from __future__ import annotations
 
+from dschat.cli import run_stage
 from dschat.stages.configs import SFTConfig
-from dschat.cli.preflight import parse_stage_flags
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
 
@@ -17,11 +17,8 @@ def build_parser() -> ConfigParser:
 
 
 def main(argv=None) -> dict:
-    """Parse and check the flags (light: no torch), then train (:func:`dschat.stages.sft.run`)."""
-    args = parse_stage_flags(build_parser(), argv)  # --dry_run: the pre-flight report, then exit
-    from dschat.stages.sft import run  # torch, DeepSpeed and transformers load once the flags are good
-
-    return run(args)
+    """Check the flags, then train (:func:`dschat.stages.sft.run`; :func:`dschat.cli.run_stage`)."""
+    return run_stage("sft", build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -102,11 +102,13 @@ def trim_to_longest(seq: torch.Tensor, attention_mask: torch.Tensor, action_mask
 def chunked_rows(function, size: int, *tensors: torch.Tensor) -> torch.Tensor:
     """``function(*tensors)`` evaluated on row chunks of ``size`` and concatenated: a no-grad forward over a
     large generation batch costs the activation memory of one training micro-batch (the number of chunks, and
-    so of ZeRO-3 parameter gathers, depends only on the batch size, equal on every rank)."""
+    so of ZeRO-3 parameter gathers, depends only on the batch size, equal on every rank). None when
+    ``function`` gives None (a critic-free algorithm's values)."""
     rows = tensors[0].shape[0]
     if rows <= size:
         return function(*tensors)
-    return torch.cat([function(*(t[start:start + size] for t in tensors)) for start in range(0, rows, size)])
+    chunks = [function(*(t[start:start + size] for t in tensors)) for start in range(0, rows, size)]
+    return None if chunks[0] is None else torch.cat(chunks)
 
 
 def gather_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

@@ -7,6 +7,7 @@ GRPO / REINFORCE baselines (n → ∞, §3.2.3), for which no critic exists and 
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
 from functools import partial
@@ -32,6 +33,12 @@ from dschat.utils.model import token_values
 
 def _masked_row_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (x * mask).sum(dim=1)
+
+
+def old_values(values: Optional[torch.Tensor], logprobs: torch.Tensor) -> torch.Tensor:
+    """The old values V(s_t) an advantage estimator reads: the critic's, detached, or zeros shaped like the
+    log-probs when the algorithm has no critic (the critic-free estimators read none, §3.2.3)."""
+    return torch.zeros_like(logprobs) if values is None else values.detach()
 
 
 def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_size: int, rollout_rows: int
@@ -136,13 +143,16 @@ class PPOTrainer:
         attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
         return rollout, attention_mask, action_mask
 
-    def critic_values(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """V(s_t) ``[B, T-1]`` from the critic (with a graph in training mode); zeros when the algorithm has no
-        critic (nothing reads them)."""
+    def critic_values(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> Optional[torch.Tensor]:
+        """V(s_t) ``[B, T-1]`` from the critic (with a graph in training mode); None when the algorithm has no
+        critic (the one place the trainer asks)."""
         critic = self.engines.critic
-        if critic is None:
-            return torch.zeros(seq.shape[0], seq.shape[1] - 1, device=seq.device)
-        return token_values(critic.module, seq, attention_mask)[:, :-1]
+        return None if critic is None else token_values(critic.module, seq, attention_mask)[:, :-1]
+
+    def set_training(self, mode: bool) -> None:
+        """Train (``True``) or eval mode for every engine the update trains (the actor and any critic)."""
+        for engine in self.engines.trained.values():
+            engine.train(mode)
 
     @torch.no_grad()
     def make_experience(self, batch: dict) -> tuple:
@@ -211,29 +221,33 @@ class PPOTrainer:
                                                 / action_mask.sum().clamp(min=1)}),
                  **{f"reward/{key}": torch.as_tensor(float(value)) for key, value in reward_counts.items()}}
         if not self.on_policy:
-            self.engines.actor.eval()
-            if self.engines.critic is not None:
-                self.engines.critic.eval()
-            experience.logprobs = chunked_rows(partial(sequence_logprobs, self.engines.actor.module,
-                                                       temperature=temperature), size, seq, attention_mask)
-            experience.values = chunked_rows(self.critic_values, size, seq, attention_mask)
-            stats.update(self.estimate_advantages(experience))
+            self.set_training(False)
+            logprobs = chunked_rows(partial(sequence_logprobs, self.engines.actor.module, temperature=temperature),
+                                    size, seq, attention_mask)
+            values = chunked_rows(self.critic_values, size, seq, attention_mask)
+            experience, estimator_stats = self.with_advantages(experience, logprobs, values)
+            stats.update(estimator_stats)
             if cfg.whiten_advantages:
-                experience.advantages = masked_whiten(experience.advantages, action_mask)
+                experience = dataclasses.replace(experience,
+                                                 advantages=masked_whiten(experience.advantages, action_mask))
         stats["timing/score"] = torch.as_tensor(scoring)
         stats["timing/experience"] = torch.as_tensor(time.perf_counter() - start - scoring)
         return experience, stats
 
-    def estimate_advantages(self, experience: Experience) -> Dict[str, torch.Tensor]:
-        """Per-token rewards (−β·KL plus the clipped score) and (macro) advantages and returns from the
-        experience's old log-probs and values, stored in it; returns the estimator's statistics."""
+    def with_advantages(self, experience: Experience, logprobs: torch.Tensor, values: Optional[torch.Tensor]
+                        ) -> tuple:
+        """``(Experience, estimator stats)``: a NEW experience, ``experience`` (left as it is) completed with the
+        old log-probs ``logprobs`` and values ``values`` (detached; zeros without a critic, :func:`old_values`)
+        and the per-token rewards (−β·KL plus the clipped score), (macro) advantages and returns estimated from
+        them (Algorithm 1, lines 6-9)."""
         cfg = self.config
-        experience.rewards, _ = token_rewards(experience.logprobs, experience.ref_logprobs, experience.scores,
-                                              experience.action_mask, cfg.kl_coef, cfg.reward_clip,
-                                              cfg.kl_estimator)
-        experience.advantages, experience.returns, stats = self.advantage_estimator(
-            experience.values, experience.rewards, experience.segment_ids, experience.action_mask)
-        return stats
+        logprobs, values = logprobs.detach(), old_values(values, logprobs)
+        rewards, _ = token_rewards(logprobs, experience.ref_logprobs, experience.scores, experience.action_mask,
+                                   cfg.kl_coef, cfg.reward_clip, cfg.kl_estimator)
+        advantages, returns, stats = self.advantage_estimator(values, rewards, experience.segment_ids,
+                                                              experience.action_mask)
+        return dataclasses.replace(experience, logprobs=logprobs, values=values, rewards=rewards,
+                                   advantages=advantages, returns=returns), stats
 
     def rollout_statistics(self, experience: Experience) -> Dict[str, torch.Tensor]:
         """KL, non-score reward, returns and advantages of a complete experience."""
@@ -253,26 +267,21 @@ class PPOTrainer:
             "ppo/advantages_mean": (experience.advantages * mask).sum() / tokens,
         }
 
-    def micro_batch_losses(self, micro: Experience) -> tuple:
-        """Clipped policy loss and (with a critic) clipped value loss of one micro-batch, graphs attached
-        (Algorithm 1, lines 10-11): ``(actor_loss, critic_loss or None, stats)``.
+    def training_forward(self, micro: Experience) -> tuple:
+        """``(logprobs, values or None)`` of a micro-batch under the current actor and critic in training mode,
+        graphs attached (values None without a critic)."""
+        self.set_training(True)
+        return (sequence_logprobs(self.engines.actor, micro.seq, micro.attention_mask, self.logprob_temperature),
+                self.critic_values(micro.seq, micro.attention_mask))
 
-        Exactly on-policy (:func:`reuses_training_forward`) the micro-batch's old log-probs and values ARE these
-        forwards' outputs, detached, and its rewards and advantages are estimated from them here: the ratio is
-        identically 1 and the gradients are those of the recomputed-forward path (test_ppo_speed). The
-        estimator's statistics are left to :meth:`train_on_experience`, over the whole rollout."""
+    def micro_batch_losses(self, micro: Experience, logprobs: torch.Tensor, values: Optional[torch.Tensor]
+                           ) -> tuple:
+        """Clipped policy loss and (with a critic) clipped value loss of one complete micro-batch (its old
+        log-probs, values and advantages set) given its training forward's ``logprobs`` and ``values``
+        (:meth:`training_forward`), graphs attached (Algorithm 1, lines 10-11): ``(actor_loss, critic_loss or
+        None, stats)``. Pure: reads ``micro``, writes nothing."""
         cfg = self.config
-        actor, critic = self.engines.actor, self.engines.critic
-        actor.train()
-        if critic is not None:
-            critic.train()
-        logprobs = sequence_logprobs(actor, micro.seq, micro.attention_mask, self.logprob_temperature)
-        values = self.critic_values(micro.seq, micro.attention_mask) if critic is not None else None
         stats = {}
-        if self.on_policy:
-            micro.logprobs = logprobs.detach()
-            micro.values = values.detach() if values is not None else torch.zeros_like(micro.logprobs)
-            self.estimate_advantages(micro)
         weights = None
         if cfg.rollout_is != "none":
             weights = importance_weights(micro.logprobs, micro.engine_logprobs, micro.action_mask, cfg.rollout_is,
@@ -290,6 +299,18 @@ class PPOTrainer:
             stats.update({"loss/value": critic_loss.detach(),
                           **{f"value/{k}": torch.as_tensor(v).detach() for k, v in critic_stats.items()}})
         return actor_loss, critic_loss, stats
+
+    def micro_batch_pass(self, micro: Experience) -> tuple:
+        """The training forward and losses of one micro-batch: ``(actor_loss, critic_loss or None, stats,
+        complete micro-batch)``. Exactly on-policy (:func:`reuses_training_forward`) the micro-batch arrives
+        without old log-probs and values: they ARE this forward's outputs, detached, and its rewards and
+        advantages are estimated from them (:meth:`with_advantages`, a new micro-batch), so the ratio is
+        identically 1 and the gradients are those of the recomputed-forward path (test_ppo_step_cost). The
+        estimator's statistics are left to :meth:`train_on_experience`, over the whole rollout."""
+        logprobs, values = self.training_forward(micro)
+        if self.on_policy:
+            micro, _ = self.with_advantages(micro, logprobs, values)
+        return (*self.micro_batch_losses(micro, logprobs, values), micro)
 
     def mini_batches(self, experience: Experience):
         """One ``--ppo_epochs`` pass: the experience itself (one optimizer step), or with
@@ -314,7 +335,7 @@ class PPOTrainer:
         for _ in range(self.config.ppo_epochs):
             for mini_batch in self.mini_batches(experience):
                 for micro in mini_batch.micro_batches(self.micro_batch_size):
-                    actor_loss, critic_loss, stats = self.micro_batch_losses(micro)
+                    actor_loss, critic_loss, stats, micro = self.micro_batch_pass(micro)
                     require_finite(actor_loss, "policy loss")
                     actor.backward(actor_loss)
                     actor.step()
@@ -341,9 +362,7 @@ class PPOTrainer:
         self.rollout_engine.mark_stale()  # the actor changed: the engine loads (or a producer is sent) it
         stats["timing/iteration"] = torch.as_tensor(time.perf_counter() - iteration)
         stats.update(self.rollout_statistics(experience))
-        stats["lr/actor"] = torch.tensor(self.engines.actor.get_lr()[0])
-        if self.engines.critic is not None:
-            stats["lr/critic"] = torch.tensor(self.engines.critic.get_lr()[0])
+        stats.update({f"lr/{role}": torch.tensor(engine.get_lr()[0]) for role, engine in self.engines.trained.items()})
         metrics = {key: all_reduce_mean(value.to(self.device).float()).item() for key, value in stats.items()}
         return metrics, experience
 

@@ -11,7 +11,7 @@ import torch
 from dschat.rlhf.baselines import get_algorithm
 from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
-from dschat.utils.model import load_causal_lm, load_reward_model
+from dschat.utils.model import ACTOR_SUBDIR, load_causal_lm, load_reward_model
 
 
 @dataclass(frozen=True)
@@ -111,3 +111,11 @@ class RLHFEngine:
                                        require_head=True)
             self.reward = init_eval_engine(disable_dropout(reward), reward_config(args, critic_config), world_size,
                                            args.per_device_generation_batch_size)
+
+    @property
+    def trained(self) -> dict:
+        """The engines step 3 updates, by role: the actor, and the critic when the algorithm has one. "No
+        critic" is asked here once; what treats the trained models alike reads this: their train / eval mode,
+        the ``lr/<role>`` metrics and the checkpointed folders ``<output_dir>/<role>``. (A null critic object
+        would still need this test for the checkpoints, the lr metrics and the saved folders.)"""
+        return {ACTOR_SUBDIR: self.actor, **({"critic": self.critic} if self.critic is not None else {})}

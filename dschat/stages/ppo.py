@@ -24,7 +24,7 @@ from dschat.utils.distributed import init_distributed, is_main_process
 from dschat.utils.loop import batches_from, batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.utils.metrics import MetricLogger
 from dschat.utils.output_dir import require_writable
-from dschat.utils.model import ACTOR_SUBDIR, load_tokenizer
+from dschat.utils.model import load_tokenizer
 from dschat.utils.run_record import mark_finished, write_run_config
 from dschat.utils.seeding import seeded_rng, set_random_seed
 from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
@@ -142,7 +142,7 @@ def run(args: RLHFConfig) -> dict:
         stateful["mini_batch_order"] = trainer
     if hasattr(trainer.rollout_engine, "state_dict"):  # rollouts sampled ahead, with their versions
         stateful["rollout_producer"] = trainer.rollout_engine
-    checkpointed = {ACTOR_SUBDIR: engines.actor, **({"critic": engines.critic} if engines.critic is not None else {})}
+    checkpointed = engines.trained
     try:
         final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
                            lambda: evaluate(trainer, eval_loader, eval_sampling, eval_reward_source, args, rank), args,

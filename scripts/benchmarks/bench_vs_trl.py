@@ -128,7 +128,7 @@ def worker_project(spec: dict, settings_only: bool) -> dict:
     tokenizer = load_tokenizer(spec["actor"], padding_side="left")
     trainer, args = build_trainer(project_flags(spec), tokenizer)
     engines = trainer.engines
-    trained = [engines.actor.module] + ([engines.critic.module] if engines.critic is not None else [])
+    trained = [engine.module for engine in engines.trained.values()]
     prompts = fed_prompts(spec)
     state = {"param_dtype": dtype_of(trained[0]), "gradient_checkpointing": checkpointing(*trained),
              "reference_model": engines.ref is not None, "prompt_tokens": sum(len(ids) for ids in prompts)}

@@ -121,7 +121,21 @@ def as_tensor(ids: Sequence[int]) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
-class SFTDataset(Dataset):
+class TokenizedDataset(Dataset):
+    """What the three datasets share: the kept ``examples`` and the ``skips`` counted while building them."""
+
+    examples: list
+    skips: SkipCounter
+
+    @property
+    def num_skipped(self) -> int:
+        return self.skips.total
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
+class SFTDataset(TokenizedDataset):
     """Prompt + chosen response; labels mask bos, prompt (and, in the collator, padding) with -100."""
 
     def __init__(self, pairs: Sequence[PreferencePair], tokenizer, max_seq_len: int):
@@ -146,20 +160,13 @@ class SFTDataset(Dataset):
             self.examples.append((input_ids, [IGNORE_INDEX] * masked + input_ids[masked:]))
         self.skips.log_summary(logger, len(pairs))
 
-    @property
-    def num_skipped(self) -> int:
-        return self.skips.total
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
     def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
         input_ids, labels = self.examples[index]
         return {"input_ids": as_tensor(input_ids), "attention_mask": torch.ones(len(input_ids), dtype=torch.long),
                 "labels": as_tensor(labels)}
 
 
-class PairDataset(Dataset):
+class PairDataset(TokenizedDataset):
     """Reward-model pairs: ``[bos] + prompt + chosen + [eos]`` and the same with ``rejected``."""
 
     def __init__(self, pairs: Sequence[PreferencePair], tokenizer, max_seq_len: int):
@@ -191,13 +198,6 @@ class PairDataset(Dataset):
             self.prompt_lengths.append((len(prefix) + chosen_prompt, len(prefix) + rejected_prompt))
         self.skips.log_summary(logger, len(pairs))
 
-    @property
-    def num_skipped(self) -> int:
-        return self.skips.total
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
     def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
         chosen_ids, rejected_ids = self.examples[index]
         chosen_prompt, rejected_prompt = self.prompt_lengths[index]
@@ -206,7 +206,7 @@ class PairDataset(Dataset):
                 "rejected_prompt_length": torch.tensor(rejected_prompt, dtype=torch.long)}
 
 
-class PromptDataset(Dataset):
+class PromptDataset(TokenizedDataset):
     """PPO queries: ``[bos] + prompt`` (no eos) and the prompt's position in ``prompts``."""
 
     def __init__(self, prompts: Sequence[str], tokenizer, max_prompt_len: int):
@@ -228,13 +228,6 @@ class PromptDataset(Dataset):
                 continue
             self.examples.append((input_ids, position))
         self.skips.log_summary(logger, len(prompts))
-
-    @property
-    def num_skipped(self) -> int:
-        return self.skips.total
-
-    def __len__(self) -> int:
-        return len(self.examples)
 
     def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
         input_ids, position = self.examples[index]
