@@ -21,7 +21,7 @@ from typing import Dict, List, Sequence, Tuple
 from dschat.utils.cli import ArgumentParser, run_cli
 from evaluation.study.design import CONFIRMATION_FLAGS, EQUIVALENCE_MARGINS
 from evaluation.study.runner import Run, ensure_models, is_finished, train_run
-from evaluation.study.stats import holm, t_interval, tost
+from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, holm, paired_t_p, t_interval, tost
 
 TASK = "long"
 ARMS = ("ppo-lam1", "mappo-lam1")
@@ -76,41 +76,66 @@ def collect(out: Path, seeds: Sequence[int]) -> List[dict]:
             if is_finished(run.directory(run_dir(out, ahead)))]
 
 
-def comparison(summaries: Sequence[dict]) -> Dict[str, dict]:
-    """Per arm: the paired final-gold differences K1 − K0 by seed, their mean and 95% t interval, TOST within
-    the study's gold margin, and Holm over the arms for both the difference and the equivalence p-values."""
-    finals: Dict[Tuple[str, int], Dict[int, float]] = {}
+def collapsed(summary: dict) -> bool:
+    """The study's collapse (:data:`evaluation.study.stats.COLLAPSE_FRACTION`): the final evaluation's response
+    length below that fraction of step 0's."""
+    return summary["length"][-1] < COLLAPSE_FRACTION * summary["length"][0]
+
+
+def comparison(summaries: Sequence[dict], drop_collapsed: bool = False) -> Dict[str, dict]:
+    """Per arm: the paired final-gold differences K1 − K0 by seed, their mean and 95% t interval, the paired t
+    test and TOST within the study's gold margin, each Holm-adjusted over the arms. ``drop_collapsed``: without
+    the seeds on which either run ended collapsed (the collapse-robust sensitivity: a collapsed run's gold is
+    the gold of a few words)."""
+    runs: Dict[Tuple[str, int], Dict[int, dict]] = {}
     for s in summaries:
-        finals.setdefault((s["arm"], s["async_rollout"]), {})[s["seed"]] = s["gold"][-1]
+        runs.setdefault((s["arm"], s["async_rollout"]), {})[s["seed"]] = s
     result = {}
     for arm in ARMS:
-        k0, k1 = finals.get((arm, 0), {}), finals.get((arm, 1), {})
-        seeds = sorted(set(k0) & set(k1))
+        k0, k1 = runs.get((arm, 0), {}), runs.get((arm, 1), {})
+        seeds = sorted(seed for seed in set(k0) & set(k1)
+                       if not (drop_collapsed and (collapsed(k0[seed]) or collapsed(k1[seed]))))
         if len(seeds) < 2:
             continue
-        diffs = [k1[seed] - k0[seed] for seed in seeds]
-        equivalence = tost(diffs, EQUIVALENCE_MARGINS["gold"])
-        result[arm] = {"seeds": seeds, "diffs": diffs, "mean": sum(diffs) / len(diffs),
-                       "ci": t_interval(diffs), "k0": sum(k0[s] for s in seeds) / len(seeds),
-                       "k1": sum(k1[s] for s in seeds) / len(seeds), "tost_p": equivalence.p}
-    tost_holm = holm({arm: row["tost_p"] for arm, row in result.items()})
-    for arm, row in result.items():
-        row["tost_p_holm"] = tost_holm[arm]
+        diffs = [k1[seed]["gold"][-1] - k0[seed]["gold"][-1] for seed in seeds]
+        result[arm] = {"seeds": seeds, "diffs": diffs, "mean": sum(diffs) / len(diffs), "ci": t_interval(diffs),
+                       "k0": sum(k0[s]["gold"][-1] for s in seeds) / len(seeds),
+                       "k1": sum(k1[s]["gold"][-1] for s in seeds) / len(seeds),
+                       "p": paired_t_p(diffs), "tost_p": tost(diffs, EQUIVALENCE_MARGINS["gold"]).p}
+    for key in ("p", "tost_p"):
+        adjusted = holm({arm: row[key] for arm, row in result.items()})
+        for arm, row in result.items():
+            row[f"{key}_holm"] = adjusted[arm]
     return result
 
 
-def report_lines(summaries: Sequence[dict]) -> List[str]:
+def reading(row: dict) -> str:
     margin = EQUIVALENCE_MARGINS["gold"]
+    if row["tost_p_holm"] < ALPHA:
+        return f"equivalent within ±{margin}"
+    if row["p_holm"] < ALPHA:
+        return "K = 1 ahead" if row["mean"] > 0 else "K = 0 ahead"
+    return f"not decided: no difference shown, and equivalence within ±{margin} not shown either"
+
+
+def report_lines(summaries: Sequence[dict]) -> List[str]:
+    """The report: the primary comparison and its collapse-robust sensitivity, the collapsed runs, the machine."""
     machines = sorted({json.dumps(s.get("machine"), sort_keys=True) for s in summaries})
-    lines = ["| arm | seeds | final gold K = 0 | K = 1 | K1 − K0 [95% t CI] | TOST p (Holm) | reading |",
-             "|---|---|---|---|---|---|---|"]
-    for arm, row in comparison(summaries).items():
-        low, high = row["ci"]
-        reading = (f"equivalent within ±{margin}" if row["tost_p_holm"] < 0.05 else
-                   f"not shown equivalent within ±{margin}")
-        lines.append(f"| {arm} | {len(row['seeds'])} | {row['k0']:.4f} | {row['k1']:.4f} | {row['mean']:+.4f} "
-                     f"[{low:+.4f}, {high:+.4f}] | {row['tost_p']:.3f} ({row['tost_p_holm']:.3f}) | {reading} |")
-    lines += ["", f"Machine(s): {'; '.join(machines)}"]
+    lines = []
+    for title, drop in (("Final gold, K = 1 against K = 0, paired by PPO seed", False),
+                        ("Sensitivity: without the seeds on which either run ended collapsed", True)):
+        lines += [f"{title} (Holm over the two arms):", "",
+                  "| arm | seeds | final gold K = 0 | K = 1 | K1 − K0 [95% t CI] | t p (Holm) | TOST p (Holm) | reading |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for arm, row in comparison(summaries, drop).items():
+            low, high = row["ci"]
+            lines.append(f"| {arm} | {len(row['seeds'])} | {row['k0']:.4f} | {row['k1']:.4f} | {row['mean']:+.4f} "
+                         f"[{low:+.4f}, {high:+.4f}] | {row['p']:.3f} ({row['p_holm']:.3f}) | {row['tost_p']:.3f} "
+                         f"({row['tost_p_holm']:.3f}) | {reading(row)} |")
+        lines.append("")
+    ended = [f"{s['arm']} K = {s['async_rollout']} seed {s['seed']} (length {s['length'][0]:.0f} → "
+             f"{s['length'][-1]:.0f}, gold {s['gold'][-1]:.3f})" for s in summaries if collapsed(s)]
+    lines += [f"Ended collapsed: {'; '.join(ended) or 'none'}.", "", f"Machine(s): {'; '.join(machines)}"]
     return lines
 
 
