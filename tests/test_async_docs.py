@@ -1,0 +1,79 @@
+"""The asynchronous-rollouts page quotes what its commands printed: the speed table is the committed
+``bench_async.py`` outputs', the learning table the report regenerated from the committed runs, the Gemma-7B
+projection what ``project_async.py`` prints today."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+DOCS = Path(ROOT) / "docs"
+PAGE = DOCS / "async-rollouts.md"
+SHAPES = ("long", "tiny", "smollm2")
+
+
+def page() -> str:
+    return " ".join(PAGE.read_text().replace("−", "-").split())
+
+
+def bench(shape: str) -> dict:
+    """``{variant: {figure: median}}`` and ``{"ratios": {line: (median, low, high)}}`` of one committed output."""
+    text = (DOCS / "async" / f"bench_async_{shape}_cpu.txt").read_text()
+    found: dict = {"ratios": {}}
+    for line in text.splitlines():
+        variant = re.match(r"^(sync-[12]t|async-[12]) +s/iteration", line)
+        if variant:
+            found[variant.group(1)] = {name.strip(): float(value) for name, value in
+                                       re.findall(r"([a-z/ ]+?) (-?[\d.]+) \[", line[len(variant.group(1)):])}
+        ratio = re.match(r"^(async-[12] .+): (-?[\d.]+) \[(-?[\d.]+), (-?[\d.]+)\]$", line)
+        if ratio:
+            found["ratios"][ratio.group(1)] = ratio.group(2, 3, 4)
+    return found
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_speed_table_is_the_committed_outputs(shape):
+    figures, text = bench(shape), page()
+    sync2, sync1, ahead = figures["sync-2t"], figures["sync-1t"], figures["async-1"]
+    rest = sync1["s/iteration"] - sync1["generate"]
+    row = (f"| {sync2['s/iteration']:.3f} s | {sync1['generate']:.3f} / {rest:.3f} s | "
+           f"{ahead['trainer busy']:.3f} / {ahead['producer busy']:.3f} s | ")
+    assert row in text, row
+    ratios = figures["ratios"]
+    for line, bold in (("async-1 speed-up over sync-2t", True), ("async-1 iteration / its slower side's busy time", False),
+                       ("async-1 over sync-1t, measured / predicted from sync-1t's split - 1", False)):
+        median, low, high = ratios[line]
+        quoted = f"{median} [{low}, {high}]"
+        assert (f"**{median}** [{low}, {high}]" if bold else quoted) in text, line
+    assert f"bench_async_{shape}_cpu.txt" in text
+
+
+def test_the_learning_report_is_generated_from_the_committed_runs():
+    """``python -m evaluation.async_learning report`` writes report.md from runs.jsonl; rendering the committed
+    runs again gives the committed report, and the page quotes its tables."""
+    from evaluation.async_learning import report_lines
+
+    runs = [json.loads(line) for line in (DOCS / "async" / "runs.jsonl").read_text().splitlines()]
+    report = (DOCS / "async" / "report.md").read_text()
+    assert report == "\n".join(report_lines(runs)) + "\n"
+    text = " ".join(PAGE.read_text().split())
+    for line in report.splitlines():
+        if line.startswith("| ppo") or line.startswith("| mappo"):
+            assert line in text, line
+    assert len(runs) == 32 and {r["machine"]["cpu"] for r in runs} == {runs[0]["machine"]["cpu"]}
+
+
+def test_the_projection_is_what_the_script_prints():
+    script = Path(ROOT) / "scripts" / "benchmarks" / "project_async.py"
+    printed = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+    assert printed == (DOCS / "async" / "projection.txt").read_text()
+    text = page()
+    for name, speed in re.findall(r"^(dynamic cache|static cache \+ compile): .*?best split \S+: [\d.]+ s, ([\d.]+)x",
+                                  printed, re.M | re.S):
+        assert f"{speed}×" in text, name
