@@ -195,6 +195,26 @@ TINY_PPO = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_
 --max_steps. One checkpoint of its actor and critic is about 24 MB."""
 
 
+def interrupt_then_resume(main, flags: list, out, monkeypatch, at: int = 4) -> None:
+    """Run step 3 (``main``) with ``flags`` into ``out``, interrupted by a KeyboardInterrupt as its ``at``-th PPO
+    iteration starts, then again with ``--resume``."""
+    from dschat.rlhf.ppo_trainer import PPOTrainer
+
+    real_step, calls = PPOTrainer.step, []
+
+    def step_then_die(self, batch):
+        calls.append(1)
+        if len(calls) == at:
+            raise KeyboardInterrupt("simulated interruption")
+        return real_step(self, batch)
+
+    monkeypatch.setattr(PPOTrainer, "step", step_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        main(flags + ["--output_dir", str(out)])
+    monkeypatch.setattr(PPOTrainer, "step", real_step)
+    main(flags + ["--output_dir", str(out), "--resume"])
+
+
 def record_ppo_steps(monkeypatch) -> list:
     """The experience of every PPO iteration the test then runs, in order (``PPOTrainer.step`` wrapped)."""
     from dschat.rlhf.ppo_trainer import PPOTrainer

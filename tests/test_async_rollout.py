@@ -13,7 +13,7 @@ import signal
 import pytest
 import torch
 
-from conftest import TINY_PPO, one_line_error, read_metrics, record_ppo_steps
+from conftest import TINY_PPO, interrupt_then_resume, one_line_error, read_metrics, record_ppo_steps
 from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.rollout.producer import AsyncRolloutEngine
 
@@ -113,21 +113,7 @@ def test_async_resume_continues_exactly(tmp_path, monkeypatch):
     and 4, sampled by versions 1 and 2, saved with it), the resumed run logs what an uninterrupted one does."""
     flags = FLAGS + ["--max_steps", "4", "--save_steps", "2", "--async_rollout", "1", "--rollout_is", "macro"]
     ppo_main(flags + ["--output_dir", str(tmp_path / "full")])
-    from dschat.rlhf.ppo_trainer import PPOTrainer
-
-    real_step, calls = PPOTrainer.step, []
-
-    def step_then_die(self, batch):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt("simulated interruption")
-        return real_step(self, batch)
-
-    monkeypatch.setattr(PPOTrainer, "step", step_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        ppo_main(flags + ["--output_dir", str(tmp_path / "resumed")])
-    monkeypatch.setattr(PPOTrainer, "step", real_step)
-    ppo_main(flags + ["--output_dir", str(tmp_path / "resumed"), "--resume"])
+    interrupt_then_resume(ppo_main, flags, tmp_path / "resumed", monkeypatch)
     full, resumed = train_rows(tmp_path / "full"), train_rows(tmp_path / "resumed")
     assert [r["step"] for r in resumed] == [1, 2, 3, 4]
     assert resumed == full

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import macro_oracle as oracle
-from conftest import SFT_FLAGS, read_metrics, record_ppo_steps, torchrun
+from conftest import SFT_FLAGS, interrupt_then_resume, read_metrics, record_ppo_steps, torchrun
 from dschat.cli.ppo import main as ppo_main
 from dschat.cli.rm import main as rm_main
 from dschat.cli.sft import main as sft_main
@@ -126,22 +126,7 @@ def test_interrupted_ppo_resumes_exactly(sft_rm, tmp_path, monkeypatch, rule):
     are in the snapshot); ``metrics.jsonl`` then reads as one run, without the re-run step 3 twice."""
     flags = ppo_flags(sft_rm, tmp_path, steps=4) + ["--save_steps", "2", "--eval_steps", "0"] + rule
     ppo_main(flags + ["--output_dir", str(tmp_path / "full")])
-    from dschat.rlhf.ppo_trainer import PPOTrainer as trainer_class
-
-    real_step = trainer_class.step
-    calls = []
-
-    def step_then_die(self, batch):
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt("simulated interruption")
-        return real_step(self, batch)
-
-    monkeypatch.setattr(trainer_class, "step", step_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        ppo_main(flags + ["--output_dir", str(tmp_path / "resumed")])
-    monkeypatch.setattr(trainer_class, "step", real_step)
-    ppo_main(flags + ["--output_dir", str(tmp_path / "resumed"), "--resume"])
+    interrupt_then_resume(ppo_main, flags, tmp_path / "resumed", monkeypatch)
 
     def rows(run):
         return [r for r in read_metrics(str(tmp_path / run)) if "loss/policy" in r]
