@@ -79,6 +79,25 @@ def test_building_the_engine_leaves_the_global_generators_alone(gemma_built):
     assert drawn[:2] == expected[:2] and torch.equal(drawn[2], expected[2])
 
 
+def test_vllms_startup_noise_is_dropped_and_its_other_warnings_pass(gemma):
+    """Once an engine is built, every handler printing vLLM's records drops the start-up lines a user cannot act
+    on (the chat-template warmup's traceback among them) and lets vLLM's other warnings through."""
+    import logging
+
+    from dschat.rlhf.rollout.vllm_engine import STARTUP_NOISE, StartupNoise
+
+    handlers = logging.getLogger("vllm").handlers  # (the root's are pytest's own, replaced per test)
+    assert handlers and all(any(isinstance(f, StartupNoise) for f in h.filters) for h in handlers)
+
+    def passes(message: str) -> bool:
+        return StartupNoise().filter(logging.LogRecord("vllm.renderers.base", logging.WARNING, "base.py", 380,
+                                                       message, None, None))
+
+    assert not any(passes(opening + " ...") for opening in STARTUP_NOISE)
+    assert passes("Gemma's activation function was incorrectly set to exact GeLU")
+    assert passes("libtcmalloc is not found in LD_PRELOAD.")
+
+
 @pytest.fixture(scope="module")
 def tied_llama(tmp_path_factory):
     """A tiny Llama with tied embeddings saved with SmolLM2's conventions (pad = eos; step 3's loader adds a

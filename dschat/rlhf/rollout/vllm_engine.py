@@ -35,6 +35,7 @@ which the log says once.
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import os
 import tempfile
@@ -53,6 +54,47 @@ logger = logging.getLogger(__name__)
 VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 CPU_KV_CACHE_GIB = "1"
 """vLLM's CPU KV cache when ``VLLM_CPU_KVCACHE_SPACE`` is unset (GiB; vLLM's own default is 4)."""
+
+
+STARTUP_NOISE = (
+    "Chat template warmup failed",  # a traceback: the engine never renders chat (skip_tokenizer_init)
+    "The global random seed is set to",  # the engine restores the caller's generators after vLLM's seeding
+    "Enforce eager set", "Inductor compilation was disabled",  # what --enforce_eager asks for, on CPU
+    "Triton is", "Model Runner V2 requires Triton",  # no Triton on the CPU backend, by design
+    "Reset SSM cache type",  # models without state-space layers
+    "CPU backend doesn't allow to use `torch.set_num_threads`",  # the process keeps its own thread count
+    "Using None for EOS token id",  # the engine stops at the tokenizer's eos itself (stop_token_ids)
+)
+"""Openings of vLLM's start-up log lines that say nothing a user of the engine can act on (each with why); they are
+dropped (:class:`StartupNoise`). vLLM's other warnings pass, e.g. a model's config corrected or LD_PRELOAD advice."""
+
+
+class StartupNoise(logging.Filter):
+    """A log filter that drops the records whose message opens with one of :data:`STARTUP_NOISE`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(STARTUP_NOISE)
+
+
+def filter_startup_noise() -> None:
+    """Drop :data:`STARTUP_NOISE` wherever vLLM's records are printed: on the root logger's handlers (which print
+    what vLLM logs while it is imported) and, through vLLM's own logging configuration
+    (``VLLM_LOGGING_CONFIG_PATH``, unless the user set one), on the handler vLLM installs when an engine starts: its
+    default configuration with :class:`StartupNoise` added."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(existing, StartupNoise) for existing in handler.filters):
+            handler.addFilter(StartupNoise())
+    if os.environ.get("VLLM_LOGGING_CONFIG_PATH"):
+        return
+    from vllm.logger import DEFAULT_LOGGING_CONFIG
+
+    config = copy.deepcopy(DEFAULT_LOGGING_CONFIG)
+    config["filters"] = {"startup_noise": {"()": f"{__name__}.StartupNoise"}}
+    config["handlers"]["vllm"]["filters"] = ["startup_noise"]
+    handle, path = tempfile.mkstemp(prefix="vllm-logging-", suffix=".json")
+    with os.fdopen(handle, "w") as out:
+        json.dump(config, out)
+    os.environ["VLLM_LOGGING_CONFIG_PATH"] = path
 
 
 def in_process_environment(on_gpu: bool) -> None:
@@ -138,6 +180,7 @@ class VLLMRolloutEngine(RolloutEngine):
         super().__init__(actor)
         self.on_gpu = torch.cuda.is_available()
         in_process_environment(self.on_gpu)
+        filter_startup_noise()
         if not self.on_gpu:
             _keep_cpu_weights()
             logger.warning("vLLM on CPU: no sleep mode; the engine keeps its weights and KV cache between phases")
