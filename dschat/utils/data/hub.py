@@ -12,7 +12,7 @@ adapter names the repository, a commit (for script repositories, a commit of the
 
 Both give a local file path that the same readers (:mod:`dschat.utils.data.records`) turn into rows.
 The pinned commits were read from the hub's web pages without network access to the hub; docs/data.md
-section says so, and a commit the hub no longer serves fails with a one-line error naming the way out.
+says so, and a commit the hub no longer serves fails with a one-line error naming the way out.
 """
 from __future__ import annotations
 
