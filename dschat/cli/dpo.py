@@ -9,7 +9,7 @@ on the preference pairs of the RM phase with the sigmoid loss −log σ(β·[(lo
 """
 from __future__ import annotations
 
-from dschat.cli import run_stage
+from dschat.cli.entry import run_stage
 from dschat.stages.configs import DPOConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
@@ -20,7 +20,7 @@ def build_parser() -> ConfigParser:
 
 
 def main(argv=None) -> dict:
-    """Check the flags, then train (:func:`dschat.stages.dpo.run`; :func:`dschat.cli.run_stage`)."""
+    """Check the flags, then train (:func:`dschat.stages.dpo.run`; :func:`dschat.cli.entry.run_stage`)."""
     return run_stage("dpo", build_parser(), argv)
 
 

@@ -11,7 +11,7 @@ whole response as one macro action (§3.2.3) and build no critic.
 """
 from __future__ import annotations
 
-from dschat.cli import run_stage
+from dschat.cli.entry import run_stage
 from dschat.stages.configs import RLHFConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
@@ -22,7 +22,7 @@ def build_parser() -> ConfigParser:
 
 
 def main(argv=None) -> dict:
-    """Check the flags, then train (:func:`dschat.stages.ppo.run`; :func:`dschat.cli.run_stage`)."""
+    """Check the flags, then train (:func:`dschat.stages.ppo.run`; :func:`dschat.cli.entry.run_stage`)."""
     return run_stage("ppo", build_parser(), argv)
 
 

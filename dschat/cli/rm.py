@@ -8,7 +8,7 @@ call (``tok(prompt + response)`` adds bos and eos) gives the same scores.
 """
 from __future__ import annotations
 
-from dschat.cli import run_stage
+from dschat.cli.entry import run_stage
 from dschat.stages.configs import RMConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
@@ -19,7 +19,7 @@ def build_parser() -> ConfigParser:
 
 
 def main(argv=None) -> dict:
-    """Check the flags, then train (:func:`dschat.stages.rm.run`; :func:`dschat.cli.run_stage`)."""
+    """Check the flags, then train (:func:`dschat.stages.rm.run`; :func:`dschat.cli.entry.run_stage`)."""
     return run_stage("rm", build_parser(), argv)
 
 

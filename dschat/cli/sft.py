@@ -6,7 +6,7 @@ Runs with plain ``python``, ``torchrun`` or ``deepspeed``, on CPU (gloo) or GPU 
 """
 from __future__ import annotations
 
-from dschat.cli import run_stage
+from dschat.cli.entry import run_stage
 from dschat.stages.configs import SFTConfig
 from dschat.utils.cli import run_cli
 from dschat.utils.config import ConfigParser
@@ -17,7 +17,7 @@ def build_parser() -> ConfigParser:
 
 
 def main(argv=None) -> dict:
-    """Check the flags, then train (:func:`dschat.stages.sft.run`; :func:`dschat.cli.run_stage`)."""
+    """Check the flags, then train (:func:`dschat.stages.sft.run`; :func:`dschat.cli.entry.run_stage`)."""
     return run_stage("sft", build_parser(), argv)
 
 
