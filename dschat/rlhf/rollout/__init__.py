@@ -29,7 +29,7 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
             "uncorrected (the gap is only measured, rollout/logprob_abs_diff); --rollout_is macro corrects it",
             args.async_rollout, args.async_rollout)
     module = actor.module.get_base_model() if hasattr(actor.module, "get_base_model") else actor.module
-    spec = ProducerSpec(engine=args.rollout_engine, config=module.config, dtype=next(module.parameters()).dtype,
+    spec = ProducerSpec(engine=args.rollout_engine, config=module.config, dtype=args.dtype,
                         tokenizer=tokenizer, pad_token_id=tokenizer.pad_token_id,
                         eos_token_id=tokenizer.eos_token_id,
                         logprob_temperature=1.0 if args.logprobs_at_unit_temperature else args.temperature,

@@ -59,11 +59,12 @@ SEED_STRIDE = 1_000_003
 @dataclass(frozen=True)
 class ProducerSpec:
     """What the producer process builds: its engine (``"hf"`` or ``"vllm"``) on a model of ``config`` (a
-    transformers config) in ``dtype``, with the trainer's pad / eos, log-prob temperature and threads."""
+    transformers config) in ``dtype`` (``--dtype``: fp32, bf16 or fp16), with the trainer's pad / eos, log-prob
+    temperature and threads."""
 
     engine: str
     config: object
-    dtype: torch.dtype
+    dtype: str
     tokenizer: object
     pad_token_id: int
     eos_token_id: int
@@ -82,9 +83,7 @@ def _build_engine(spec: ProducerSpec, model: torch.nn.Module) -> RolloutEngine:
     if spec.engine == "vllm":
         from .vllm_engine import VLLMRolloutEngine
 
-        return VLLMRolloutEngine(PlainModel(model), spec.tokenizer, dtype={torch.float32: "fp32",
-                                                                              torch.bfloat16: "bf16",
-                                                                              torch.float16: "fp16"}[spec.dtype],
+        return VLLMRolloutEngine(PlainModel(model), spec.tokenizer, dtype=spec.dtype,
                                  max_model_len=spec.max_model_len, tensor_parallel_size=1,
                                  gpu_memory_utilization=0.3, world_size=1,
                                  logprobs_at_unit_temperature=spec.logprob_temperature == 1.0)
@@ -120,12 +119,14 @@ def producer_main(requests, results, spec: ProducerSpec) -> None:
     logprobs, busy seconds, idle seconds)``, or ``("error", line)`` once and exit."""
     from transformers import AutoModelForCausalLM
 
+    from dschat.utils.model.loading import DTYPES
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     torch.set_num_threads(spec.threads)
     parent = os.getppid()
     try:
-        model = AutoModelForCausalLM.from_config(spec.config, dtype=spec.dtype).eval()
+        model = AutoModelForCausalLM.from_config(spec.config, dtype=DTYPES[spec.dtype]).eval()
         engine = _build_engine(spec, model)
         version, idle_since = -1, time.perf_counter()
         while True:
