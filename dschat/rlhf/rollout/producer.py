@@ -17,7 +17,8 @@ The trainer's old log-probs stay its own forwards of the current actor — the *
 "Batch size-invariance for policy optimization", eq. 2; AReaL, Fu et al. 2025, eq. 5):
 E_behav[ min(π_prox/π_behav, C) · min(u·A, clip(u, 1 ± ε)·A) ], u = π_θ/π_prox — the clip around the proximal
 policy, the truncated behaviour weight per token, per macro action (the product over its tokens, §3.2.1) or per
-sequence (:mod:`dschat.rlhf.macro_action.correction`). Values and advantages come from the trainer's forwards.
+sequence (:mod:`dschat.rlhf.macro_action.correction`). Values and advantages come from the trainer's forwards;
+the entropy termination rule reads the entropies recorded while sampling, the behaviour policy's.
 
 **Placement and transport.** On CPU the producer is a process of its own (``torch.multiprocessing``, spawn) with
 ``--rollout_threads`` intra-op threads, running the engine ``--rollout_engine`` names on a plain copy of the
