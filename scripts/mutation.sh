@@ -46,7 +46,7 @@ case "${FUNCTIONS:-ALL}" in
 esac
 WORK=${MUTATION_DIR:-$(mktemp -d)}
 mkdir -p "$WORK"
-for path in dschat tests training configs scripts pytest.ini setup.py; do
+for path in dschat tests training configs scripts evaluation pytest.ini setup.py; do
   rm -rf "${WORK:?}/$path"
   cp -r "$ROOT/$path" "$WORK/$path"
 done
