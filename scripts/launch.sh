@@ -12,7 +12,10 @@
 #                another stage's model folder)
 #   OUTPUT_DIR   default: OUTPUT_ROOT/STAGE/MODEL/TASK, for ppo/mappo OUTPUT_ROOT/ppo/MODEL/TASK/RUN_NAME
 #   RUN_NAME     ppo/mappo run folder (default: ppo or mappo, plus the method flags given, e.g. mappo-parsing)
-#   NUM_GPUS     processes on this node (default: all visible GPUs, or 1)
+#   NUM_GPUS     GPUs used on this node (default: all visible GPUs, or 1); one process each, or, with ROLLOUT_GPUS,
+#                all but the last ROLLOUT_GPUS
+#   ROLLOUT_GPUS step 3 with --async_rollout K: the node's last ROLLOUT_GPUS GPUs sample (the rollout producers,
+#                --rollout_gpus), the first NUM_GPUS - ROLLOUT_GPUS train (default 0: every GPU trains)
 #   HOSTFILE     DeepSpeed hostfile for multi-node runs
 #   MASTER_PORT  rendezvous port (default 29500)
 #   MARLHF_THREADS  intra-op CPU threads per process (default 1, scripts/threads.sh)
@@ -73,8 +76,15 @@ if [ -z "${NUM_GPUS:-}" ]; then
 fi
 # the deepspeed on PATH (an activated environment), else the project's .venv
 DEEPSPEED=$(command -v deepspeed || echo "$ROOT/.venv/bin/deepspeed")
-LAUNCH=("$DEEPSPEED" --num_gpus "$NUM_GPUS" --master_port "${MASTER_PORT:-29500}")
-[ -n "${HOSTFILE:-}" ] && LAUNCH=("$DEEPSPEED" --hostfile "$HOSTFILE" --master_port "${MASTER_PORT:-29500}")
+ROLLOUT_GPUS=${ROLLOUT_GPUS:-0}
+[[ "$ROLLOUT_GPUS" =~ ^[0-9]+$ ]] || { echo "error: ROLLOUT_GPUS=$ROLLOUT_GPUS: expected a GPU count" >&2; exit 2; }
+TRAIN_GPUS=$((NUM_GPUS - ROLLOUT_GPUS))
+if [ "$ROLLOUT_GPUS" -gt 0 ]; then
+  [ "$TRAIN_GPUS" -gt 0 ] || { echo "error: ROLLOUT_GPUS=$ROLLOUT_GPUS leaves none of the $NUM_GPUS GPUs to train" >&2; exit 2; }
+  set -- "$@" --rollout_gpus $(seq "$TRAIN_GPUS" $((NUM_GPUS - 1)))
+fi
+LAUNCH=("$DEEPSPEED" --num_gpus "$TRAIN_GPUS" --master_port "${MASTER_PORT:-29500}")
+[ -n "${HOSTFILE:-}" ] && LAUNCH=("$DEEPSPEED" --hostfile "$HOSTFILE" --num_gpus "$TRAIN_GPUS" --master_port "${MASTER_PORT:-29500}")
 cd "$ROOT"
 DRY_RUN=0
 for flag in "$@"; do [ "$flag" != --dry_run ] || DRY_RUN=1; done
@@ -83,7 +93,7 @@ if [ "${PREFLIGHT:-1}" != 0 ] || [ "$DRY_RUN" = 1 ]; then
   [ -x "$PY" ] || PY="$ROOT/.venv/bin/python"
   PREFLIGHT_FLAGS=("$@")
   [ "$DRY_RUN" = 1 ] || PREFLIGHT_FLAGS+=(--dry_run)
-  WORLD_SIZE=$NUM_GPUS "$PY" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" \
+  WORLD_SIZE=$TRAIN_GPUS "$PY" "$MAIN" --config "$CONFIG" "${MODEL_ARGS[@]}" --output_dir "$OUTPUT_DIR" \
     "${METHOD_FLAGS[@]}" "${PREFLIGHT_FLAGS[@]}" || exit 2
   [ "$DRY_RUN" = 0 ] || exit 0  # --dry_run: the pre-flight was the whole command
 fi

@@ -193,16 +193,17 @@ def test_sigterm_to_the_whole_process_group_checkpoints_and_resumes_exactly(tmp_
     assert train_rows(out) == train_rows(tmp_path / "full")
 
 
-@pytest.mark.slow  # two processes under torchrun (~1 min)
-def test_zero3_two_processes_push_gathered_weights_to_each_producer(tmp_path):
-    """Under ZeRO-3 in two processes each rank pushes the gathered actor (in bounded groups) to its own producer:
-    the first rollout's behaviour log-probs equal the trainer's (gap exactly 0 at staleness 0), the later ones
-    are one version old."""
+@pytest.mark.slow  # two processes under torchrun (~1 min each)
+@pytest.mark.parametrize("transport", ["queue", "collective"])
+def test_zero3_two_processes_push_gathered_weights_to_each_producer(tmp_path, transport):
+    """Under ZeRO-3 in two processes each rank pushes the gathered actor (in bounded groups) to its own producer,
+    by either transport (collective: each rank's own two-member group, apart from the run's): the first rollout's
+    behaviour log-probs equal the trainer's (gap exactly 0 at staleness 0), the later ones are one version old."""
     from conftest import torchrun
 
     torchrun("training/step3_rlhf_finetuning/main.py",
              FLAGS + ["--output_dir", str(tmp_path), "--max_steps", "3", "--async_rollout", "1", "--rollout_is",
-                      "macro", "--actor_zero_stage", "3", "--critic_zero_stage", "3"])
+                      "macro", "--actor_zero_stage", "3", "--critic_zero_stage", "3", "--rollout_transport", transport])
     rows = train_rows(tmp_path)
     assert [r["rollout/staleness_max"] for r in rows] == [0, 1, 1]
     assert rows[0]["rollout/logprob_abs_diff_max"] == 0 < rows[1]["rollout/logprob_abs_diff_max"]

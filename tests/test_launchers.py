@@ -197,3 +197,19 @@ def test_preflight_refuses_a_run_inside_another_stages_model_folder(tmp_path):
     assert not check.ok and "holds another model folder" in check.line
     assert output_check(str(tmp_path / "runs" / "sft"), ["tiny-gemma"]).ok
     assert not output_check(str(model), [str(model)]).ok  # writing over its own input model
+
+
+def test_rollout_gpus_split_the_node_between_trainers_and_producers(fake_deepspeed, tmp_path, monkeypatch):
+    """ROLLOUT_GPUS=4 of 8: deepspeed trains on the first 4 (--num_gpus 4), the producers sample on 4-7."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    launcher = "scripts/step3_rlhf/gemma-2b_tldr_mappo.sh"
+    argv = launch(launcher, 8, fake_deepspeed, tmp_path, "--async_rollout", "1", ROLLOUT_GPUS="4")
+    assert argv[-5:] == ["--rollout_gpus", "4", "5", "6", "7"]
+    args = parse_launch(argv, fake_deepspeed, 4)[1]
+    assert (args.async_rollout, args.rollout_gpus) == (1, (4, 5, 6, 7))
+    for value, message in (("8", "ROLLOUT_GPUS=8 leaves none of the 8 GPUs to train"),
+                           ("two", "ROLLOUT_GPUS=two: expected a GPU count")):
+        with pytest.raises(subprocess.CalledProcessError) as refused:
+            launch(launcher, 8, fake_deepspeed, tmp_path, ROLLOUT_GPUS=value)
+        assert refused.value.stderr.strip() == f"error: {message}"

@@ -157,6 +157,10 @@ class Plan:
     """(what runs, activation bytes per process)."""
     host_extra: float = 0.0
     """Host bytes per process beyond the models' offloaded states (a sleeping vLLM engine's weights)."""
+    producer_gpus: int = 0
+    """GPUs of each process's rollout producer (``--rollout_gpus``; 0: none, it samples on CPU or not at all)."""
+    producer: float = 0.0
+    """Bytes on each producer GPU: its share of the actor's copy, its generation, one received weight group."""
 
     @property
     def states(self) -> float:
@@ -164,9 +168,20 @@ class Plan:
         return sum(r.states.resident for r in self.roles) + max(r.states.gathered for r in self.roles)
 
     @property
-    def peak(self) -> float:
-        """Bytes per GPU: every model's states (all resident throughout) + the largest phase's activations."""
+    def trainer_peak(self) -> float:
+        """Bytes per training GPU: every model's states (all resident throughout) + the largest phase's
+        activations."""
         return self.states + max(bytes_ for _, bytes_ in self.phases)
+
+    @property
+    def peak(self) -> float:
+        """Bytes on the fullest GPU, training or producer."""
+        return max(self.trainer_peak, self.producer)
+
+    @property
+    def gpus(self) -> int:
+        """Every GPU of the launch: the training processes' and their producers'."""
+        return self.world_size * (1 + self.producer_gpus)
 
     @property
     def host(self) -> float:
@@ -222,9 +237,11 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     ``--vllm_gpu_memory_utilization`` of the GPU (its copy of the weights, 1/TP of them, and its KV cache) while it
     generates, and its weights plus one gathered group of the actor (ZeRO-3) while they are synced; between
     rollouts it sleeps (level 1: weights to host memory, KV cache freed), so the training phases do not count it
-    and the host does. With ``--async_rollout K`` a producer process samples instead (CPU only,
-    ``dschat/rlhf/rollout/producer.py``): the trainer's device runs no rollout generation, and the host holds the
-    producer's copy of the actor, one pushed version in flight and :func:`producer_queue_bytes`."""
+    and the host does. With ``--async_rollout K`` a producer process per training process samples instead
+    (``dschat/rlhf/rollout/producer.py``): the training GPUs run no rollout generation. On CPU the host holds the
+    producer's copy of the actor, one pushed version in flight and :func:`producer_queue_bytes`; on
+    ``--rollout_gpus`` each producer GPU holds its share of the copy (the hf engine: all of it, and its generation;
+    vLLM: ``--vllm_gpu_memory_utilization`` of the GPU) and one received weight group, and the host the queue."""
     args = resolve("ppo", args, world_size)
     n = world_size
     actor = _role("actor", args.actor_model_name_or_path, "lm", args, zero_stage=args.actor_zero_stage, trained=True,
@@ -257,14 +274,22 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
         (f"eval generate: {args.per_device_eval_batch_size} x ({prompt} + {new})",
          gathered + generation_activations(actor.shape, args.dtype, args.per_device_eval_batch_size, prompt, new)),
     ]
-    if args.async_rollout:  # the producer process samples: its model and one pushed version in host memory
-        producer = 2 * DTYPE_BYTES[args.dtype] * actor.shape.params + producer_queue_bytes(args)
-        return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=producer)
+    weights = DTYPE_BYTES[args.dtype] * actor.shape.params
+    if args.async_rollout and not args.rollout_gpus:  # a CPU producer: its model and one pushed version on the host
+        return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=2 * weights + producer_queue_bytes(args))
+    if args.async_rollout:  # producers on GPUs of their own (one, or one vLLM engine's tensor-parallel GPUs, each)
+        each = args.vllm_tensor_parallel_size if args.rollout_engine == "vllm" else 1
+        received = min(SYNC_GROUP_BYTES, weights)
+        sampling = (max(args.vllm_gpu_memory_utilization * gpu_memory_gib * GIB, weights / each)
+                    if args.rollout_engine == "vllm"
+                    else weights + generation_activations(actor.shape, args.dtype, rollouts, prompt, new))
+        return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=producer_queue_bytes(args),
+                    producer_gpus=each, producer=sampling + received)
     if args.rollout_engine != "vllm":
         return Plan("ppo", n, args.dtype, roles, phases)
-    engine_weights = DTYPE_BYTES[args.dtype] * actor.shape.params / args.vllm_tensor_parallel_size
+    engine_weights = weights / args.vllm_tensor_parallel_size
     engine = max(args.vllm_gpu_memory_utilization * gpu_memory_gib * GIB, engine_weights)  # its weights at least
-    group = min(SYNC_GROUP_BYTES, DTYPE_BYTES[args.dtype] * actor.shape.params) if args.actor_zero_stage == 3 else 0
+    group = min(SYNC_GROUP_BYTES, weights) if args.actor_zero_stage == 3 else 0
     phases = [(f"vLLM generate ({args.vllm_gpu_memory_utilization:g} of the GPU: weights + KV cache)", engine),
               ("vLLM weight sync (its weights + one gathered group)", engine_weights + group), *phases[1:3]]
     return Plan("ppo", n, args.dtype, roles, phases, host_extra=engine_weights)
@@ -348,9 +373,13 @@ def report(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) 
     lines.append(f"{'model states':<60} {gib(plan.states):>8}")
     for name, bytes_ in plan.phases:
         lines.append(f"activations, {name:<47} {gib(bytes_):>8}")
+    if plan.producer_gpus:
+        lines.append(f"{f'rollout producer, each of its {plan.producer_gpus} GPU(s) per process (+ one weight group)':<60} "
+                     f"{gib(plan.producer):>8}")
     lines.append(f"peak per GPU {gib(plan.peak)} GiB + {reserve_gib:g} GiB reserve of {gpu_memory_gib:g} GiB: "
-                 f"{verdict(plan, gpu_memory_gib, reserve_gib)}; all {plan.world_size} GPU(s): "
-                 f"{gib(plan.peak * plan.world_size)} GiB; host (offload) per GPU: {gib(plan.host)} GiB")
+                 f"{verdict(plan, gpu_memory_gib, reserve_gib)}; all {plan.gpus} GPU(s): "
+                 f"{gib(plan.trainer_peak * plan.world_size + plan.producer * plan.world_size * plan.producer_gpus)} "
+                 f"GiB; host (offload) per GPU: {gib(plan.host)} GiB")
     return "\n".join(lines)
 
 

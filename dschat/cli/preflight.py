@@ -32,7 +32,7 @@ import urllib.parse
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from dschat.stages.configs import ASYNC_ON_GPU, STAGE_CONFIGS
+from dschat.stages.configs import STAGE_CONFIGS, producer_placement_error
 from dschat.stages.resolve import launch_world_size, resolve
 from dschat.utils.config import ConfigParser
 from dschat.utils.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
@@ -162,7 +162,7 @@ def local_model_check(flag: str, path: str) -> Check:
                         "stage finish saving? (run_config.yaml there says when it finished)")
 
 
-def engine_check(stage: str, args, gpus: Sequence[str] = ()) -> Optional[Check]:
+def engine_check(stage: str, args, gpus: Sequence[str] = (), processes: int = 1) -> Optional[Check]:
     """Step 3's rollout engine: vLLM installed when ``--rollout_engine vllm`` (the run's own check), and an
     asynchronous producer only where it runs (CPU: the run's own refusal, ``build_rollout_engine``)."""
     if stage != "ppo":
@@ -173,9 +173,13 @@ def engine_check(stage: str, args, gpus: Sequence[str] = ()) -> Optional[Check]:
         args.check_rollout_engine()
     except ConfigError as err:
         return Check(False, f"engine: {err}")
-    if args.async_rollout and gpus:
-        return Check(False, f"engine: --async_rollout {args.async_rollout}: {ASYNC_ON_GPU}")
+    trainer_gpus = os.environ.get("CUDA_VISIBLE_DEVICES") or ",".join(map(str, range(processes)))  # deepspeed's first N
+    refusal = producer_placement_error(args, bool(gpus), trainer_gpus if gpus else None)
+    if refusal:
+        return Check(False, f"engine: {refusal}")
     ahead = f", producer {args.async_rollout} iteration(s) ahead" if args.async_rollout else ""
+    if args.rollout_gpus:
+        ahead += f" on GPUs {' '.join(map(str, args.rollout_gpus))}"
     return Check(True, f"engine: --rollout_engine {args.rollout_engine}{ahead}")
 
 
@@ -302,7 +306,7 @@ def preflight(stage: str, args, deferred: Optional[dict] = None, processes: Opti
     models = model_flags(stage, args)
     checks = [gpu_check(gpus, processes)]
     checks += [model_check(flag, name, deferred or {}) for flag, name in models]
-    checks += [check for check in (engine_check(stage, args, gpus),) if check is not None]
+    checks += [check for check in (engine_check(stage, args, gpus, processes),) if check is not None]
     checks += [data_check(args), output_check(args.output_dir, [name for _, name in models])]
     if all(check.ok for check in checks[1:len(models) + 1]):
         made, failed = make_plan(stage, args, processes)

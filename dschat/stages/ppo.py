@@ -7,7 +7,7 @@ from typing import Tuple
 
 from tqdm.auto import tqdm
 
-from dschat.stages.configs import ASYNC_ON_GPU, RLHFConfig
+from dschat.stages.configs import RLHFConfig, producer_placement_error
 from dschat.stages.resolve import resolve
 from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
@@ -113,8 +113,9 @@ def run(args: RLHFConfig) -> dict:
         raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
     iterations = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
     engines = RLHFEngine(args, tokenizer, world_size, iterations)
-    if args.async_rollout and engines.actor.device.type != "cpu":
-        raise ConfigError(f"--async_rollout {args.async_rollout}: {ASYNC_ON_GPU}")
+    refusal = producer_placement_error(args, engines.actor.device.type != "cpu", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if refusal:
+        raise ConfigError(refusal)
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
     collate = PromptCollator.for_tokenizer(tokenizer)
     trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank,

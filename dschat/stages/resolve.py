@@ -88,11 +88,43 @@ def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     return dataclasses.replace(args, reward_model_name_or_path=reward, critic_model_name_or_path=critic)
 
 
+def local_world_size(world_size: int) -> int:
+    """The processes on this node: ``$LOCAL_WORLD_SIZE`` (set by deepspeed and torchrun), else all of them."""
+    text = os.environ.get("LOCAL_WORLD_SIZE", str(world_size))
+    return int(text) if text.isdigit() and int(text) > 0 else world_size
+
+
 def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
-    """``args`` unchanged once each vLLM engine's ``--vllm_tensor_parallel_size`` processes divide the launch."""
-    if args.rollout_engine == "vllm" and world_size % args.vllm_tensor_parallel_size:
-        raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size} must divide the "
-                          f"{world_size} processes (each engine spans that many of them)")
+    """``args`` unchanged once the engine's devices fit the launch: a colocated vLLM engine's
+    ``--vllm_tensor_parallel_size`` processes divide it; an asynchronous producer's ``--rollout_gpus`` split
+    evenly over the node's processes, one GPU each for the hf engine and ``--vllm_tensor_parallel_size`` each for
+    vLLM, by a transport that can carry GPU tensors."""
+    if not args.async_rollout:
+        for flag, value in (("rollout_gpus", args.rollout_gpus), ("rollout_transport", args.rollout_transport != "auto")):
+            if value:
+                raise ConfigError(f"--{flag}: the asynchronous producer's setting; it needs --async_rollout >= 1")
+        if args.rollout_engine == "vllm" and world_size % args.vllm_tensor_parallel_size:
+            raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size} must divide the "
+                              f"{world_size} processes (each engine spans that many of them)")
+        return args
+    gpus = args.rollout_gpus
+    if not gpus:
+        if args.rollout_engine == "vllm" and args.vllm_tensor_parallel_size > 1:
+            raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size}: a producer on CPU runs "
+                              "one vLLM engine per process (give it GPUs with --rollout_gpus)")
+        return args
+    ids = " ".join(map(str, gpus))
+    if len(set(gpus)) != len(gpus):
+        raise ConfigError(f"--rollout_gpus {ids}: a GPU id is listed twice")
+    if args.rollout_transport == "queue":
+        raise ConfigError(f"--rollout_transport queue carries host tensors; a producer on --rollout_gpus {ids} takes "
+                          "collective (NCCL)")
+    local = local_world_size(world_size)
+    each = args.vllm_tensor_parallel_size if args.rollout_engine == "vllm" else 1
+    if len(gpus) != local * each:
+        raise ConfigError(f"--rollout_gpus {ids}: {len(gpus)} GPU(s) for the {local} processes on this node, whose "
+                          f"producers' {args.rollout_engine} engines take {each} each (hf: 1; vllm: "
+                          f"--vllm_tensor_parallel_size), so give {local * each}")
     return args
 
 

@@ -10,6 +10,7 @@ measure and correct the gap (``--rollout_is``, :mod:`dschat.rlhf.macro_action.co
 from __future__ import annotations
 
 import logging
+import os
 
 from .base import PlainModel, Rollout, RolloutEngine
 
@@ -17,11 +18,12 @@ from .base import PlainModel, Rollout, RolloutEngine
 def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None, rank: int = 0) -> RolloutEngine:
     """The engine ``--rollout_engine`` names, for the DeepSpeed-wrapped ``actor`` of resolved step-3 flags; with
     ``--async_rollout K`` a producer process running that engine K iterations ahead (:mod:`.producer`), which
-    samples the prompts ``upcoming(i)`` yields from iteration i on."""
-    current = _synchronous_engine(args, actor, tokenizer, world_size)
+    samples the prompts ``upcoming(i)`` yields from iteration i on. With producers on GPUs of their own
+    (``--rollout_gpus``) the training GPUs hold no vLLM engine: evaluation samples with transformers there."""
+    current = _synchronous_engine(args, actor, tokenizer, world_size, "hf" if args.rollout_gpus else args.rollout_engine)
     if not args.async_rollout:
         return current
-    from .producer import AsyncRolloutEngine, ProducerSpec
+    from .producer import AsyncRolloutEngine, ProducerSpec, producer_devices
 
     if args.rollout_is == "none":
         logging.getLogger(__name__).warning(
@@ -34,12 +36,27 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                         eos_token_id=tokenizer.eos_token_id,
                         logprob_temperature=1.0 if args.logprobs_at_unit_temperature else args.temperature,
                         threads=args.rollout_threads, seed=args.seed + rank,
-                        max_model_len=args.max_prompt_seq_len + args.max_new_tokens)
+                        max_model_len=args.max_prompt_seq_len + args.max_new_tokens,
+                        devices=producer_devices(args.rollout_gpus, *local_rank_and_size(world_size)),
+                        transport=rollout_transport(args), timeout=args.rollout_timeout)
     return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)
 
 
-def _synchronous_engine(args, actor, tokenizer, world_size: int) -> RolloutEngine:
-    if args.rollout_engine == "vllm":
+def local_rank_and_size(world_size: int) -> tuple:
+    """This process's rank on its node and the node's process count (the launcher's ``LOCAL_RANK`` and
+    ``LOCAL_WORLD_SIZE``; one node of ``world_size`` when they are not set)."""
+    return int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+
+
+def rollout_transport(args) -> str:
+    """``--rollout_transport``, with ``auto`` resolved: ``collective`` for a producer on GPUs, ``queue`` on CPU."""
+    if args.rollout_transport != "auto":
+        return args.rollout_transport
+    return "collective" if args.rollout_gpus else "queue"
+
+
+def _synchronous_engine(args, actor, tokenizer, world_size: int, engine: str) -> RolloutEngine:
+    if engine == "vllm":
         from .vllm_engine import VLLMRolloutEngine
 
         return VLLMRolloutEngine(actor, tokenizer, dtype=args.dtype,

@@ -20,11 +20,14 @@ policy, the truncated behaviour weight per token, per macro action (the product 
 sequence (:mod:`dschat.rlhf.macro_action.correction`). Values and advantages come from the trainer's forwards;
 the entropy termination rule reads the entropies recorded while sampling, the behaviour policy's.
 
-**Placement and transport.** On CPU the producer is a process of its own (``torch.multiprocessing``, spawn) with
-``--rollout_threads`` intra-op threads, running the engine ``--rollout_engine`` names on a plain copy of the
-actor; requests, weights (Hugging Face names, LoRA merged, ZeRO-3 gathered in bounded groups:
-:func:`.weights.exported_weights`) and rollouts travel through two ``torch.multiprocessing`` queues, tensors in
-shared memory. Evaluation samples from the actor as it is now, in the trainer's own process.
+**Placement and transport.** Each trainer process has a producer of its own (``torch.multiprocessing``, spawn)
+running the engine ``--rollout_engine`` names on a plain copy of the actor: on CPU with ``--rollout_threads``
+intra-op threads, or on GPUs of its own (``--rollout_gpus``: the node's producer GPUs, split evenly over its
+trainer processes in rank order; :func:`producer_devices`), which the trainer's processes never touch. Requests
+and rollouts travel through two ``torch.multiprocessing`` queues; weights (Hugging Face names, LoRA merged, ZeRO-3
+gathered in bounded groups: :func:`.weights.exported_weights`) by ``--rollout_transport`` (:mod:`.transport`):
+through the queue in shared memory on CPU, by NCCL broadcast to a GPU producer (gloo on CPU, where that protocol
+is tested). Evaluation samples from the actor as it is now, in the trainer's own process.
 
 **Resume and faults.** A checkpoint drains the producer: every rollout asked for is received and saved with the
 version that sampled it (:meth:`AsyncRolloutEngine.state_dict`); a resumed run pushes the checkpoint's weights as
@@ -35,6 +38,7 @@ The producer ignores SIGTERM / SIGINT (the trainer stops it after its checkpoint
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -47,6 +51,7 @@ import torch
 from dschat.utils.faults import RunStopped
 
 from .base import PlainModel, Rollout, RolloutEngine
+from .transport import CollectiveReceiver, CollectiveWeights, QueueWeights
 from .weights import exported_weights
 
 Prompts = Tuple[torch.Tensor, torch.Tensor]
@@ -61,7 +66,8 @@ SEED_STRIDE = 1_000_003
 class ProducerSpec:
     """What the producer process builds: its engine (``"hf"`` or ``"vllm"``) on a model of ``config`` (a
     transformers config) in ``dtype`` (``--dtype``: fp32, bf16 or fp16), with the trainer's pad / eos, log-prob
-    temperature and threads."""
+    temperature and threads; on the physical GPUs ``devices`` (none: CPU), its weights by ``transport``, any
+    transfer waiting at most ``timeout`` seconds."""
 
     engine: str
     config: object
@@ -73,6 +79,16 @@ class ProducerSpec:
     threads: int
     seed: int
     max_model_len: int = 0
+    devices: Tuple[int, ...] = ()
+    transport: str = "queue"
+    timeout: float = 600.0
+
+
+def producer_devices(gpus: Tuple[int, ...], local_rank: int, local_world_size: int) -> Tuple[int, ...]:
+    """The physical GPUs of local rank ``local_rank``'s producer: its contiguous share of ``--rollout_gpus``
+    (whose length the resolver checked is a multiple of the node's ``local_world_size`` processes)."""
+    share = len(gpus) // local_world_size
+    return tuple(gpus[local_rank * share:(local_rank + 1) * share])
 
 
 def rollout_seed(seed: int, index: int) -> int:
@@ -85,7 +101,7 @@ def _build_engine(spec: ProducerSpec, model: torch.nn.Module) -> RolloutEngine:
         from .vllm_engine import VLLMRolloutEngine
 
         return VLLMRolloutEngine(PlainModel(model), spec.tokenizer, dtype=spec.dtype,
-                                 max_model_len=spec.max_model_len, tensor_parallel_size=1,
+                                 max_model_len=spec.max_model_len, tensor_parallel_size=max(1, len(spec.devices)),
                                  gpu_memory_utilization=0.3, world_size=1,
                                  logprobs_at_unit_temperature=spec.logprob_temperature == 1.0)
     from .hf import HFRolloutEngine
@@ -113,11 +129,13 @@ def behaviour_logprobs(model: torch.nn.Module, rollout: Rollout, prompt_mask: to
     return logprobs * action_mask
 
 
-def producer_main(requests, results, spec: ProducerSpec) -> None:
-    """The producer process: handle the trainer's messages in order — ``("weights", tensors)`` (part of the next
-    version), ``("version", v)`` (that version complete), ``("sample", index, prompts, prompt_mask, sampling,
-    record_entropy)``, ``("stop",)`` — answering each sample with ``("rollout", index, version, seq, entropy,
-    logprobs, busy seconds, idle seconds)``, or ``("error", line)`` once and exit."""
+def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
+    """The producer process: handle the trainer's messages in order — ``("weights", ...)`` (a group of the next
+    version's tensors, or with ``collective`` their names, shapes and dtypes, the tensors following by broadcast;
+    ``link`` says how to join it), ``("version", v)`` (that version complete), ``("sample", index, prompts,
+    prompt_mask, sampling, record_entropy)``, ``("stop",)`` — answering each sample with ``("rollout", index,
+    version, seq, entropy, logprobs, busy seconds, idle seconds)`` (host tensors), or ``("error", line)`` once and
+    exit. Its GPUs are the only ones it sees (the trainer started it with ``CUDA_VISIBLE_DEVICES`` set to them)."""
     from transformers import AutoModelForCausalLM
 
     from dschat.utils.model.loading import DTYPES
@@ -127,7 +145,10 @@ def producer_main(requests, results, spec: ProducerSpec) -> None:
     torch.set_num_threads(spec.threads)
     parent = os.getppid()
     try:
-        model = AutoModelForCausalLM.from_config(spec.config, dtype=DTYPES[spec.dtype]).eval()
+        device = torch.device("cuda", 0) if spec.devices else torch.device("cpu")
+        receive = (CollectiveReceiver(link["port"], link["backend"], spec.timeout, device).receive
+                   if spec.transport == "collective" else QueueWeights.receive)
+        model = AutoModelForCausalLM.from_config(spec.config, dtype=DTYPES[spec.dtype]).to(device).eval()
         engine = _build_engine(spec, model)
         version, idle_since = -1, time.perf_counter()
         while True:
@@ -141,7 +162,7 @@ def producer_main(requests, results, spec: ProducerSpec) -> None:
             if kind == "stop":
                 return
             if kind == "weights":
-                load_pushed_weights(model, message[1])
+                load_pushed_weights(model, receive(message))
             elif kind == "version":
                 version = message[1]
                 engine.mark_stale()
@@ -150,12 +171,14 @@ def producer_main(requests, results, spec: ProducerSpec) -> None:
                 idle = time.perf_counter() - idle_since
                 start = time.perf_counter()
                 torch.manual_seed(rollout_seed(spec.seed, index))
+                prompts, prompt_mask = prompts.to(device), prompt_mask.to(device)
                 rollout = engine.generate(prompts, prompt_mask, sampling, record_entropy)
                 logprobs = rollout.engine_logprobs
                 if logprobs is None:
                     logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
                                                   spec.logprob_temperature)
-                results.put(("rollout", index, version, rollout.seq, rollout.entropy, logprobs,
+                entropy = None if rollout.entropy is None else rollout.entropy.cpu()
+                results.put(("rollout", index, version, rollout.seq.cpu(), entropy, logprobs.cpu(),
                              time.perf_counter() - start, idle))
                 idle_since = time.perf_counter()
     except BaseException as err:  # noqa: BLE001 -- reported to the trainer in one line, then re-raised
@@ -226,6 +249,7 @@ class AsyncRolloutEngine(RolloutEngine):
         """Stop the producer (after the run, or when it fails)."""
         if self.process is None:
             return
+        self.transport.close()
         if self.process.is_alive():
             self.requests.put(("stop",))
             self.process.join(timeout=30)
@@ -249,18 +273,24 @@ class AsyncRolloutEngine(RolloutEngine):
     def _start(self) -> None:
         context = torch.multiprocessing.get_context("spawn")
         self.requests, self.results = context.Queue(), context.Queue()
-        self.process = context.Process(target=producer_main, args=(self.requests, self.results, self.spec),
-                                       name="rollout-producer", daemon=True)
-        self.process.start()
+        if self.spec.transport == "collective":
+            backend = "nccl" if self.spec.devices else "gloo"
+            device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+            self.transport = CollectiveWeights(self.requests, backend, self.spec.timeout, device)
+        else:
+            self.transport = QueueWeights(self.requests)
+        self.process = context.Process(target=producer_main, name="rollout-producer", daemon=True,
+                                       args=(self.requests, self.results, self.spec, self.transport.producer_args()))
+        with visible_devices(self.spec.devices):
+            self.process.start()
+        self.transport.connect()
         self.prompts = self.upcoming(self.requested)
         self._push_weights()
         self._request_up_to(self.trained + self.ahead)
 
     def _push_weights(self) -> None:
         start = time.perf_counter()
-        for group in exported_weights(self.actor):
-            self.requests.put(("weights", [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in group]))
-        self.requests.put(("version", self.version))
+        self.transport.send(exported_weights(self.actor), self.version)
         self.push_seconds = time.perf_counter() - start
 
     def _request_up_to(self, last: int) -> None:
@@ -297,3 +327,21 @@ class AsyncRolloutEngine(RolloutEngine):
                 raise RunStopped(f"the rollout producer failed: {message[1]}")
             self.ready[message[1]] = message[2:]
         return self.ready[index] if keep else self.ready.pop(index)
+
+
+@contextlib.contextmanager
+def visible_devices(devices: Tuple[int, ...]):
+    """``CUDA_VISIBLE_DEVICES`` set to ``devices`` while a producer is started (a spawned process reads it when it
+    first touches CUDA), and restored after; nothing changes on CPU (no devices)."""
+    if not devices:
+        yield
+        return
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, devices))
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
