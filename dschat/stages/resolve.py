@@ -96,9 +96,8 @@ def local_world_size(world_size: int) -> int:
 
 def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
     """``args`` unchanged once the engine's devices fit the launch: a colocated vLLM engine's
-    ``--vllm_tensor_parallel_size`` processes divide it; an asynchronous producer's ``--rollout_gpus`` split
-    evenly over the node's processes, one GPU each for the hf engine and ``--vllm_tensor_parallel_size`` each for
-    vLLM, by a transport that can carry GPU tensors."""
+    ``--vllm_tensor_parallel_size`` processes divide it; an asynchronous producer's ``--rollout_gpus`` are one per
+    process on the node, reached by a transport that can carry GPU tensors."""
     if not args.async_rollout:
         for flag, value in (("rollout_gpus", args.rollout_gpus), ("rollout_transport", args.rollout_transport != "auto")):
             if value:
@@ -119,12 +118,13 @@ def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
     if args.rollout_transport == "queue":
         raise ConfigError(f"--rollout_transport queue carries host tensors; a producer on --rollout_gpus {ids} takes "
                           "collective (NCCL)")
+    if args.vllm_tensor_parallel_size > 1:
+        raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size}: a producer's engine runs on "
+                          "one GPU (tensor parallelism across a producer's GPUs is not built)")
     local = local_world_size(world_size)
-    each = args.vllm_tensor_parallel_size if args.rollout_engine == "vllm" else 1
-    if len(gpus) != local * each:
-        raise ConfigError(f"--rollout_gpus {ids}: {len(gpus)} GPU(s) for the {local} processes on this node, whose "
-                          f"producers' {args.rollout_engine} engines take {each} each (hf: 1; vllm: "
-                          f"--vllm_tensor_parallel_size), so give {local * each}")
+    if len(gpus) != local:
+        raise ConfigError(f"--rollout_gpus {ids}: {len(gpus)} GPU(s) for the {local} processes on this node; each "
+                          f"process's producer takes one, so give {local}")
     return args
 
 

@@ -37,15 +37,10 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                         logprob_temperature=1.0 if args.logprobs_at_unit_temperature else args.temperature,
                         threads=args.rollout_threads, seed=args.seed + rank,
                         max_model_len=args.max_prompt_seq_len + args.max_new_tokens,
-                        devices=producer_devices(args.rollout_gpus, *local_rank_and_size(world_size)),
+                        devices=producer_devices(args.rollout_gpus, int(os.environ.get("LOCAL_RANK", 0))),
+                        gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                         transport=rollout_transport(args), timeout=args.rollout_timeout)
     return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)
-
-
-def local_rank_and_size(world_size: int) -> tuple:
-    """This process's rank on its node and the node's process count (the launcher's ``LOCAL_RANK`` and
-    ``LOCAL_WORLD_SIZE``; one node of ``world_size`` when they are not set)."""
-    return int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
 
 
 def rollout_transport(args) -> str:

@@ -22,8 +22,8 @@ the entropy termination rule reads the entropies recorded while sampling, the be
 
 **Placement and transport.** Each trainer process has a producer of its own (``torch.multiprocessing``, spawn)
 running the engine ``--rollout_engine`` names on a plain copy of the actor: on CPU with ``--rollout_threads``
-intra-op threads, or on GPUs of its own (``--rollout_gpus``: the node's producer GPUs, split evenly over its
-trainer processes in rank order; :func:`producer_devices`), which the trainer's processes never touch. Requests
+intra-op threads, or on a GPU of its own (``--rollout_gpus``: the node's producer GPUs, split over its
+trainer processes in rank order, one each; :func:`producer_devices`), which the trainer's processes never touch. Requests
 and rollouts travel through two ``torch.multiprocessing`` queues; weights (Hugging Face names, LoRA merged, ZeRO-3
 gathered in bounded groups: :func:`.weights.exported_weights`) by ``--rollout_transport`` (:mod:`.transport`):
 through the queue in shared memory on CPU, by NCCL broadcast to a GPU producer (gloo on CPU, where that protocol
@@ -66,8 +66,9 @@ SEED_STRIDE = 1_000_003
 class ProducerSpec:
     """What the producer process builds: its engine (``"hf"`` or ``"vllm"``) on a model of ``config`` (a
     transformers config) in ``dtype`` (``--dtype``: fp32, bf16 or fp16), with the trainer's pad / eos, log-prob
-    temperature and threads; on the physical GPUs ``devices`` (none: CPU), its weights by ``transport``, any
-    transfer waiting at most ``timeout`` seconds."""
+    temperature and threads; on the physical GPU ``devices`` (none: CPU; vLLM there takes
+    ``gpu_memory_utilization`` of it), its weights by ``transport``, any transfer waiting at most ``timeout``
+    seconds."""
 
     engine: str
     config: object
@@ -80,15 +81,15 @@ class ProducerSpec:
     seed: int
     max_model_len: int = 0
     devices: Tuple[int, ...] = ()
+    gpu_memory_utilization: float = 0.3
     transport: str = "queue"
     timeout: float = 600.0
 
 
-def producer_devices(gpus: Tuple[int, ...], local_rank: int, local_world_size: int) -> Tuple[int, ...]:
-    """The physical GPUs of local rank ``local_rank``'s producer: its contiguous share of ``--rollout_gpus``
-    (whose length the resolver checked is a multiple of the node's ``local_world_size`` processes)."""
-    share = len(gpus) // local_world_size
-    return tuple(gpus[local_rank * share:(local_rank + 1) * share])
+def producer_devices(gpus: Tuple[int, ...], local_rank: int) -> Tuple[int, ...]:
+    """The physical GPU of local rank ``local_rank``'s producer: the rank-th of ``--rollout_gpus`` (one per process
+    on the node, the resolver checked), or none (CPU)."""
+    return tuple(gpus[local_rank:local_rank + 1])
 
 
 def rollout_seed(seed: int, index: int) -> int:
@@ -101,8 +102,8 @@ def _build_engine(spec: ProducerSpec, model: torch.nn.Module) -> RolloutEngine:
         from .vllm_engine import VLLMRolloutEngine
 
         return VLLMRolloutEngine(PlainModel(model), spec.tokenizer, dtype=spec.dtype,
-                                 max_model_len=spec.max_model_len, tensor_parallel_size=max(1, len(spec.devices)),
-                                 gpu_memory_utilization=0.3, world_size=1,
+                                 max_model_len=spec.max_model_len, tensor_parallel_size=1,
+                                 gpu_memory_utilization=spec.gpu_memory_utilization, world_size=1,
                                  logprobs_at_unit_temperature=spec.logprob_temperature == 1.0)
     from .hf import HFRolloutEngine
 
