@@ -15,8 +15,8 @@
 #   NUM_GPUS     GPUs used on this node (default: all visible GPUs, or 1); one process each, or, with ROLLOUT_GPUS,
 #                all but the last ROLLOUT_GPUS
 #   ROLLOUT_GPUS step 3 with --async_rollout K: the node's last ROLLOUT_GPUS GPUs sample (the rollout producers,
-#                --rollout_gpus, one per training process: half the node), the first NUM_GPUS - ROLLOUT_GPUS train
-#                (default 0: every GPU trains)
+#                --rollout_gpus; ROLLOUT_GPUS must divide the training processes), the first NUM_GPUS - ROLLOUT_GPUS
+#                train (default 0: every GPU trains)
 #   HOSTFILE     DeepSpeed hostfile for multi-node runs
 #   MASTER_PORT  rendezvous port (default 29500)
 #   MARLHF_THREADS  intra-op CPU threads per process (default 1, scripts/threads.sh)

@@ -3,7 +3,7 @@ dschat/rlhf/rollout/producer.py, transport.py).
 
 What is pinned on CPU: the collective transport (the GPU protocol, gloo here) delivers the same weights as the
 queue — a K = 1 run logs the same metrics by either; a producer that stops receiving mid-transfer, or dies,
-ends the run in one line within ``--rollout_timeout``; each rank's producer GPU is the rank-th; the
+ends the run in one line within ``--rollout_timeout``; which GPU holds each rank's producer; the
 placement refusals (run and pre-flight alike), the launcher's split and the memory plan's producer GPUs. Not
 measured here: NCCL between GPUs (no GPU on the machines the suite runs on)."""
 from __future__ import annotations
@@ -69,9 +69,10 @@ def test_a_transfer_the_producer_does_not_take_ends_in_one_line_within_the_timeo
     process.kill()
 
 
-def test_each_rank_samples_on_its_own_rollout_gpu():
-    assert [producer_devices((4, 5, 6, 7), rank) for rank in range(4)] == [(4,), (5,), (6,), (7,)]
-    assert producer_devices((), 0) == ()
+def test_each_rollout_gpu_holds_the_producers_of_consecutive_ranks():
+    assert [producer_devices((4, 5, 6, 7), rank, 4) for rank in range(4)] == [(4,), (5,), (6,), (7,)]
+    assert [producer_devices((6, 7), rank, 6) for rank in range(6)] == [(6,), (6,), (6,), (7,), (7,), (7,)]
+    assert producer_devices((), 0, 1) == ()
 
 
 def test_the_producer_is_started_seeing_only_its_gpus_and_the_trainer_keeps_its_own(monkeypatch):
@@ -119,8 +120,8 @@ def test_the_preflight_places_the_producer_as_the_run_does(monkeypatch):
 
 
 def test_the_plan_counts_each_producer_gpu(monkeypatch):
-    """With --rollout_gpus the plan holds each producer's GPU (the hf engine: the actor's copy, its generation and
-    one received group), counts them in the launch, and judges the fullest GPU."""
+    """With --rollout_gpus the plan holds the producer GPUs (for each producer on one, with the hf engine: the
+    actor's copy, its generation and one received group), counts them in the launch, and judges the fullest GPU."""
     from dschat.cli import plan
     from dschat.cli.ppo import build_parser
     from dschat.utils.memory_plan import DTYPE_BYTES, generation_activations
@@ -136,9 +137,11 @@ def test_the_plan_counts_each_producer_gpu(monkeypatch):
     args = build_parser().parse_config(flags)
     expected = (weights + generation_activations(shape, on_gpus.dtype, 4, args.max_prompt_seq_len,
                                                  args.max_new_tokens) + min(plan.SYNC_GROUP_BYTES, weights))
-    assert (on_gpus.producer_gpus, on_gpus.gpus) == (1, 4)
+    assert (on_gpus.producer_gpus, on_gpus.gpus) == (2, 4)
     assert on_gpus.producer == pytest.approx(expected)
     assert on_gpus.trainer_peak == pytest.approx(on_cpu.trainer_peak)
     assert on_gpus.peak == max(on_gpus.trainer_peak, on_gpus.producer)
     text = plan.report(on_gpus, 80.0)
-    assert "rollout producer GPU, one per process" in text and "all 4 GPU(s)" in text
+    assert "rollout producer GPU (1 producer(s) each" in text and "all 4 GPU(s)" in text
+    shared = plan.ppo_plan(build_parser().parse_config(flags + ["--rollout_gpus", "2"]), 2)
+    assert (shared.producer_gpus, shared.gpus) == (1, 3) and shared.producer == pytest.approx(2 * expected)

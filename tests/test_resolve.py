@@ -44,8 +44,8 @@ CASES = [
                                             "queue"),
          "--rollout_transport queue carries host tensors; a producer on --rollout_gpus 2 takes collective (NCCL)"),
     Case("resolve_engine", "ppo", REWARD + ("--async_rollout", "1", "--rollout_gpus", "2", "3", "4"),
-         "--rollout_gpus 2 3 4: 3 GPU(s) for the 2 processes on this node; each process's producer takes one, so "
-         "give 2", world_size=2),
+         "--rollout_gpus 2 3 4: 3 GPU(s) must divide the 2 processes on this node (each GPU holds the producers of "
+         "as many processes)", world_size=2),
     Case("resolve_engine", "ppo", REWARD + ("--async_rollout", "1", "--rollout_gpus", "2", "3", "--rollout_engine",
                                             "vllm", "--vllm_tensor_parallel_size", "2"),
          "--vllm_tensor_parallel_size 2: a producer's engine runs on one GPU (tensor parallelism across a "

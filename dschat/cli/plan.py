@@ -31,6 +31,7 @@ from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
 from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.stages.resolve import resolve
+from dschat.utils.launch import local_world_size
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.utils.config import ConfigError
 from dschat.utils.model.names import looks_like_hub_id
@@ -158,9 +159,10 @@ class Plan:
     host_extra: float = 0.0
     """Host bytes per process beyond the models' offloaded states (a sleeping vLLM engine's weights)."""
     producer_gpus: int = 0
-    """GPUs of each process's rollout producer (``--rollout_gpus``: 1; 0: none, it samples on CPU or not at all)."""
+    """The launch's rollout-producer GPUs (``--rollout_gpus`` on each node; 0: none, sampling on CPU or not apart)."""
     producer: float = 0.0
-    """Bytes on each producer GPU: its share of the actor's copy, its generation, one received weight group."""
+    """Bytes on each producer GPU: for each producer it holds, the actor's copy, its generation (or vLLM's share of
+    the GPU) and one received weight group."""
 
     @property
     def states(self) -> float:
@@ -181,7 +183,7 @@ class Plan:
     @property
     def gpus(self) -> int:
         """Every GPU of the launch: the training processes' and their producers'."""
-        return self.world_size * (1 + self.producer_gpus)
+        return self.world_size + self.producer_gpus
 
     @property
     def host(self) -> float:
@@ -240,8 +242,9 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     and the host does. With ``--async_rollout K`` a producer process per training process samples instead
     (``dschat/rlhf/rollout/producer.py``): the training GPUs run no rollout generation. On CPU the host holds the
     producer's copy of the actor, one pushed version in flight and :func:`producer_queue_bytes`; on
-    ``--rollout_gpus`` each producer's GPU holds the copy (the hf engine: with its generation; vLLM:
-    ``--vllm_gpu_memory_utilization`` of the GPU) and one received weight group, and the host the queue."""
+    ``--rollout_gpus`` each producer GPU holds, for each producer on it, the copy (the hf engine: with its
+    generation; vLLM: ``--vllm_gpu_memory_utilization`` of the GPU) and one received weight group, and the host the
+    queue."""
     args = resolve("ppo", args, world_size)
     n = world_size
     actor = _role("actor", args.actor_model_name_or_path, "lm", args, zero_stage=args.actor_zero_stage, trained=True,
@@ -277,13 +280,14 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     weights = DTYPE_BYTES[args.dtype] * actor.shape.params
     if args.async_rollout and not args.rollout_gpus:  # a CPU producer: its model and one pushed version on the host
         return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=2 * weights + producer_queue_bytes(args))
-    if args.async_rollout:  # each process's producer on a GPU of its own
+    if args.async_rollout:  # producers on GPUs of their own, each GPU holding those of `sharing` processes
+        sharing = local_world_size(n) // len(args.rollout_gpus)
         received = min(SYNC_GROUP_BYTES, weights)
         sampling = (max(args.vllm_gpu_memory_utilization * gpu_memory_gib * GIB, weights)
                     if args.rollout_engine == "vllm"
                     else weights + generation_activations(actor.shape, args.dtype, rollouts, prompt, new))
         return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=producer_queue_bytes(args),
-                    producer_gpus=1, producer=sampling + received)
+                    producer_gpus=n // sharing, producer=sharing * (sampling + received))
     if args.rollout_engine != "vllm":
         return Plan("ppo", n, args.dtype, roles, phases)
     engine_weights = weights / args.vllm_tensor_parallel_size
@@ -373,11 +377,12 @@ def report(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) 
     for name, bytes_ in plan.phases:
         lines.append(f"activations, {name:<47} {gib(bytes_):>8}")
     if plan.producer_gpus:
-        lines.append(f"{'rollout producer GPU, one per process (+ one weight group)':<60} "
+        sharing = plan.world_size // plan.producer_gpus
+        lines.append(f"{f'rollout producer GPU ({sharing} producer(s) each, + one weight group)':<60} "
                      f"{gib(plan.producer):>8}")
     lines.append(f"peak per GPU {gib(plan.peak)} GiB + {reserve_gib:g} GiB reserve of {gpu_memory_gib:g} GiB: "
                  f"{verdict(plan, gpu_memory_gib, reserve_gib)}; all {plan.gpus} GPU(s): "
-                 f"{gib(plan.trainer_peak * plan.world_size + plan.producer * plan.world_size * plan.producer_gpus)} "
+                 f"{gib(plan.trainer_peak * plan.world_size + plan.producer * plan.producer_gpus)} "
                  f"GiB; host (offload) per GPU: {gib(plan.host)} GiB")
     return "\n".join(lines)
 

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from dschat.stages.configs import STAGE_CONFIGS, producer_placement_error
-from dschat.stages.resolve import launch_world_size, resolve
+from dschat.stages.resolve import resolve
+from dschat.utils.launch import launch_world_size
 from dschat.utils.config import ConfigParser
 from dschat.utils.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
 

@@ -352,8 +352,8 @@ class RolloutEngineArgs:
     """--async_rollout: seconds the trainer waits for one rollout, or for one weight transfer, before it stops
     the run (a dead or hung producer ends it in one line)."""
     rollout_gpus: Tuple[NonNegativeInt, ...] = ()
-    """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, one per trainer process on
-    the node, in rank order; none: the producers run on CPU."""
+    """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, their count dividing the
+    node's trainer processes (each GPU holds the producers of as many consecutive ranks); none: on CPU."""
     rollout_transport: Literal["auto", "queue", "collective"] = "auto"
     """--async_rollout: how weights reach the producer. queue: through shared memory (CPU); collective: broadcast
     in a trainer-producer process group, NCCL to --rollout_gpus, gloo on CPU; auto: collective with

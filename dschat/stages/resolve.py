@@ -11,24 +11,15 @@ resolved flags changes nothing."""
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Callable, Dict, Tuple
 
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
 from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
+from dschat.utils.launch import local_world_size
 
 Rule = Callable[[Any, int], Any]
-
-
-def launch_world_size() -> int:
-    """The number of processes of this launch: ``$WORLD_SIZE`` (set by deepspeed and torchrun), else 1 (plain
-    ``python``, as ``dschat.utils.distributed.init_distributed`` starts it)."""
-    text = os.environ.get("WORLD_SIZE", "1")
-    if not text.isdigit() or int(text) < 1:
-        raise ConfigError(f"WORLD_SIZE {text}: expected a positive integer (the number of processes)")
-    return int(text)
 
 
 # ---------------------------------------------------------------------------------------------- steps 1-2
@@ -88,16 +79,11 @@ def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     return dataclasses.replace(args, reward_model_name_or_path=reward, critic_model_name_or_path=critic)
 
 
-def local_world_size(world_size: int) -> int:
-    """The processes on this node: ``$LOCAL_WORLD_SIZE`` (set by deepspeed and torchrun), else all of them."""
-    text = os.environ.get("LOCAL_WORLD_SIZE", str(world_size))
-    return int(text) if text.isdigit() and int(text) > 0 else world_size
-
-
 def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
     """``args`` unchanged once the engine's devices fit the launch: a colocated vLLM engine's
-    ``--vllm_tensor_parallel_size`` processes divide it; an asynchronous producer's ``--rollout_gpus`` are one per
-    process on the node, reached by a transport that can carry GPU tensors."""
+    ``--vllm_tensor_parallel_size`` processes divide it; an asynchronous producer's ``--rollout_gpus`` divide the
+    node's processes (each GPU holding the producers of as many processes), reached by a transport that can carry
+    GPU tensors."""
     if not args.async_rollout:
         for flag, value in (("rollout_gpus", args.rollout_gpus), ("rollout_transport", args.rollout_transport != "auto")):
             if value:
@@ -122,9 +108,9 @@ def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
         raise ConfigError(f"--vllm_tensor_parallel_size {args.vllm_tensor_parallel_size}: a producer's engine runs on "
                           "one GPU (tensor parallelism across a producer's GPUs is not built)")
     local = local_world_size(world_size)
-    if len(gpus) != local:
-        raise ConfigError(f"--rollout_gpus {ids}: {len(gpus)} GPU(s) for the {local} processes on this node; each "
-                          f"process's producer takes one, so give {local}")
+    if local % len(gpus):
+        raise ConfigError(f"--rollout_gpus {ids}: {len(gpus)} GPU(s) must divide the {local} processes on this node "
+                          "(each GPU holds the producers of as many processes)")
     return args
 
 

@@ -23,6 +23,8 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
     current = _synchronous_engine(args, actor, tokenizer, world_size, "hf" if args.rollout_gpus else args.rollout_engine)
     if not args.async_rollout:
         return current
+    from dschat.utils.launch import local_world_size
+
     from .producer import AsyncRolloutEngine, ProducerSpec, producer_devices
 
     if args.rollout_is == "none":
@@ -37,7 +39,8 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                         logprob_temperature=1.0 if args.logprobs_at_unit_temperature else args.temperature,
                         threads=args.rollout_threads, seed=args.seed + rank,
                         max_model_len=args.max_prompt_seq_len + args.max_new_tokens,
-                        devices=producer_devices(args.rollout_gpus, int(os.environ.get("LOCAL_RANK", 0))),
+                        devices=producer_devices(args.rollout_gpus, int(os.environ.get("LOCAL_RANK", 0)),
+                                                 local_world_size(world_size)),
                         gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                         transport=rollout_transport(args), timeout=args.rollout_timeout)
     return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)

@@ -22,8 +22,8 @@ the entropy termination rule reads the entropies recorded while sampling, the be
 
 **Placement and transport.** Each trainer process has a producer of its own (``torch.multiprocessing``, spawn)
 running the engine ``--rollout_engine`` names on a plain copy of the actor: on CPU with ``--rollout_threads``
-intra-op threads, or on a GPU of its own (``--rollout_gpus``: the node's producer GPUs, split over its
-trainer processes in rank order, one each; :func:`producer_devices`), which the trainer's processes never touch. Requests
+intra-op threads, or on a GPU of the trainer's processes' own (``--rollout_gpus``: the node's producer GPUs, each
+holding the producers of as many consecutive ranks; :func:`producer_devices`), which the trainer never touches. Requests
 and rollouts travel through two ``torch.multiprocessing`` queues; weights (Hugging Face names, LoRA merged, ZeRO-3
 gathered in bounded groups: :func:`.weights.exported_weights`) by ``--rollout_transport`` (:mod:`.transport`):
 through the queue in shared memory on CPU, by NCCL broadcast to a GPU producer (gloo on CPU, where that protocol
@@ -86,10 +86,11 @@ class ProducerSpec:
     timeout: float = 600.0
 
 
-def producer_devices(gpus: Tuple[int, ...], local_rank: int) -> Tuple[int, ...]:
-    """The physical GPU of local rank ``local_rank``'s producer: the rank-th of ``--rollout_gpus`` (one per process
-    on the node, the resolver checked), or none (CPU)."""
-    return tuple(gpus[local_rank:local_rank + 1])
+def producer_devices(gpus: Tuple[int, ...], local_rank: int, local_world_size: int) -> Tuple[int, ...]:
+    """The physical GPU of local rank ``local_rank``'s producer, of the ``local_world_size`` processes on its node:
+    ``--rollout_gpus`` (whose count divides them, the resolver checked) in rank order, each holding the producers
+    of ``local_world_size / len(gpus)`` consecutive ranks; none: CPU."""
+    return (gpus[local_rank * len(gpus) // local_world_size],) if gpus else ()
 
 
 def rollout_seed(seed: int, index: int) -> int:
