@@ -92,7 +92,7 @@ def cycles(graph: dict) -> list:
 
 def test_the_import_graph_is_read():
     graph = import_graph()
-    assert "dschat.rlhf.ppo_config" in graph["dschat.stages.configs"]
+    assert "dschat.rlhf.algorithms" in graph["dschat.stages.configs"]
     assert "dschat.rlhf.macro_action.termination.registry" in graph["dschat.rlhf.macro_action.termination.ngram"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -103,7 +103,7 @@ def test_no_upward_import_and_no_cycle_in_dschat():
                     if layer_of(target) > layer_of(module))
     assert upward == []
     assert cycles(graph) == []
-    assert layer_of("dschat.stages.configs") > layer_of("dschat.rlhf.ppo_config") > layer_of("dschat.utils.config")
+    assert layer_of("dschat.stages.configs") > layer_of("dschat.rlhf.algorithms") > layer_of("dschat.utils.config")
 
 
 STUDY = ("design", "stats", "summaries", "decisions", "tables", "position_report", "plots", "report", "findings",

@@ -180,7 +180,7 @@ def test_bad_action_mask_shape():
 def test_parser_auto_parses_programs_as_code(parser, code, expected):
     """``--parser auto`` becomes the code parser when the responses are programs (step 3 passes
     ``code=--reward code``); a named parser stays as named; the seed is the one given."""
-    from dschat.rlhf.macro_action.termination import TerminationConfig
+    from dschat.stages.configs import TerminationConfig
 
     options = TerminationConfig(parser=parser).termination_options(seed=11, code=code)
     assert (options.parser, options.seed) == (expected, 11)

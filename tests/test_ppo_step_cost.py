@@ -16,7 +16,7 @@ import torch
 from conftest import build_trainer, padded_rollout
 from dschat.rlhf.baselines import build_advantage_estimator
 from dschat.rlhf.experience import chunked_rows, trim_to_longest
-from dschat.rlhf.ppo_config import PPOConfig
+from dschat.stages.configs import PPOConfig
 from dschat.rlhf.ppo_trainer import reuses_training_forward
 
 

@@ -92,7 +92,8 @@ def test_randomized_lengths_are_spelled_as_in_step3(capsys, tokenizer_dir):
 def test_options_mean_what_step3_makes_of_them():
     """The same flags give the viewer and step 3 (first process) the same rule options, defaults included, and
     those are the options the flags name."""
-    from dschat.rlhf.macro_action.termination import TerminationConfig, TerminationOptions
+    from dschat.rlhf.macro_action.termination import TerminationOptions
+    from dschat.stages.configs import TerminationConfig
     from dschat.stages.configs import RLHFConfig
     from dschat.utils.config import ConfigParser, select
 

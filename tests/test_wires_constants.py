@@ -291,7 +291,7 @@ def check_algo(algo: str, others: Tuple[str, ...]):
 def test_estimator_names_a_bad_reinforce_baseline():
     """A programmatic config the CLI would refuse gets a one-line error naming the flag and the choices."""
     from dschat.rlhf.baselines import build_advantage_estimator
-    from dschat.rlhf.ppo_config import PPOConfig
+    from dschat.stages.configs import PPOConfig
 
     with pytest.raises(ValueError, match=r"--reinforce_baseline 'mean': expected one of \('none', 'batch_mean'\)"):
         build_advantage_estimator(PPOConfig(algo="reinforce", reinforce_baseline="mean"))
@@ -610,9 +610,8 @@ EXEMPT: Dict[str, Tuple[str, str]] = {
 def maths_fields() -> Dict[str, object]:
     """Every config field that reaches step 3's maths (PPO constants, termination, sampling, optimisation, the
     learning rates and the reward model) and DPO's own: name -> default."""
-    from dschat.rlhf.macro_action.termination.config import TerminationConfig
-    from dschat.rlhf.ppo_config import PPOConfig, SamplingArgs
-    from dschat.stages.configs import DPOConfig, RLHFConfig, ScheduleArgs, SupervisedArgs
+    from dschat.stages.configs import (DPOConfig, PPOConfig, RLHFConfig, SamplingArgs, ScheduleArgs, SupervisedArgs,
+                                       TerminationConfig)
 
     names = {f.name for cls in (PPOConfig, TerminationConfig, SamplingArgs, ScheduleArgs)
              for f in dataclasses.fields(cls)}

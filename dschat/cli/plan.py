@@ -29,7 +29,6 @@ from typing import Dict, List, Optional, Tuple
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
 from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
-from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.stages.resolve import resolve
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.utils.config import ConfigError
@@ -237,9 +236,9 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
                        lora_dim=args.critic_lora_dim, offload_params=args.offload_params, world_size=n)
         roles.append(critic)
     if args.reward == "model":
-        roles.append(_role("reward model", args.reward_model_name_or_path, "score", args, zero_stage=reward_zero_stage(args),
-                           trained=False, offload_params=args.offload_params or args.reward_offload_params,
-                           world_size=n))
+        roles.append(_role("reward model", args.reward_model_name_or_path, "score", args,
+                           zero_stage=args.reward_model_zero_stage(), trained=False,
+                           offload_params=args.offload_params or args.reward_offload_params, world_size=n))
     prompt, new = args.max_prompt_seq_len, args.max_new_tokens
     seq, micro = prompt + new, args.per_device_train_batch_size
     rollouts = args.per_device_generation_batch_size * args.num_samples_per_prompt

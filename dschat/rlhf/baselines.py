@@ -31,7 +31,6 @@ import torch
 from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES, get_algorithm
 from dschat.rlhf.macro_action import compute_macro_advantages, macro_statistics, masked_mean
 from dschat.rlhf.macro_action.segments import as_action_mask, check_same_shape
-from dschat.rlhf.ppo_config import PPOConfig
 
 SequenceAdvantageFn = Callable[[torch.Tensor, int], torch.Tensor]
 EstimatorOutput = Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]
@@ -158,17 +157,17 @@ class SequenceBaselineEstimator:
         return advantages, token_returns, stats
 
 
-def _macro_gae(config: PPOConfig) -> MacroGAEEstimator:
+def _macro_gae(config) -> MacroGAEEstimator:
     return MacroGAEEstimator(config.sigma, config.reward_agg, config.gamma, config.lam)
 
 
-def _sequence_baseline(advantage_fn: SequenceAdvantageFn, config: PPOConfig) -> SequenceBaselineEstimator:
+def _sequence_baseline(advantage_fn: SequenceAdvantageFn, config) -> SequenceBaselineEstimator:
     """Built when the trainer asks (bound to its advantage function with ``functools.partial``), not at import:
     what runs at import is out of reach of a mutation test's per-test switch."""
     return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt)
 
 
-def _reinforce(config: PPOConfig) -> SequenceBaselineEstimator:
+def _reinforce(config) -> SequenceBaselineEstimator:
     if config.reinforce_baseline not in REINFORCE_BASELINES:
         raise ValueError(f"--reinforce_baseline {config.reinforce_baseline!r}: expected one of {REINFORCE_BASELINES}")
     with_baseline = config.reinforce_baseline == "batch_mean"
@@ -176,7 +175,7 @@ def _reinforce(config: PPOConfig) -> SequenceBaselineEstimator:
     return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt, batch_wide=with_baseline)
 
 
-ESTIMATORS: Dict[str, Callable[[PPOConfig], object]] = {
+ESTIMATORS: Dict[str, Callable[[object], object]] = {
     "ppo": _macro_gae, "rloo": functools.partial(_sequence_baseline, rloo_advantages),
     "grpo": functools.partial(_sequence_baseline, grpo_advantages), "reinforce": _reinforce}
 """The estimator builder of each ``--algo`` (:data:`dschat.rlhf.algorithms.ALGORITHMS`)."""
@@ -184,6 +183,7 @@ if set(ESTIMATORS) != set(ALGORITHMS):
     raise ImportError(f"estimators {sorted(ESTIMATORS)} do not match the algorithms {sorted(ALGORITHMS)}")
 
 
-def build_advantage_estimator(config: PPOConfig):
-    """The estimator of ``config.algo``, configured by ``config``."""
+def build_advantage_estimator(config):
+    """The estimator of ``config.algo``, configured by ``config`` (step 3's PPO flags,
+    ``dschat.stages.configs.PPOConfig``)."""
     return ESTIMATORS[get_algorithm(config.algo).name](config)

@@ -7,11 +7,10 @@ from typing import Tuple
 
 from tqdm.auto import tqdm
 
-from dschat.stages.configs import ASYNC_ON_GPU, RLHFConfig
+from dschat.stages.configs import ASYNC_ON_GPU, PPOConfig, RLHFConfig
 from dschat.stages.resolve import resolve
 from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
-from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rollout import build_rollout_engine

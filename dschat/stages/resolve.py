@@ -15,7 +15,6 @@ import os
 from typing import Any, Callable, Dict, Tuple
 
 from dschat.rlhf.algorithms import get_algorithm
-from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
 from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
 
@@ -79,7 +78,7 @@ def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     (``world_size``: unused; every rule takes it.)"""
     if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
         raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
-    reward_stage = reward_zero_stage(args)
+    reward_stage = args.reward_model_zero_stage()
     if args.reward_offload_params and reward_stage != 3:
         raise ConfigError(f"--reward_offload_params needs the reward model under ZeRO-3 (its stage is {reward_stage}; "
                           "add --reward_zero_stage 3)")

@@ -1,18 +1,9 @@
-"""Seeds and RNG snapshots (for exact resume), and the ``--seed`` flag. NumPy and torch are imported where
-they are used, so that parsers can take :class:`SeedArgs` without them."""
+"""Seeds and RNG snapshots (for exact resume); the ``--seed`` flag is ``dschat.stages.configs.SeedArgs``. NumPy
+and torch are imported where they are used."""
 from __future__ import annotations
 
 import contextlib
 import random
-from dataclasses import dataclass
-
-
-@dataclass
-class SeedArgs:
-    """runtime"""
-
-    seed: int = 1234
-    """Seed of data order, initialisation and sampling."""
 
 
 def set_random_seed(seed: int) -> None:

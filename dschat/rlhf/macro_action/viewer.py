@@ -31,11 +31,9 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from dschat.rlhf.macro_action.parsers.alignment import text_decoder, token_pieces
-from dschat.rlhf.macro_action.termination import (SegmentationBatch, TerminationConfig, TerminationOptions,
-                                                  build_termination)
-from dschat.rlhf.ppo_config import SamplingArgs
+from dschat.rlhf.macro_action.termination import SegmentationBatch, TerminationOptions, build_termination
+from dschat.stages.configs import SamplingArgs, SeedArgs, TerminationConfig
 from dschat.utils.config import add_flag, flag_specs, select
-from dschat.utils.seeding import SeedArgs
 from dschat.utils.cli import ArgumentParser
 
 DEFAULT_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "tokenizer"
