@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import dschat.stages.ppo as step3
-import dschat.utils.loop as loop
+import dschat.training.loop as loop
 from conftest import read_metrics
 from dschat.cli.ppo import main as ppo_main
-from dschat.rlhf.baselines import (
+from dschat.rlhf.advantages import (
     ALGORITHMS,
     MacroGAEEstimator,
     SequenceBaselineEstimator,

@@ -198,7 +198,7 @@ def test_ngram_flag_reads_a_length_or_the_whole_response(text, expected):
 @pytest.mark.parametrize("text", ["-1", "1.5", "five"])
 def test_ngram_flag_refuses_other_values(text):
     from dschat.cli.ppo import build_parser
-    from dschat.utils.config import ConfigError
+    from dschat.core.config import ConfigError
 
     with pytest.raises(ConfigError, match=f"--ngram {text}: expected a positive integer, or 0 / inf"):
         build_parser().parse_config(["--output_dir", "x", f"--ngram={text}"])

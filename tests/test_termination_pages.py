@@ -15,7 +15,7 @@ from typing import List, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "docs" / "termination"
-VIEWER = ".venv/bin/python -m dschat.rlhf.macro_action.viewer "
+VIEWER = ".venv/bin/python -m dschat.cli.viewer "
 BLOCK = re.compile(r"(<!-- viewer: .*? -->\n```bash\n)(.*?)\n```\n\n```text\n(.*?)```\n<!-- /viewer -->", re.S)
 """A generated block: its marker, the viewer command it shows, and that command's output."""
 

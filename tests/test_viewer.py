@@ -95,7 +95,7 @@ def test_options_mean_what_step3_makes_of_them():
     from dschat.rlhf.macro_action.termination import TerminationOptions
     from dschat.stages.configs import TerminationConfig
     from dschat.stages.configs import RLHFConfig
-    from dschat.utils.config import ConfigParser, select
+    from dschat.core.config import ConfigParser, select
 
     cases = [([], TerminationOptions(seed=1234)), (["--ngram", "inf"], TerminationOptions(ngram=None, seed=1234)),
              (["--termination", "randomized", "--ngram", "5", "--random_lengths", "2", "3", "--random_repeat", "2",
@@ -154,7 +154,7 @@ def test_render_puts_the_separator_before_trailing_whitespace():
 
 
 def test_module_entry_point_help():
-    result = subprocess.run([sys.executable, "-m", "dschat.rlhf.macro_action.viewer", "--help"],
+    result = subprocess.run([sys.executable, "-m", "dschat.cli.viewer", "--help"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "--termination" in result.stdout
 

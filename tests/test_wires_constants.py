@@ -290,7 +290,7 @@ def check_algo(algo: str, others: Tuple[str, ...]):
 
 def test_estimator_names_a_bad_reinforce_baseline():
     """A programmatic config the CLI would refuse gets a one-line error naming the flag and the choices."""
-    from dschat.rlhf.baselines import build_advantage_estimator
+    from dschat.rlhf.advantages import build_advantage_estimator
     from dschat.stages.configs import PPOConfig
 
     with pytest.raises(ValueError, match=r"--reinforce_baseline 'mean': expected one of \('none', 'batch_mean'\)"):
@@ -456,7 +456,7 @@ def test_step3_scores_come_from_the_reward_model_and_its_sampling_reaches_every_
     from transformers import GenerationMixin
 
     from dschat.cli.ppo import main as ppo_main
-    from dschat.utils.model import load_reward_model, load_tokenizer, sequence_scores
+    from dschat.model import load_reward_model, load_tokenizer, sequence_scores
 
     tokenizer = load_tokenizer("tiny-gemma")
     reward_dir = tmp_path / "rm"

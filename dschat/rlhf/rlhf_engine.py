@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
-from dschat.rlhf.baselines import get_algorithm
-from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
-from dschat.utils.model import ACTOR_SUBDIR, load_causal_lm, load_reward_model
+from dschat.rlhf.advantages import get_algorithm
+from dschat.training.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
+from dschat.model import ACTOR_SUBDIR, load_causal_lm, load_reward_model
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Every stage's flags, as config dataclasses: each field is one flag (its docstring is the help, its default the
-default, its type the check; see ``dschat/utils/config.py``). The groups the stages share come first; a stage's
+default, its type the check; see ``dschat/core/config.py``). The groups the stages share come first; a stage's
 config inherits the groups it uses, and tools take single groups (the segmentation viewer: ``TerminationConfig``,
 ``SeedArgs`` and ``--temperature``). Light to import (no DeepSpeed, no transformers), so tools and tests can
 parse any stage's flags and configs cheaply.
@@ -20,10 +20,10 @@ from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES
 from dschat.rlhf.macro_action.choices import REWARD_AGGS, ROLLOUT_IS_LEVELS, SIGMAS
 from dschat.rlhf.macro_action.termination.config import TerminationOptions
 from dschat.rlhf.macro_action.termination.registry import available_terminations
-from dschat.utils.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
-from dschat.utils.data.registry import known_datasets
-from dschat.utils.model.names import OFFLINE_NAMES, check_model_name
-from dschat.utils.config import (
+from dschat.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
+from dschat.data.registry import known_datasets
+from dschat.model.names import OFFLINE_NAMES, check_model_name
+from dschat.core.config import (
     REQUIRED,
     Alias,
     ConfigError,
@@ -421,7 +421,7 @@ class PPOConfig:
     ratio: Annotated[Literal["token", "macro"], Alias("--ma_ratio")] = "token"
     """Importance ratio: token (each token's ratio with its macro's advantage) | macro (π(ω|s)/π_old(ω|s))."""
     algo: Annotated[str, OneOf(_algorithms)] = "ppo"
-    """Advantage estimator (``dschat.rlhf.baselines``): ppo (critic + macro GAE) | rloo | grpo | reinforce
+    """Advantage estimator (``dschat.rlhf.advantages``): ppo (critic + macro GAE) | rloo | grpo | reinforce
     (critic-free, one macro per response: the n → ∞ limit of §3.2.3; Appendix C.3)."""
     num_samples_per_prompt: Optional[PositiveInt] = None
     """K: each prompt of a generation batch is sampled K times, in contiguous rows (default: 4 for rloo and grpo,

@@ -2,7 +2,7 @@
 ``__post_init__`` cannot state alone because they relate several flags, or a flag to the number of processes.
 
 A rule is a function ``rule(args, world_size) -> args``: it returns a copy of the parsed flags with what it
-derives filled in, or raises :class:`~dschat.utils.config.ConfigError` (one line naming the flags). :data:`RULES`
+derives filled in, or raises :class:`~dschat.core.config.ConfigError` (one line naming the flags). :data:`RULES`
 lists each stage's rules in the order they apply; :func:`resolve` applies them. The run (``dschat.stages``), the
 pre-flight (``--dry_run``, :mod:`dschat.cli.preflight`) and the memory plan (:mod:`dschat.cli.plan`) all call
 :func:`resolve`, so the pre-flight refuses exactly what the run would, in the same words, before torch is imported
@@ -16,14 +16,14 @@ from typing import Any, Callable, Dict, Tuple
 
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
-from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
+from dschat.core.config import ConfigError, announce_replaced, split_global_batch
 
 Rule = Callable[[Any, int], Any]
 
 
 def launch_world_size() -> int:
     """The number of processes of this launch: ``$WORLD_SIZE`` (set by deepspeed and torchrun), else 1 (plain
-    ``python``, as ``dschat.utils.distributed.init_distributed`` starts it)."""
+    ``python``, as ``dschat.core.distributed.init_distributed`` starts it)."""
     text = os.environ.get("WORLD_SIZE", "1")
     if not text.isdigit() or int(text) < 1:
         raise ConfigError(f"WORLD_SIZE {text}: expected a positive integer (the number of processes)")
