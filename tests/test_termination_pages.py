@@ -27,7 +27,7 @@ def viewer_blocks(page: str) -> List[Tuple[str, str]]:
 
 def viewer_output(command: str) -> str:
     """What the viewer prints for ``command`` (run in-process from the repository root), or an error naming it."""
-    from dschat.rlhf.macro_action import viewer
+    from dschat.cli import viewer
 
     assert command.startswith(VIEWER), command
     out, err, cwd = io.StringIO(), io.StringIO(), os.getcwd()

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dschat.rlhf.macro_action import viewer
+from dschat.cli import viewer
 from tests.fixtures.parsing.tiny_tokenizer import build_tiny_tokenizer
 
 FOX = "The quick brown fox jumps over the lazy dog."
