@@ -12,7 +12,7 @@ import dschat.stages.ppo as step3
 import dschat.training.loop as loop
 from conftest import read_metrics
 from dschat.cli.ppo import main as ppo_main
-from dschat.rlhf.advantages import (
+from dschat.rlhf.advantage_estimators import (
     ALGORITHMS,
     MacroGAEEstimator,
     SequenceBaselineEstimator,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conftest import build_trainer, padded_rollout
-from dschat.rlhf.advantages import build_advantage_estimator
+from dschat.rlhf.advantage_estimators import build_advantage_estimator
 from dschat.rlhf.experience import chunked_rows, trim_to_longest
 from dschat.stages.configs import PPOConfig
 from dschat.rlhf.ppo_trainer import reuses_training_forward

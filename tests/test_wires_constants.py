@@ -290,7 +290,7 @@ def check_algo(algo: str, others: Tuple[str, ...]):
 
 def test_estimator_names_a_bad_reinforce_baseline():
     """A programmatic config the CLI would refuse gets a one-line error naming the flag and the choices."""
-    from dschat.rlhf.advantages import build_advantage_estimator
+    from dschat.rlhf.advantage_estimators import build_advantage_estimator
     from dschat.stages.configs import PPOConfig
 
     with pytest.raises(ValueError, match=r"--reinforce_baseline 'mean': expected one of \('none', 'batch_mean'\)"):

@@ -2,7 +2,7 @@
 
 No macro-action logic lives here: the termination rule comes from the registry and the macro math from
 ``dschat.rlhf.macro_action``; with ``--ngram 1`` the same code is token-level PPO. The advantage estimator
-comes from ``dschat.rlhf.advantages`` (``--algo``): PPO's macro GAE with a critic, or the critic-free RLOO /
+comes from ``dschat.rlhf.advantage_estimators`` (``--algo``): PPO's macro GAE with a critic, or the critic-free RLOO /
 GRPO / REINFORCE baselines (n → ∞, §3.2.3), for which no critic exists and none is touched.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Dict, Optional
 import torch
 from tqdm.auto import tqdm
 
-from dschat.rlhf.advantages import build_advantage_estimator
+from dschat.rlhf.advantage_estimators import build_advantage_estimator
 from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, macro_view,
                                     rollout_masks, rollout_prompts, sequence_entropy, sequence_logprobs,
                                     trim_to_longest)

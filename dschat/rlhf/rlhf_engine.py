@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dschat.rlhf.advantages import get_algorithm
+from dschat.rlhf.advantage_estimators import get_algorithm
 from dschat.training.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
 from dschat.model import ACTOR_SUBDIR, load_causal_lm, load_reward_model
 

@@ -421,7 +421,7 @@ class PPOConfig:
     ratio: Annotated[Literal["token", "macro"], Alias("--ma_ratio")] = "token"
     """Importance ratio: token (each token's ratio with its macro's advantage) | macro (π(ω|s)/π_old(ω|s))."""
     algo: Annotated[str, OneOf(_algorithms)] = "ppo"
-    """Advantage estimator (``dschat.rlhf.advantages``): ppo (critic + macro GAE) | rloo | grpo | reinforce
+    """Advantage estimator (``dschat.rlhf.advantage_estimators``): ppo (critic + macro GAE) | rloo | grpo | reinforce
     (critic-free, one macro per response: the n → ∞ limit of §3.2.3; Appendix C.3)."""
     num_samples_per_prompt: Optional[PositiveInt] = None
     """K: each prompt of a generation batch is sampled K times, in contiguous rows (default: 4 for rloo and grpo,
