@@ -18,7 +18,7 @@ from typing import Annotated, FrozenSet, Literal, Optional, Tuple
 
 from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES
 from dschat.rlhf.macro_action.choices import REWARD_AGGS, ROLLOUT_IS_LEVELS, SIGMAS
-from dschat.rlhf.macro_action.termination.config import TerminationOptions
+from dschat.rlhf.macro_action.termination.options import TerminationOptions
 from dschat.rlhf.macro_action.termination.registry import available_terminations
 from dschat.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
 from dschat.data.registry import known_datasets

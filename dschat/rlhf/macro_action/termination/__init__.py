@@ -9,7 +9,7 @@ from dschat.core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "base": ("Segmentation", "SegmentationBatch", "TerminationRule"),
-    "config": ("TerminationOptions",),
+    "options": ("TerminationOptions",),
     "registry": ("available_terminations", "build_termination", "register_termination"),
     "ngram": ("ngram_segments",),
     "randomized": ("randomized_ngram_segments", "shuffled_length_table"),
