@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 from dschat.data import code_tasks_for_phase, load_code_tasks, load_pairs, pairs_for_phase
-from dschat.data.loading import tasks_with_tests
-from dschat.data.options import DataOptions
+from .loading import tasks_with_tests
+from .options import DataOptions
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import deepspeed
 import torch
 from transformers import get_scheduler
 
-from dschat.training.ds_config import get_eval_ds_config, get_train_ds_config
+from .ds_config import get_eval_ds_config, get_train_ds_config
 
 NO_DECAY = ("bias", "norm.weight", "layernorm.weight", "ln_f.weight")
 
