@@ -24,7 +24,7 @@ from collections import defaultdict
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from evaluation.judge import PREFER_A, PREFER_B, TIE, UNPARSEABLE, judge_label
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 from evaluation.jsonl import read_jsonl
 
 PairKey = Tuple[str, int]

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from dschat.utils.cli import ArgumentParser, run_cli
+from dschat.core.entrypoint import ArgumentParser, run_cli
 from evaluation.study.design import CONFIRMATION_FLAGS, EQUIVALENCE_MARGINS
 from evaluation.study.runner import Run, ensure_models, is_finished, train_run
 from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, holm, paired_t_p, t_interval, tost
@@ -41,11 +41,11 @@ def run_dir(out: Path, ahead: int) -> Path:
 
 
 MACHINE_FILE = "machine.json"
-"""The machine that trained the runs under ``out`` (:func:`dschat.utils.machine.machine_record`)."""
+"""The machine that trained the runs under ``out`` (:func:`dschat.core.machine.machine_record`)."""
 
 
 def train(out: Path, seeds: Sequence[int], jobs: int, model: str = "tiny-gemma") -> None:
-    from dschat.utils.machine import machine_record
+    from dschat.core.machine import machine_record
 
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / MACHINE_FILE).write_text(json.dumps(machine_record()) + "\n")

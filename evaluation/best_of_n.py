@@ -19,7 +19,7 @@ import os
 import statistics
 import sys
 from typing import Dict, List, Mapping, Sequence, Tuple
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 
 PAPER_NS = (4, 8, 16, 32)
 PAPER_TEMPERATURES = (0.2, 0.4, 0.6, 0.8, 1.0, 1.2)
@@ -137,7 +137,7 @@ def main(argv=None) -> None:
         for name, path in {**policies, "reward": args.reward_model}.items():
             if not os.path.isdir(path):
                 raise FileNotFoundError(f"{name}: {path} is not a directory")
-        from dschat.utils.data import load_pairs
+        from dschat.data import load_pairs
 
         prompts = [pair.prompt for pair in load_pairs(args.data_name, split="validation",
                                                       data_path=args.data_path)][:args.num_prompts]

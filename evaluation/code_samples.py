@@ -18,12 +18,12 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from dschat.utils.cli import ArgumentParser, run_cli
-from dschat.utils.data import PromptCollator, PromptDataset
-from dschat.utils.data.loading import load_code_tasks
-from dschat.utils.data.schema import CodeTask
-from dschat.utils.model import load_causal_lm, load_tokenizer, policy_model_dir
-from dschat.utils.seeding import seeded_rng
+from dschat.core.entrypoint import ArgumentParser, run_cli
+from dschat.data import PromptCollator, PromptDataset
+from dschat.data.loading import load_code_tasks
+from dschat.data.schema import CodeTask
+from dschat.model import load_causal_lm, load_tokenizer, policy_model_dir
+from dschat.core.seeding import seeded_rng
 
 
 @torch.no_grad()
@@ -31,7 +31,7 @@ def sample_completions(policy_path: str, tasks: Sequence[CodeTask], num_samples:
                        top_k: int, top_p: float, max_new_tokens: int, max_prompt_len: int, batch_size: int,
                        seed: int) -> List[Dict[str, str]]:
     """``num_samples`` sampled completions per task (task order, samples contiguous) from the policy at
-    ``policy_path`` (a model directory or a step-3 run directory, :func:`~dschat.utils.model.policy_model_dir`)."""
+    ``policy_path`` (a model directory or a step-3 run directory, :func:`~dschat.model.policy_model_dir`)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     policy_path = policy_model_dir(policy_path)
     tokenizer = load_tokenizer(policy_path, padding_side="left")

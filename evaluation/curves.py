@@ -19,9 +19,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from dschat.utils.run_record import run_finished
+from dschat.training.run_record import run_finished
 from evaluation.training_summary import read_metrics
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 
 EVAL_SCORE = "eval/score"
 TRAIN_SCORE = "objective/score"

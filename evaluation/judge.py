@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 from evaluation.jsonl import read_jsonl
 from evaluation.judge_prompts import JSON_CHOICE, JSON_CRITERIA, SINGLE_CHAR, TASKS, JudgeTask, get_task, render, \
     render_single_char
@@ -521,7 +521,7 @@ def verdict_token_ids_from_tokenizer(name_or_path: str) -> Tuple[int, ...]:
     """Ids of "A", "B", "E" (and " A", " B", " E" where those are single tokens) in the judge's tokenizer."""
     from transformers import AutoTokenizer
 
-    from dschat.utils.model.loading import resolve_model_path
+    from dschat.model.loading import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
     ids = []

@@ -18,7 +18,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 from evaluation.jsonl import read_jsonl
 
 LENGTH_KEYS = ("response_tokens", "length", "response_length")
@@ -71,7 +71,7 @@ def length_counter(tokenizer: Optional[str]) -> Callable[[str], int]:
         return lambda text: len(text.split())
     from transformers import AutoTokenizer
 
-    from dschat.utils.model.loading import resolve_model_path
+    from dschat.model.loading import resolve_model_path
 
     loaded = AutoTokenizer.from_pretrained(resolve_model_path(tokenizer))
     return lambda text: len(loaded.encode(text, add_special_tokens=False))

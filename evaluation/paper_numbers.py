@@ -23,7 +23,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 import yaml
 
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 from evaluation.methods import method_key, method_label
 
 # Table 2: test RM scores of vanilla PPO and MA-PPO (n = 5), (task, size) -> method -> score.
@@ -126,7 +126,7 @@ def final_test_score(path: str, allow_unfinished: bool = False) -> float:
     of a score JSONL file. A run that has not finished (no final model yet: still running, or stopped) is refused
     unless ``allow_unfinished``, and then announced on stderr: its last score is not the run's result."""
     if os.path.isdir(path):
-        from dschat.utils.run_record import run_finished
+        from dschat.training.run_record import run_finished
         from evaluation.curves import EVAL_SCORE, latest_run, metric_series
         from evaluation.training_summary import read_metrics
 

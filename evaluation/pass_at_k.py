@@ -25,8 +25,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from dschat.rewards import (ExecutionResult, ProgramOutcome, SandboxLimits, StopPolicy, execute_programs,
                             extract_code)
-from dschat.utils.data.schema import CodeTask
-from dschat.utils.cli import ArgumentParser, run_cli
+from dschat.data.schema import CodeTask
+from dschat.core.entrypoint import ArgumentParser, run_cli
 
 ALL_PROBLEMS = "all"
 TABLE_ROWS = (("interview", "Inter."), ("introductory", "Intro."), ("competition", "Comp."),

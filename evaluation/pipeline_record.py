@@ -9,7 +9,7 @@ write ``$OUT/record.json`` at their end; the README's table for a pipeline is :f
 committed under ``docs/`` (``docs/demo/record.json``, ``docs/smollm2/record.json``), which a test checks.
 
 A record names the machine its stages ran on (``run_config.yaml``'s ``machine``,
-:func:`dschat.utils.machine.machine_record`): deterministic runs give identical bits on one CPU kind and other bits
+:func:`dschat.core.machine.machine_record`): deterministic runs give identical bits on one CPU kind and other bits
 on another (BLAS kernels chosen by CPU model and ISA level). :func:`compare` puts a run's final figures beside a
 committed record's and says which a difference is: another machine's bits, or a real change on the same machine.
 
@@ -29,8 +29,8 @@ import yaml
 
 from evaluation.study.stats import mean_estimate, paired_difference
 from evaluation.training_summary import eval_endpoints, read_metrics
-from dschat.utils.cli import ArgumentParser
-from dschat.utils.machine import machine_line
+from dschat.core.entrypoint import ArgumentParser
+from dschat.core.machine import machine_line
 
 FIGURES = {"perplexity": "response perplexity", "accuracy": "pair accuracy", "score": "RM score",
            "gold": "gold score"}

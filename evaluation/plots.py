@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from evaluation.methods import method_color  # noqa: E402
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 from evaluation.jsonl import read_jsonl
 
 COLORS = plt.rcParams["axes.prop_cycle"].by_key()["color"]

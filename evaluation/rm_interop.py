@@ -16,7 +16,7 @@ Conventions (each reads the checkpoint with ``AutoTokenizer`` / ``AutoModelForSe
 * ``trl_grpo_text``: the same call on plain-text data (``prompt + response``, ``add_special_tokens=False``):
   no bos and no eos reach the model, so an RM scored at the eos (ours, TRL's RewardTrainer's) is misread;
 * ``trl_grpo_text_function``: plain-text GRPO with the model handed over as a reward *function*,
-  ``reward_funcs=[text_reward_function(path)]`` (``dschat.utils.model``), which calls the tokenizer plainly;
+  ``reward_funcs=[text_reward_function(path)]`` (``dschat.model``), which calls the tokenizer plainly;
 * ``trl_reward_trainer_text``: TRL's ``RewardTrainer`` preprocessing of plain text (``prompt + response +
   eos_token`` as text, then a plain call): the tokenizer's eos follows the text's, so the sequence ends in two.
 """
@@ -27,9 +27,9 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import torch
 
-from dschat.utils.data import PairCollator, PairDataset, PreferencePair, load_pairs
-from dschat.utils.model import load_reward_model, load_tokenizer, sequence_scores, text_reward_function
-from dschat.utils.cli import ArgumentParser
+from dschat.data import PairCollator, PairDataset, PreferencePair, load_pairs
+from dschat.model import load_reward_model, load_tokenizer, sequence_scores, text_reward_function
+from dschat.core.entrypoint import ArgumentParser
 
 Scores = Tuple[torch.Tensor, torch.Tensor]
 
@@ -173,6 +173,6 @@ def main(argv=None) -> Dict[str, Dict[str, float]]:
 
 
 if __name__ == "__main__":
-    from dschat.utils.cli import run_cli
+    from dschat.core.entrypoint import run_cli
 
     run_cli(main)

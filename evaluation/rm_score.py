@@ -22,13 +22,13 @@ import torch
 from tqdm.auto import tqdm
 
 from dschat.rlhf.experience import decode_responses, rollout_masks
-from dschat.utils.cli import ArgumentParser, run_cli
-from dschat.utils.data import PromptCollator, PromptDataset
-from dschat.utils.config import ConfigError
-from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer, policy_model_dir, sequence_scores
-from dschat.utils.model.names import check_model_name
-from dschat.utils.seeding import seeded_rng
-from dschat.utils.stage_data import eval_prompts
+from dschat.core.entrypoint import ArgumentParser, run_cli
+from dschat.data import PromptCollator, PromptDataset
+from dschat.core.config import ConfigError
+from dschat.model import load_causal_lm, load_reward_model, load_tokenizer, policy_model_dir, sequence_scores
+from dschat.model.names import check_model_name
+from dschat.core.seeding import seeded_rng
+from dschat.data.stage_data import eval_prompts
 
 
 def validation_prompts(data_name: str, data_path: Optional[str] = None, eval_data_path: Optional[str] = None,
@@ -51,7 +51,7 @@ def score_policy(policy_path: str, reward_path: str, prompts: Sequence[str], tem
                  top_p: float = 1.0, max_prompt_len: int = 512, dtype: str = "fp32",
                  device: Optional[str] = None, progress: Optional[str] = None) -> List[Dict]:
     """One sampled response per prompt from ``policy_path`` (a model directory or a step-3 run directory, see
-    :func:`~dschat.utils.model.policy_model_dir`), scored by the reward model at ``reward_path``.
+    :func:`~dschat.model.policy_model_dir`), scored by the reward model at ``reward_path``.
 
     ``temperature`` 0 decodes greedily. Prompts longer than ``max_prompt_len`` tokens are skipped (and logged).
     Sampling is seeded by ``seed`` without touching the caller's global RNG. Returns one record per scored

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 
 
 def read_metrics(run_dir: str) -> list:

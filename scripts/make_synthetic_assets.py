@@ -3,15 +3,15 @@
     python scripts/make_synthetic_assets.py                 # rewrites dschat/assets/{synthetic,synthetic-long,tokenizer}
     python scripts/make_synthetic_assets.py --out-dir DIR   # writes them under DIR instead
 
-The tasks, their ground-truth rule and the sizes are documented in dschat/utils/data/synthetic_task.py (short)
-and dschat/utils/data/synthetic_long_task.py (long; same vocabulary, so the tokenizer is trained on the short
+The tasks, their ground-truth rule and the sizes are documented in dschat/data/synthetic_task.py (short)
+and dschat/data/synthetic_long_task.py (long; same vocabulary, so the tokenizer is trained on the short
 task's texts only and stays as it was).
 """
 from pathlib import Path
 
-from dschat.utils.data.synthetic_long_task import write_long_assets
-from dschat.utils.data.synthetic_task import ASSETS_DIR, write_synthetic_assets
-from dschat.utils.cli import ArgumentParser
+from dschat.data.synthetic_long_task import write_long_assets
+from dschat.data.synthetic_task import ASSETS_DIR, write_synthetic_assets
+from dschat.core.entrypoint import ArgumentParser
 
 
 def main() -> None:

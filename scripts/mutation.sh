@@ -32,7 +32,7 @@ TESTS=("$@")
 # rule's fallback; round 2 (issue 32): the estimator construction of each --algo, micro_batch_losses, the engine
 # config of step 3's models (role_config) and DeepSpeed's (get_train_ds_config), the stage's sampling configs, trainer
 # and reward sources, and DPO's loss. FUNCTIONS=ROUND1 / ROUND2 selects one round; CI's slow stage runs FAST.
-ROUND1="*estimate_advantages* *termination_options* *ngram_length* *_row_lengths*"
+ROUND1="*with_advantages* *termination_options* *ngram_length* *_row_lengths*"
 ROUND2="*micro_batch_losses* *MacroGAEEstimator*__call__* *x__macro_gae__* *x__sequence_baseline__* *x__reinforce__*
   *build_advantage_estimator* *role_config* *get_train_ds_config* *sampling_configs* *make_trainer*
   *make_reward_sources* *x_dpo_loss__* *x_implicit_rewards__* *x_dpo_batch__*"

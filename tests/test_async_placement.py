@@ -20,7 +20,7 @@ from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.rollout.producer import producer_devices, visible_devices
 from dschat.rlhf.rollout.transport import CollectiveReceiver, CollectiveWeights
 from dschat.stages.configs import ASYNC_ON_GPU, producer_placement_error
-from dschat.utils.faults import RunStopped
+from dschat.training.faults import RunStopped
 
 FLAGS = TINY_PPO + ["--termination", "fixed", "--ngram", "3", "--eval_steps", "0", "--max_steps", "3",
                     "--async_rollout", "1", "--rollout_is", "macro"]
@@ -124,7 +124,7 @@ def test_the_plan_counts_each_producer_gpu(monkeypatch):
     actor's copy, its generation and one received group), counts them in the launch, and judges the fullest GPU."""
     from dschat.cli import plan
     from dschat.cli.ppo import build_parser
-    from dschat.utils.memory_plan import DTYPE_BYTES, generation_activations
+    from dschat.training.memory_plan import DTYPE_BYTES, generation_activations
 
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     flags = ["--output_dir", "x", "--reward_model_name_or_path", "tiny-gemma", "--async_rollout", "1",

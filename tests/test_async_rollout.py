@@ -50,7 +50,7 @@ def test_each_iteration_trains_on_the_rollout_of_version_i_minus_k_with_its_log_
     log-probs the correction reads are those of that version: recomputed here from the actor's snapshot at that
     version, they match, while the trainer's own (proximal) log-probs of a stale rollout do not."""
     from dschat.rlhf.experience import sequence_logprobs
-    from dschat.utils.model import load_causal_lm, load_tokenizer
+    from dschat.model import load_causal_lm, load_tokenizer
 
     experiences = record_ppo_steps(monkeypatch)
     versions = snapshot_versions(monkeypatch)

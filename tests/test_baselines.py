@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import dschat.stages.ppo as step3
-import dschat.utils.loop as loop
+import dschat.training.loop as loop
 from conftest import read_metrics
 from dschat.cli.ppo import main as ppo_main
-from dschat.rlhf.baselines import (
+from dschat.rlhf.advantage_estimators import (
     ALGORITHMS,
     MacroGAEEstimator,
     SequenceBaselineEstimator,
@@ -25,7 +25,7 @@ from dschat.rlhf.baselines import (
     sequence_returns,
 )
 from dschat.rlhf.macro_action import compute_macro_advantages, ngram_segments
-from dschat.rlhf.ppo_config import PPOConfig
+from dschat.stages.configs import PPOConfig
 
 # two prompts x K = 3 samples, contiguous
 RETURNS = torch.tensor([1.0, 2.0, 6.0, -1.0, -1.0, -1.0])

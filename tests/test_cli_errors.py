@@ -50,7 +50,7 @@ def test_a_near_miss_yaml_key_names_the_key_it_nears(tmp_path, capsys):
 
 
 def test_every_parser_of_the_project_refuses_abbreviations():
-    """Every command line is an ``ArgumentParser`` of ``dschat.utils.cli`` or says ``allow_abbrev=False``
+    """Every command line is an ``ArgumentParser`` of ``dschat.core.entrypoint`` or says ``allow_abbrev=False``
     (the benchmarks, which run without the package), so ``--learning_rat`` is never ``--learning_rate``."""
     import re
     from pathlib import Path

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT
 from dschat.cli import stage_parser
-from dschat.utils.config import ConfigError
+from dschat.core.config import ConfigError
 
 sys.path.insert(0, os.path.join(ROOT, "scripts", "benchmarks"))
 from bench_startup import CASES, STAGES, expected_code, run_once  # noqa: E402

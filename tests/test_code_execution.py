@@ -23,7 +23,7 @@ from dschat.rewards import (
 )
 from dschat.rewards.code_execution import apps_prelude
 from dschat.rewards.sandbox import ProgramMode
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 LIMITS = SandboxLimits(test_timeout_s=1.0, memory_bytes=1 << 30)
 P, F, E, T, S = (TestOutcome.PASSED, TestOutcome.FAILED, TestOutcome.RUNTIME_ERROR, TestOutcome.TIMEOUT,

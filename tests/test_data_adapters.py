@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from dschat.utils.data import (CodeTask, DataError, DataOptions, PreferencePair, known_datasets, load_code_tasks,
+from dschat.data import (CodeTask, DataError, DataOptions, PreferencePair, known_datasets, load_code_tasks,
                                load_pairs)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"

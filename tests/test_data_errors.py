@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from dschat.utils.data import DataError, load_code_tasks, load_pairs, pairs_for_phase, phase_indices
+from dschat.data import DataError, load_code_tasks, load_pairs, pairs_for_phase, phase_indices
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 
@@ -160,7 +160,7 @@ def test_hub_unreachable_is_one_line_naming_the_download_command(tmp_path):
     import subprocess
     import sys
 
-    code = ("from dschat.utils.data import DataError, load_pairs\n"
+    code = ("from dschat.data import DataError, load_pairs\n"
             "try:\n    load_pairs('tldr', 'validation')\nexcept DataError as error:\n    print(error)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             env={**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path)})

@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dschat.utils.data import DataError, DataOptions, load_code_tasks, load_pairs
-from dschat.utils.data.adapters import apps, hh_rlhf, tldr, webgpt
-from dschat.utils.data.holdout import holdout_indices
-from dschat.utils.stage_data import eval_code_tasks, eval_pairs, train_code_tasks, train_pairs
+from dschat.data import DataError, DataOptions, load_code_tasks, load_pairs
+from dschat.data.adapters import apps, hh_rlhf, tldr, webgpt
+from dschat.data.holdout import holdout_indices
+from dschat.data.stage_data import eval_code_tasks, eval_pairs, train_code_tasks, train_pairs
 
 HUB = Path(__file__).parent / "fixtures" / "data" / "hub"
 SOURCES = {"tldr": tldr.SOURCE, "webgpt": webgpt.SOURCE, "hh-rlhf": hh_rlhf.SOURCE, "apps": apps.SOURCE}

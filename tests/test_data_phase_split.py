@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dschat.utils.data import load_code_tasks, pairs_for_phase, phase_indices, phase_split
-from dschat.utils.data.phase_split import cache_file, phase_sizes
+from dschat.data import load_code_tasks, pairs_for_phase, phase_indices, phase_split
+from dschat.data.phase_split import cache_file, phase_sizes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 
@@ -42,7 +42,7 @@ def test_seeded_and_stable_across_calls():
 
 
 def test_stable_across_processes():
-    code = ("from dschat.utils.data.phase_split import phase_indices; "
+    code = ("from dschat.data.phase_split import phase_indices; "
             "print(phase_indices(300, '2,4,4', 1, 1234).tolist())")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(output) == phase_indices(300, "2,4,4", 1, 1234).tolist()

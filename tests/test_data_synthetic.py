@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dschat.utils.data import (SYNTHETIC_DATA_DIR, SYNTHETIC_TOKENIZER_DIR, load_pairs, load_synthetic_tokenizer,
+from dschat.data import (SYNTHETIC_DATA_DIR, SYNTHETIC_TOKENIZER_DIR, load_pairs, load_synthetic_tokenizer,
                                synthetic_gold_score)
-from dschat.utils.data.synthetic_task import ASSETS_DIR, MAX_WORDS, MIN_WORDS
+from dschat.data.synthetic_task import ASSETS_DIR, MAX_WORDS, MIN_WORDS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def shipped_long():
 
 
 def test_long_task_sizes_lengths_and_rule(shipped_long):
-    from dschat.utils.data.synthetic_long_task import SPLIT_SIZES, long_gold_score
+    from dschat.data.synthetic_long_task import SPLIT_SIZES, long_gold_score
 
     tokenizer = load_synthetic_tokenizer()
     assert {split: len(pairs) for split, pairs in shipped_long.items()} == SPLIT_SIZES
@@ -103,8 +103,8 @@ def test_long_task_sizes_lengths_and_rule(shipped_long):
 
 def test_long_task_opening_stance_predicts_the_rest():
     """The first decision matters: responses opening with a positive word hold more positive words later."""
-    from dschat.utils.data.synthetic_long_task import generate_long_pairs
-    from dschat.utils.data.synthetic_task import POSITIVE_WORDS
+    from dschat.data.synthetic_long_task import generate_long_pairs
+    from dschat.data.synthetic_task import POSITIVE_WORDS
 
     def rest_gold(text):
         first, _, rest = text.partition(".")
@@ -119,7 +119,7 @@ def test_long_task_opening_stance_predicts_the_rest():
 
 
 def test_gold_score_is_registered_for_the_embedded_tasks():
-    from dschat.utils.data.registry import gold_score_of
+    from dschat.data.registry import gold_score_of
 
     assert gold_score_of("synthetic") is synthetic_gold_score
     assert gold_score_of("synthetic-long") is synthetic_gold_score
@@ -130,7 +130,7 @@ def test_gold_score_is_registered_for_the_embedded_tasks():
 def test_validation_prompts_never_occur_in_training(task):
     """Held out means held out: the two shipped splits share no prompt (validation reviews its own items), and
     each split asks for every item of its side in every template."""
-    from dschat.utils.data.synthetic_task import HELD_OUT_ITEMS, ITEMS
+    from dschat.data.synthetic_task import HELD_OUT_ITEMS, ITEMS
 
     prompts = {split: {pair.prompt for pair in load_pairs(task, split)} for split in ("train", "validation")}
     assert not prompts["train"] & prompts["validation"]

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from conftest import BOS, EOS, PAD, word_tokenizer
-from dschat.utils.data import (
+from dschat.data import (
     DataError,
     PairCollator,
     PairDataset,
@@ -93,7 +93,7 @@ def test_missing_special_tokens_are_clear_errors():
 
 
 def test_synthetic_tokenizer_end_to_end_masks_exactly_the_prompt():
-    from dschat.utils.data import load_pairs, load_synthetic_tokenizer
+    from dschat.data import load_pairs, load_synthetic_tokenizer
 
     tokenizer = load_synthetic_tokenizer()
     pair = load_pairs("synthetic", "validation")[0]
@@ -124,9 +124,9 @@ def test_sequence_layout_tokenizer_says_what_the_datasets_build_and_is_not_added
 
 MEMORY_PROBE = """
 import json, resource, sys
-from dschat.utils.data import PairDataset, PromptDataset, SFTDataset
-from dschat.utils.data.adapters.jsonl import load_jsonl_pairs
-from dschat.utils.model import load_tokenizer
+from dschat.data import PairDataset, PromptDataset, SFTDataset
+from dschat.data.adapters.jsonl import load_jsonl_pairs
+from dschat.model import load_tokenizer
 
 tokenizer = load_tokenizer("tiny-gemma")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

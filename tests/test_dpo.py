@@ -16,7 +16,7 @@ from dschat.cli.dpo import build_parser
 from dschat.cli.dpo import main as dpo_module_main
 from dschat.cli.sft import main as sft_main
 from dschat.rlhf.dpo import dpo_loss, implicit_rewards, logprob_positions, response_logprob_sums
-from dschat.utils.data import PairCollator, PairDataset, PreferencePair
+from dschat.data import PairCollator, PairDataset, PreferencePair
 
 
 def test_loss_and_implicit_rewards_match_a_hand_computation():

@@ -93,7 +93,7 @@ def test_rollout_entropies_equal_an_independent_forward_and_reach_the_rule(tmp_p
     prompt_mask[:3, :2] = 0  # left padding
     prompt_ids[:3, :2] = trainer.tokenizer.pad_token_id
     experience, stats = trainer.make_experience({"input_ids": prompt_ids, "attention_mask": prompt_mask})
-    from dschat.utils.model import position_ids
+    from dschat.model import position_ids
 
     with torch.no_grad():
         logits = trainer.engines.actor.module(input_ids=experience.seq, attention_mask=experience.attention_mask,

@@ -45,7 +45,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def served_model():
     """(base_url, model directory) of a `transformers serve` process pinned to the converted SmolLM2."""
-    from dschat.utils.model.smollm2 import convert_smollm2
+    from dschat.model.smollm2 import convert_smollm2
 
     model_dir = str(convert_smollm2())
     port = free_port()

@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from conftest import ROOT, TINY_PPO, on_tmpfs, tmpfs_available
-from dschat.utils import checkpoint
-from dschat.utils.checkpoint import CheckpointSaveError, TrainState, save_checkpoint
+from dschat.training import checkpoint
+from dschat.training.checkpoint import CheckpointSaveError, TrainState, save_checkpoint
 
 needs_tmpfs = pytest.mark.skipif(not tmpfs_available(), reason="needs user+mount namespaces to mount a tmpfs")
 
@@ -156,8 +156,8 @@ def test_a_failed_final_model_save_is_one_line(tmp_path, monkeypatch, tokenizer)
     """safetensors reports a full disk as its own error type (not OSError): one line naming the directory."""
     from safetensors import SafetensorError
 
-    from dschat.utils.checkpoint import save_hf_model
-    from dschat.utils.faults import RunStopped
+    from dschat.training.checkpoint import save_hf_model
+    from dschat.training.faults import RunStopped
 
     harness = _harness()
     harness.init_distributed()

@@ -16,8 +16,8 @@ from dschat.cli.rm import main as rm_main
 from dschat.cli.sft import main as sft_main
 
 from dschat.rlhf.reward_sources import ModelReward
-from dschat.utils.faults import RunStopped
-from dschat.utils.model import ModelLoadError, load_causal_lm, load_reward_model
+from dschat.training.faults import RunStopped
+from dschat.model import ModelLoadError, load_causal_lm, load_reward_model
 
 
 def _all_finite(directory) -> bool:

@@ -16,9 +16,9 @@ import pytest
 from conftest import TINY_PPO, read_metrics
 from dschat.stages.configs import STAGE_CONFIGS, RLHFConfig
 from dschat.cli.ppo import main as ppo_main
-from dschat.utils.checkpoint import MANIFEST
-from dschat.utils.cli import run_cli
-from dschat.utils.resume_config import CHANGES_KEY, SAFE_TO_CHANGE, config_record, experiment_changes
+from dschat.training.checkpoint import MANIFEST
+from dschat.core.entrypoint import run_cli
+from dschat.training.resume_config import CHANGES_KEY, SAFE_TO_CHANGE, config_record, experiment_changes
 
 FLAGS = TINY_PPO + ["--max_steps", "3", "--save_steps", "1", "--termination", "fixed", "--ngram", "5"]
 ACTOR_STATES = os.path.join("actor", "mp_rank_00_model_states.pt")

@@ -9,11 +9,11 @@ import subprocess
 import pytest
 
 from conftest import ROOT, read_metrics
-from dschat.utils.model import smollm2
+from dschat.model import smollm2
 
 
 def test_value_tool_prints_only_the_value_on_stdout(tmp_path, monkeypatch, capfd):
-    """``JUDGE=$(python -m dschat.utils.model.smollm2)`` captures the directory only, even when a library prints
+    """``JUDGE=$(python -m dschat.model.smollm2)`` captures the directory only, even when a library prints
     a warning on stdout (DeepSpeed's accelerator warning did, on the first, converting run)."""
     def noisy_convert(out_dir):
         print("[WARNING] Setting accelerator to CPU.")  # a logger that holds sys.stdout
@@ -79,7 +79,7 @@ def test_run_config_records_resolved_flags_argv_commit_and_versions(tmp_path, mo
     assert (config["per_device_train_batch_size"], config["gradient_accumulation_steps"]) == (4, 1)  # resolved
     assert "report_to" in config["explicit_flags"]
     assert record["versions"]["torch"] == importlib.metadata.version("torch")
-    from dschat.utils.machine import machine_record
+    from dschat.core.machine import machine_record
 
     assert record["machine"] == machine_record() and record["machine"]["cpu"]  # the machine of the figures
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
@@ -196,7 +196,7 @@ def test_an_uncached_hub_id_while_offline_is_one_line_at_once(monkeypatch):
     import socket
     import time
 
-    from dschat.utils.model import ModelLoadError, load_tokenizer
+    from dschat.model import ModelLoadError, load_tokenizer
 
     def no_network(*args, **kwargs):
         raise socket.gaierror(-2, "Name or service not known")
@@ -214,13 +214,13 @@ def test_an_uncached_hub_id_while_offline_is_one_line_at_once(monkeypatch):
 def test_loading_and_saving_models_draws_no_bars_and_no_load_report_table(tmp_path, capfd, caplog):
     """transformers' "Loading weights" / "Writing model shards" bars and its LOAD REPORT table (here: the reward
     head a causal-LM checkpoint lacks) stay off the terminal; the report is kept at DEBUG."""
-    from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer
+    from dschat.model import load_causal_lm, load_reward_model, load_tokenizer
 
     tokenizer = load_tokenizer("tiny-gemma")
     load_causal_lm("tiny-gemma", tokenizer).save_pretrained(tmp_path / "ckpt")
     tokenizer.save_pretrained(tmp_path / "ckpt")
     capfd.readouterr()
-    with caplog.at_level(logging.DEBUG, logger="dschat.utils.model.loading"):
+    with caplog.at_level(logging.DEBUG, logger="dschat.model.loading"):
         load_reward_model(str(tmp_path / "ckpt"), tokenizer)
     out, err = capfd.readouterr()
     assert "Loading weights" not in out + err and "LOAD REPORT" not in out + err

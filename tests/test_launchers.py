@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from dschat.utils.config import ConfigError
+from dschat.core.config import ConfigError
 
 from conftest import ROOT
 from dschat.cli import stage_parser

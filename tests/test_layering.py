@@ -1,12 +1,13 @@
 """How the house is built: ``dschat`` imports only downwards and holds no import cycle, counting imports inside
 functions too; and a termination rule is one new module, found by the registry without any other file naming it.
 
-The layers, lowest first: ``dschat.utils`` (flags, data, models, loop) < ``dschat.rewards`` (sandboxed execution) <
-``dschat.rlhf.macro_action`` (the pure-torch rules and macro maths) < ``dschat.rlhf`` (engines, experience, PPO
-trainer) < ``dschat.stages`` (each stage's training and its config dataclasses) < ``dschat.cli`` (the command lines)
-< the ``dschat`` package itself. A module belongs to the most specific layer naming it, except the segmentation
-viewer, a tool over the rules and the sampler, which sits with ``dschat.rlhf``. "Upward" is an import of a module
-of a higher layer; within a layer imports may go any way but must not form a cycle.
+The floors, lowest first: ``dschat.core`` (flag machinery, entry points, seeding, processes) < ``dschat.data`` and
+``dschat.model`` (side by side) < ``dschat.training`` (the loop, checkpoints, faults, records) < ``dschat.rewards``
+(sandboxed execution) < ``dschat.rlhf.macro_action`` (the pure-torch rules and macro maths) < ``dschat.rlhf``
+(engines, experience, advantage estimators, PPO trainer) < ``dschat.stages`` (each stage's training and every flag
+dataclass) < ``dschat.cli`` (the command lines, the segmentation viewer among them) < the ``dschat`` package
+itself. A module belongs to the most specific package naming it. "Upward" is an import of a module of a higher
+floor; within a floor imports may go any way but must not form a cycle.
 """
 from __future__ import annotations
 
@@ -21,10 +22,9 @@ import macro_oracle as oracle
 from conftest import ROOT, build_trainer, padded_rollout
 
 PACKAGE = Path(ROOT) / "dschat"
-LAYERS = ("dschat.utils", "dschat.rewards", "dschat.rlhf.macro_action", "dschat.rlhf", "dschat.stages", "dschat.cli",
-          "dschat")
-"""Lowest first; a module belongs to the longest of these prefixes it has (or to its entry in PLACED)."""
-PLACED = {"dschat.rlhf.macro_action.viewer": "dschat.rlhf"}
+LAYERS = (("dschat.core",), ("dschat.data", "dschat.model"), ("dschat.training",), ("dschat.rewards",),
+          ("dschat.rlhf.macro_action",), ("dschat.rlhf",), ("dschat.stages",), ("dschat.cli",), ("dschat",))
+"""The floors, lowest first, each the packages on it; a module belongs to the longest of these prefixes it has."""
 
 
 def module_name(path: Path) -> str:
@@ -33,10 +33,10 @@ def module_name(path: Path) -> str:
 
 
 def layer_of(module: str) -> int:
-    if module in PLACED:
-        return LAYERS.index(PLACED[module])
-    matching = [layer for layer in LAYERS if module == layer or module.startswith(layer + ".")]
-    return LAYERS.index(max(matching, key=len))
+    """The floor (index into LAYERS) of ``module``."""
+    floors = {package: floor for floor, packages in enumerate(LAYERS) for package in packages}
+    matching = [package for package in floors if module == package or module.startswith(package + ".")]
+    return floors[max(matching, key=len)]
 
 
 def import_graph(package: Path = PACKAGE) -> dict:
@@ -92,7 +92,7 @@ def cycles(graph: dict) -> list:
 
 def test_the_import_graph_is_read():
     graph = import_graph()
-    assert "dschat.rlhf.ppo_config" in graph["dschat.stages.configs"]
+    assert "dschat.rlhf.algorithms" in graph["dschat.stages.configs"]
     assert "dschat.rlhf.macro_action.termination.registry" in graph["dschat.rlhf.macro_action.termination.ngram"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -103,7 +103,13 @@ def test_no_upward_import_and_no_cycle_in_dschat():
                     if layer_of(target) > layer_of(module))
     assert upward == []
     assert cycles(graph) == []
-    assert layer_of("dschat.stages.configs") > layer_of("dschat.rlhf.ppo_config") > layer_of("dschat.utils.config")
+    assert layer_of("dschat.stages.configs") > layer_of("dschat.rlhf.algorithms") > layer_of("dschat.core.config")
+    assert layer_of("dschat.training.loop") > layer_of("dschat.data.schema") == layer_of("dschat.model.names")
+
+
+def test_every_package_of_dschat_has_a_floor():
+    packages = {f"dschat.{path.name}" for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
+    assert packages - {package for floor in LAYERS for package in floor} == set()
 
 
 STUDY = ("design", "stats", "summaries", "decisions", "tables", "position_report", "plots", "report", "findings",
@@ -155,7 +161,7 @@ def test_a_new_termination_rule_is_one_module_selected_by_flag(tmp_path, monkeyp
     import dschat.rlhf.macro_action.termination as termination
     from dschat.cli.ppo import build_parser
     from dschat.rlhf.macro_action.termination import registry
-    from dschat.utils.config import ConfigError, flag_specs
+    from dschat.core.config import ConfigError, flag_specs
 
     rules = tmp_path / "rules"
     rules.mkdir()

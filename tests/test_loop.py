@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from conftest import read_metrics
-from dschat.utils.distributed import init_distributed
-from dschat.utils.engine import EngineConfig, init_train_engine
-from dschat.utils.loop import EngineStep, num_update_steps, train_loop
-from dschat.utils.metrics import MetricLogger
+from dschat.core.distributed import init_distributed
+from dschat.training.engine import EngineConfig, init_train_engine
+from dschat.training.loop import EngineStep, num_update_steps, train_loop
+from dschat.training.metrics import MetricLogger
 
 
 def tiny_engine(accumulation: int, total_steps: int):

@@ -1,7 +1,7 @@
-"""The machine record every figure names (dschat.utils.machine)."""
+"""The machine record every figure names (dschat.core.machine)."""
 import torch
 
-from dschat.utils.machine import cpu_model, machine_line, machine_record
+from dschat.core.machine import cpu_model, machine_line, machine_record
 
 
 def test_cpu_model_reads_the_first_model_name(tmp_path):

@@ -180,7 +180,7 @@ def test_bad_action_mask_shape():
 def test_parser_auto_parses_programs_as_code(parser, code, expected):
     """``--parser auto`` becomes the code parser when the responses are programs (step 3 passes
     ``code=--reward code``); a named parser stays as named; the seed is the one given."""
-    from dschat.rlhf.macro_action.termination import TerminationConfig
+    from dschat.stages.configs import TerminationConfig
 
     options = TerminationConfig(parser=parser).termination_options(seed=11, code=code)
     assert (options.parser, options.seed) == (expected, 11)
@@ -198,7 +198,7 @@ def test_ngram_flag_reads_a_length_or_the_whole_response(text, expected):
 @pytest.mark.parametrize("text", ["-1", "1.5", "five"])
 def test_ngram_flag_refuses_other_values(text):
     from dschat.cli.ppo import build_parser
-    from dschat.utils.config import ConfigError
+    from dschat.core.config import ConfigError
 
     with pytest.raises(ConfigError, match=f"--ngram {text}: expected a positive integer, or 0 / inf"):
         build_parser().parse_config(["--output_dir", "x", f"--ngram={text}"])

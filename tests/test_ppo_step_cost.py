@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from conftest import build_trainer, padded_rollout
-from dschat.rlhf.baselines import build_advantage_estimator
+from dschat.rlhf.advantage_estimators import build_advantage_estimator
 from dschat.rlhf.experience import chunked_rows, trim_to_longest
-from dschat.rlhf.ppo_config import PPOConfig
+from dschat.stages.configs import PPOConfig
 from dschat.rlhf.ppo_trainer import reuses_training_forward
 
 
@@ -112,7 +112,7 @@ def test_on_policy_losses_and_gradients_equal_the_recomputed_path(tmp_path):
 def test_on_policy_step_lands_on_the_parameters_of_the_recomputed_path(tmp_path):
     """Two identical runs, one step on the same prompts and seed (two micro-batches, one optimizer step):
     the same metrics and the same updated actor and critic parameters, and the experience is complete."""
-    from dschat.utils.data import PromptCollator, PromptDataset
+    from dschat.data import PromptCollator, PromptDataset
 
     runs = {}
     for reuse in (False, True):

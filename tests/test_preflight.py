@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT
 from dschat.cli import plan, preflight
-from dschat.utils.memory_plan import checkpoint_bytes
+from dschat.training.memory_plan import checkpoint_bytes
 
 NO_GPU = {key: value for key, value in os.environ.items()
           if key not in ("DS_ACCELERATOR", "WORLD_SIZE", "RANK", "CUDA_VISIBLE_DEVICES")}

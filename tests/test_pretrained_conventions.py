@@ -10,8 +10,8 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from conftest import save_tied_llama
-from dschat.utils.data import PairDataset, load_pairs
-from dschat.utils.model import load_causal_lm, load_reward_model, load_tokenizer
+from dschat.data import PairDataset, load_pairs
+from dschat.model import load_causal_lm, load_reward_model, load_tokenizer
 
 CHATML = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
           "{{ '<bos>system\nYou are a helpful assistant<eos>\n' }}{% endif %}"

@@ -10,8 +10,8 @@ import sys
 
 from tqdm import tqdm
 
-from dschat.utils.cli import TqdmLoggingHandler, setup_logging
-from dschat.utils.metrics import MetricLogger
+from dschat.core.entrypoint import TqdmLoggingHandler, setup_logging
+from dschat.training.metrics import MetricLogger
 
 
 @contextlib.contextmanager

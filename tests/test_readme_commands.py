@@ -171,7 +171,7 @@ def test_readme_has_the_commands_this_test_checks():
     commands = [line for _, block in BLOCKS for line in logical_lines(block)]
     for entry in ("training/step1_supervised_finetuning/main.py", "training/step2_reward_model_finetuning/main.py",
                   "training/step3_rlhf_finetuning/main.py", "training/step2_dpo_finetuning/main.py",
-                  "dschat.rlhf.macro_action.viewer", "evaluation.judge", "evaluation.rm_score"):
+                  "dschat.cli.viewer", "evaluation.judge", "evaluation.rm_score"):
         assert any(entry in line for line in commands), f"no documented command runs {entry}"
 
 

@@ -111,7 +111,7 @@ def test_the_three_first_contact_cases_answer_before_torch_is_imported(tmp_path)
     run's line, exit 2, no folder, and neither torch nor DeepSpeed imported to say it."""
     for case, dry_run in ((CASES[0], "--dry_run"), (CASES[2], "--dry_run"), (CASES[5], "--dry_run"),
                           (CASES[0], "--seed=1")):  # without --dry_run: refused before the run's imports too
-        code = ("import sys\nfrom dschat.cli import ppo\nfrom dschat.utils.cli import run_cli\n"
+        code = ("import sys\nfrom dschat.cli import ppo\nfrom dschat.core.entrypoint import run_cli\n"
                 "try:\n    run_cli(lambda: ppo.main(sys.argv[1:]))\nfinally:\n"
                 "    print(sorted({'torch', 'deepspeed'} & set(sys.modules)))\n")
         result = subprocess.run([sys.executable, "-c", code, "--data_name", "synthetic", "--output_dir",
@@ -135,7 +135,7 @@ def test_resolving_twice_changes_nothing():
 
 def test_a_memory_plan_error_is_missing_never_ok(monkeypatch):
     from dschat.cli import plan, preflight
-    from dschat.utils.config import ConfigError
+    from dschat.core.config import ConfigError
 
     def refuse(*args, **kwargs):
         raise ConfigError("model nowhere: not a local checkpoint")

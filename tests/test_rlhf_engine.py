@@ -11,8 +11,8 @@ from dschat.stages.resolve import resolve_algorithm, resolve_batches, resolve_mo
 from dschat.stages.ppo import sampling_configs
 from dschat.rlhf.rollout.hf import generate
 from dschat.rlhf.rlhf_engine import RLHFEngine
-from dschat.utils.distributed import init_distributed
-from dschat.utils.model import load_causal_lm
+from dschat.core.distributed import init_distributed
+from dschat.model import load_causal_lm
 
 
 def engines(tokenizer, flags):

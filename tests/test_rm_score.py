@@ -54,7 +54,7 @@ def test_cli_writes_responses_and_summary(tmp_path, capsys):
 
 def test_rm_score_and_best_of_n_take_a_run_directory_or_its_actor(tmp_path, tokenizer, capsys):
     """One convention: a step-3 run directory stands for its actor/; both tools accept both forms alike."""
-    from dschat.utils.model import load_causal_lm, load_reward_model
+    from dschat.model import load_causal_lm, load_reward_model
     from evaluation import best_of_n
 
     run, reward = tmp_path / "run", tmp_path / "rm"

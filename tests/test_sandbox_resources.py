@@ -56,7 +56,7 @@ CONTAINED_TRAINER = textwrap.dedent("""\
     import json, sys, threading, time
     sys.stdin.readline()  # the test has moved this process into its container cgroup
     from dschat.rewards import SandboxLimits, execute_program, execute_programs, task_bounds
-    from dschat.utils.data.schema import CodeTask
+    from dschat.data.schema import CodeTask
     mechanism, tmp_root, flood, honest = json.loads(sys.argv[1])
     task_bounds._TASK_BOUND[:] = [task_bounds.make_task_bound(mechanism)]
     limits = SandboxLimits(test_timeout_s=8.0, tmp_root=tmp_root)
@@ -198,7 +198,7 @@ def test_the_last_task_bound_refuses_every_thread(tmp_path, monkeypatch):
     filter refuses every thread: the flood gets none, a program starting one thread is its own runtime error, a
     program without threads passes."""
     from dschat.rewards import SandboxLimits, execute_program
-    from dschat.utils.data.schema import CodeTask
+    from dschat.data.schema import CodeTask
 
     bound = task_bounds.make_task_bound("seccomp")
     if bound is None or "seccomp" not in sandbox.expected_isolation(True, True):
@@ -242,7 +242,7 @@ def test_a_hash_colliding_value_costs_the_trainer_linear_time(tmp_path, returned
     trainer spends under 1.5 s (0.3-0.5 s on idle cores, 0.84 s for the dict beside a loaded suite: the
     bound keeps a margin for shared cores and still fails the quadratic 3.2-3.9 s)."""
     from dschat.rewards import SandboxLimits, TestOutcome, execute_program
-    from dschat.utils.data.schema import CodeTask
+    from dschat.data.schema import CodeTask
 
     task = CodeTask(task_id="colliding", prompt="", fn_name="f", inputs=[[0]] * 3, outputs=[expected] * 3)
     program = f"def f(x):\n    return {returned}\n"
@@ -286,7 +286,7 @@ HOGGED_TRAINER = textwrap.dedent("""\
     from concurrent.futures import ThreadPoolExecutor
     sys.stdin.readline()  # the test has moved this process into its container cgroups
     from dschat.rewards import SandboxLimits, execute_program, task_bounds
-    from dschat.utils.data.schema import CodeTask
+    from dschat.data.schema import CodeTask
     tmp_root, hog, honest = json.loads(sys.argv[1])
     task = CodeTask(task_id="seven", prompt="", inputs=["7\\n"], outputs=["7\\n"])
     limits = SandboxLimits(test_timeout_s=2.0, tmp_root=tmp_root)

@@ -14,8 +14,8 @@ from safetensors import safe_open
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from conftest import ROOT, read_metrics
-from dschat.utils.data import load_pairs
-from dschat.utils.data.tokenized import LAYOUT_CHAT_TEMPLATE
+from dschat.data import load_pairs
+from dschat.data.tokenized import LAYOUT_CHAT_TEMPLATE
 from evaluation.pipeline_record import readme_table
 
 SHORT = {"SFT_STEPS": "2", "RM_STEPS": "2", "PPO_STEPS": "2", "EVAL_STEPS": "1", "EVAL_SAMPLES": "16",

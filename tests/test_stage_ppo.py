@@ -60,7 +60,7 @@ def expected_segments(rule: list, experiences: list) -> list:
 
 
 def experience_tokenizer():
-    from dschat.utils.model import load_tokenizer
+    from dschat.model import load_tokenizer
 
     return load_tokenizer("tiny-gemma", padding_side="left")
 

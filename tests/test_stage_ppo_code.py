@@ -10,7 +10,7 @@ import torch
 from conftest import read_metrics
 from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.reward_sources import CodeExecutionReward
-from dschat.utils.data import load_code_tasks
+from dschat.data import load_code_tasks
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from conftest import SFT_FLAGS, read_metrics
 from dschat.cli.rm import main as rm_main
 from dschat.cli.sft import main as sft_main
-from dschat.utils.data import PairDataset, PromptDataset, load_pairs
+from dschat.data import PairDataset, PromptDataset, load_pairs
 from evaluation.rm_interop import ranking_report
 
 
@@ -29,7 +29,7 @@ def test_sft_lowers_loss_changes_every_parameter_and_saves_hf(sft_dir, tokenizer
     evals = [r["eval/loss"] for r in records if "eval/loss" in r]
     assert evals[-1] < evals[0]
     trained = AutoModelForCausalLM.from_pretrained(sft_dir)
-    from dschat.utils.model import load_causal_lm
+    from dschat.model import load_causal_lm
 
     initial = load_causal_lm("tiny-gemma", tokenizer, seed=1234)
     unchanged = [name for (name, a), (_, b) in zip(trained.named_parameters(), initial.named_parameters())
@@ -92,7 +92,7 @@ def test_interrupted_sft_resumes_with_the_same_data_order(tmp_path, monkeypatch)
     full = tmp_path / "full"
     sft_main(flags + ["--output_dir", str(full)])
 
-    import dschat.utils.loop as loop
+    import dschat.training.loop as loop
 
     real_save = loop.save_checkpoint
 
@@ -122,7 +122,7 @@ def test_lora_sft_trains_adapters_and_saves_a_merged_plain_checkpoint(tmp_path, 
     assert final["loss"] > 0
     saved = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert not any("lora" in name for name, _ in saved.named_parameters())
-    from dschat.utils.model import load_causal_lm
+    from dschat.model import load_causal_lm
 
     initial = dict(load_causal_lm("tiny-gemma", tokenizer, seed=1234).named_parameters())
     changed = [name for name, param in saved.named_parameters() if not torch.equal(param, initial[name])]

@@ -130,9 +130,9 @@ def test_runner_skips_finished_runs_and_retrains_unfinished_ones(fake_step3):
 
 
 def test_every_new_run_row_records_its_machine(fake_step3):
-    """The runner writes the machine record (``dschat.utils.machine.machine_record``) into each run's marker, and the
+    """The runner writes the machine record (``dschat.core.machine.machine_record``) into each run's marker, and the
     run's row in runs.jsonl carries it; rows without one (made before) stay without."""
-    from dschat.utils.machine import machine_record
+    from dschat.core.machine import machine_record
 
     run = runner.Run("short", "ppo", 1)
     assert runner.train_run(run, fake_step3, fake_step3 / "sft", fake_step3 / "rm") is not None

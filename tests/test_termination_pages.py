@@ -15,7 +15,7 @@ from typing import List, Tuple
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "docs" / "termination"
-VIEWER = ".venv/bin/python -m dschat.rlhf.macro_action.viewer "
+VIEWER = ".venv/bin/python -m dschat.cli.viewer "
 BLOCK = re.compile(r"(<!-- viewer: .*? -->\n```bash\n)(.*?)\n```\n\n```text\n(.*?)```\n<!-- /viewer -->", re.S)
 """A generated block: its marker, the viewer command it shows, and that command's output."""
 
@@ -27,7 +27,7 @@ def viewer_blocks(page: str) -> List[Tuple[str, str]]:
 
 def viewer_output(command: str) -> str:
     """What the viewer prints for ``command`` (run in-process from the repository root), or an error naming it."""
-    from dschat.rlhf.macro_action import viewer
+    from dschat.cli import viewer
 
     assert command.startswith(VIEWER), command
     out, err, cwd = io.StringIO(), io.StringIO(), os.getcwd()

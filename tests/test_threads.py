@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from dschat.utils.cli import DEFAULT_THREADS
+from dschat.core.entrypoint import DEFAULT_THREADS
 
 THREAD_VARS = ("MARLHF_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -42,7 +42,7 @@ def test_every_entry_script_takes_the_shared_setting(script):
     assert "threads.sh" in text or "reproduce/env.sh" in text, f"{script} does not source scripts/threads.sh"
 
 
-PROBE = ("from dschat.utils.cli import run_cli\n"
+PROBE = ("from dschat.core.entrypoint import run_cli\n"
          "def main():\n"
          "    import os, torch\n"
          "    print(torch.get_num_threads(), os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'])\n"

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dschat.rlhf.macro_action import viewer
+from dschat.cli import viewer
 from tests.fixtures.parsing.tiny_tokenizer import build_tiny_tokenizer
 
 FOX = "The quick brown fox jumps over the lazy dog."
@@ -92,9 +92,10 @@ def test_randomized_lengths_are_spelled_as_in_step3(capsys, tokenizer_dir):
 def test_options_mean_what_step3_makes_of_them():
     """The same flags give the viewer and step 3 (first process) the same rule options, defaults included, and
     those are the options the flags name."""
-    from dschat.rlhf.macro_action.termination import TerminationConfig, TerminationOptions
+    from dschat.rlhf.macro_action.termination import TerminationOptions
+    from dschat.stages.configs import TerminationConfig
     from dschat.stages.configs import RLHFConfig
-    from dschat.utils.config import ConfigParser, select
+    from dschat.core.config import ConfigParser, select
 
     cases = [([], TerminationOptions(seed=1234)), (["--ngram", "inf"], TerminationOptions(ngram=None, seed=1234)),
              (["--termination", "randomized", "--ngram", "5", "--random_lengths", "2", "3", "--random_repeat", "2",
@@ -153,7 +154,7 @@ def test_render_puts_the_separator_before_trailing_whitespace():
 
 
 def test_module_entry_point_help():
-    result = subprocess.run([sys.executable, "-m", "dschat.rlhf.macro_action.viewer", "--help"],
+    result = subprocess.run([sys.executable, "-m", "dschat.cli.viewer", "--help"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "--termination" in result.stdout
 

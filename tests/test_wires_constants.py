@@ -290,8 +290,8 @@ def check_algo(algo: str, others: Tuple[str, ...]):
 
 def test_estimator_names_a_bad_reinforce_baseline():
     """A programmatic config the CLI would refuse gets a one-line error naming the flag and the choices."""
-    from dschat.rlhf.baselines import build_advantage_estimator
-    from dschat.rlhf.ppo_config import PPOConfig
+    from dschat.rlhf.advantage_estimators import build_advantage_estimator
+    from dschat.stages.configs import PPOConfig
 
     with pytest.raises(ValueError, match=r"--reinforce_baseline 'mean': expected one of \('none', 'batch_mean'\)"):
         build_advantage_estimator(PPOConfig(algo="reinforce", reinforce_baseline="mean"))
@@ -456,7 +456,7 @@ def test_step3_scores_come_from_the_reward_model_and_its_sampling_reaches_every_
     from transformers import GenerationMixin
 
     from dschat.cli.ppo import main as ppo_main
-    from dschat.utils.model import load_reward_model, load_tokenizer, sequence_scores
+    from dschat.model import load_reward_model, load_tokenizer, sequence_scores
 
     tokenizer = load_tokenizer("tiny-gemma")
     reward_dir = tmp_path / "rm"
@@ -610,9 +610,8 @@ EXEMPT: Dict[str, Tuple[str, str]] = {
 def maths_fields() -> Dict[str, object]:
     """Every config field that reaches step 3's maths (PPO constants, termination, sampling, optimisation, the
     learning rates and the reward model) and DPO's own: name -> default."""
-    from dschat.rlhf.macro_action.termination.config import TerminationConfig
-    from dschat.rlhf.ppo_config import PPOConfig, SamplingArgs
-    from dschat.stages.configs import DPOConfig, RLHFConfig, ScheduleArgs, SupervisedArgs
+    from dschat.stages.configs import (DPOConfig, PPOConfig, RLHFConfig, SamplingArgs, ScheduleArgs, SupervisedArgs,
+                                       TerminationConfig)
 
     names = {f.name for cls in (PPOConfig, TerminationConfig, SamplingArgs, ScheduleArgs)
              for f in dataclasses.fields(cls)}

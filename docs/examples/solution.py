@@ -1,6 +1,6 @@
 """A small program to look at statement-level macro actions with the viewer (README, "See macro actions by eye"):
 
-    .venv/bin/python -m dschat.rlhf.macro_action.viewer --termination parsing --parser code --file docs/examples/solution.py
+    .venv/bin/python -m dschat.cli.viewer --termination parsing --parser code --file docs/examples/solution.py
 """
 
 

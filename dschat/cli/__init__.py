@@ -6,7 +6,7 @@ DeepSpeed or transformers: ``--help`` and flag errors answer at once."""
 from __future__ import annotations
 
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.utils.config import ConfigError, ConfigParser
+from dschat.core.config import ConfigError, ConfigParser
 
 
 def stage_parser(stage: str) -> ConfigParser:

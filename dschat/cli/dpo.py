@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dschat.cli.entry import run_stage
 from dschat.stages.configs import DPOConfig
-from dschat.utils.cli import run_cli
-from dschat.utils.config import ConfigParser
+from dschat.core.entrypoint import run_cli
+from dschat.core.config import ConfigParser
 
 
 def build_parser() -> ConfigParser:

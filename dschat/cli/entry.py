@@ -5,7 +5,7 @@ import importlib
 from typing import Optional, Sequence
 
 from dschat.cli.preflight import parse_stage_flags
-from dschat.utils.config import ConfigParser
+from dschat.core.config import ConfigParser
 
 
 def run_stage(stage: str, parser: ConfigParser, argv: Optional[Sequence[str]] = None) -> dict:

@@ -28,14 +28,13 @@ from typing import Dict, List, Optional, Tuple
 
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.utils.cli import ArgumentParser, explain_usage_error, run_cli
-from dschat.rlhf.ppo_config import reward_zero_stage
+from dschat.core.entrypoint import ArgumentParser, explain_usage_error, run_cli
 from dschat.stages.resolve import resolve
-from dschat.utils.launch import local_world_size
+from dschat.core.launch import local_world_size
 from dschat.rlhf.algorithms import get_algorithm
-from dschat.utils.config import ConfigError
-from dschat.utils.model.names import looks_like_hub_id
-from dschat.utils.memory_plan import (
+from dschat.core.config import ConfigError
+from dschat.model.names import looks_like_hub_id
+from dschat.training.memory_plan import (
     DTYPE_BYTES,
     GIB,
     ModelShape,
@@ -85,8 +84,8 @@ def fits(peak_bytes: float, gpu_memory_gib: float, reserve_gib: float = RESERVE_
 def model_dims(name: str) -> dict:
     """The ``config.json`` values of model ``name`` (a known name or hub id, an offline name, a local checkpoint
     or a hub id in the local hub cache), read without torch or transformers."""
-    from dschat.utils.model.names import ASSET_TOKENIZER, TINY_GEMMA, tiny_gemma_dims
-    from dschat.utils.model.smollm2 import SMOLLM2, default_cache_dir
+    from dschat.model.names import ASSET_TOKENIZER, TINY_GEMMA, tiny_gemma_dims
+    from dschat.model.smollm2 import SMOLLM2, default_cache_dir
 
     key = HUB_IDS.get(name, name)
     if key in KNOWN_MODELS:
@@ -103,7 +102,7 @@ def model_dims(name: str) -> dict:
         cached = try_to_load_from_cache(name, "config.json")
         path = Path(cached) if isinstance(cached, str) else path
     if not path.is_file():
-        how = ("convert it once with `python -m dschat.utils.model.smollm2`" if name == SMOLLM2 else "pass --model")
+        how = ("convert it once with `python -m dschat.model.smollm2`" if name == SMOLLM2 else "pass --model")
         raise ConfigError(f"model {name}: no config.json to count it from (not a local checkpoint, not in the hub "
                           f"cache, not one of the known models: {', '.join(sorted(KNOWN_MODELS))}); {how}")
     with open(path) as handle:
@@ -257,9 +256,9 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
                        lora_dim=args.critic_lora_dim, offload_params=args.offload_params, world_size=n)
         roles.append(critic)
     if args.reward == "model":
-        roles.append(_role("reward model", args.reward_model_name_or_path, "score", args, zero_stage=reward_zero_stage(args),
-                           trained=False, offload_params=args.offload_params or args.reward_offload_params,
-                           world_size=n))
+        roles.append(_role("reward model", args.reward_model_name_or_path, "score", args,
+                           zero_stage=args.reward_model_zero_stage(), trained=False,
+                           offload_params=args.offload_params or args.reward_offload_params, world_size=n))
     prompt, new = args.max_prompt_seq_len, args.max_new_tokens
     seq, micro = prompt + new, args.per_device_train_batch_size
     rollouts = args.per_device_generation_batch_size * args.num_samples_per_prompt

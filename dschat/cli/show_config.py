@@ -13,8 +13,8 @@ from typing import Any, Dict, Sequence, Tuple
 
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.utils.cli import ArgumentParser, run_cli
-from dschat.utils.config import EXPLICIT_FLAGS, ConfigError, check_layer, config_layers
+from dschat.core.entrypoint import ArgumentParser, run_cli
+from dschat.core.config import EXPLICIT_FLAGS, ConfigError, check_layer, config_layers
 
 FLAG_LAYER = "flag"
 DEFAULT_LAYER = "default"

@@ -1,6 +1,6 @@
 """Run generated programs against APPS and HumanEval tests and judge every test (paper §4.5, Appendix B.5).
 
-A :class:`~dschat.utils.data.schema.CodeTask` is run in one of three styles, chosen from its fields:
+A :class:`~dschat.data.schema.CodeTask` is run in one of three styles, chosen from its fields:
 
 * HumanEval (``test_code`` and ``entry_point``): the program is ``prompt + completion`` (or the prompt then a
   completion that defines ``entry_point`` itself); one test: ``test_code`` and ``check(candidate)`` run in a
@@ -77,7 +77,7 @@ from functools import lru_cache, partial
 from itertools import zip_longest
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 from . import plain_data
 from .sandbox import ProgramMode, ProgramSpec, RunStatus, SandboxLimits, TestRun, run_program

@@ -19,7 +19,7 @@ import logging
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from dschat.utils.data.schema import CodeTask
+from dschat.data.schema import CodeTask
 
 from .code_execution import ExecutionResult, ProgramOutcome, StopPolicy, TestOutcome, execute_programs
 from .sandbox import SandboxLimits

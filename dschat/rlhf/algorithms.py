@@ -1,6 +1,6 @@
 """What ``--algo`` selects, without the maths (so the command line checks it without torch): whether step 3
 builds a critic and the default and least samples per prompt K. The estimators of each algorithm are in
-:mod:`dschat.rlhf.baselines`, keyed by the same names (paper §3.2.3, Appendix C.3)."""
+:mod:`dschat.rlhf.advantage_estimators`, keyed by the same names (paper §3.2.3, Appendix C.3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,7 +1,7 @@
 """Direct Preference Optimization (Rafailov et al., 2023), the offline baseline of the paper's Appendix C.3 /
 Table 7: pure functions over per-token log-probs, no model or trainer state.
 
-Layout: the pair batch of :class:`~dschat.utils.data.PairCollator`, ``[chosen..., rejected...]`` (row i pairs
+Layout: the pair batch of :class:`~dschat.data.PairCollator`, ``[chosen..., rejected...]`` (row i pairs
 with row B + i). Log-prob tensors are ``[2B, T-1]`` (position t scores token t + 1, as
 :func:`dschat.rlhf.experience.sequence_logprobs` returns them); a response mask over tokens ``[2B, T]`` becomes
 a mask over log-prob positions with :func:`logprob_positions`.

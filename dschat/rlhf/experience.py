@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from transformers import LogitsProcessor
 
-from dschat.utils.model import position_ids
+from dschat.model import position_ids
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 No macro-action logic lives here: the termination rule comes from the registry and the macro math from
 ``dschat.rlhf.macro_action``; with ``--ngram 1`` the same code is token-level PPO. The advantage estimator
-comes from ``dschat.rlhf.baselines`` (``--algo``): PPO's macro GAE with a critic, or the critic-free RLOO /
+comes from ``dschat.rlhf.advantage_estimators`` (``--algo``): PPO's macro GAE with a critic, or the critic-free RLOO /
 GRPO / REINFORCE baselines (n → ∞, §3.2.3), for which no critic exists and none is touched.
 """
 from __future__ import annotations
@@ -16,19 +16,18 @@ from typing import Dict, Optional
 import torch
 from tqdm.auto import tqdm
 
-from dschat.rlhf.baselines import build_advantage_estimator
+from dschat.rlhf.advantage_estimators import build_advantage_estimator
 from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, macro_view,
                                     rollout_masks, rollout_prompts, sequence_entropy, sequence_logprobs,
                                     trim_to_longest)
 from dschat.rlhf.kl import kl_penalty, token_rewards
 from dschat.rlhf.macro_action import importance_weights, logprob_gap, masked_whiten, policy_loss, value_loss
 from dschat.rlhf.macro_action.termination import SegmentationBatch
-from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.rollout import RolloutEngine
 from dschat.rlhf.rollout.hf import HFRolloutEngine
-from dschat.utils.distributed import all_reduce_mean
-from dschat.utils.faults import NonFiniteError, any_rank, nonfinite_rows, require_finite
-from dschat.utils.model import token_values
+from dschat.core.distributed import all_reduce_mean
+from dschat.training.faults import NonFiniteError, any_rank, nonfinite_rows, require_finite
+from dschat.model import token_values
 
 
 def _masked_row_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -41,7 +40,7 @@ def old_values(values: Optional[torch.Tensor], logprobs: torch.Tensor) -> torch.
     return torch.zeros_like(logprobs) if values is None else values.detach()
 
 
-def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_size: int, rollout_rows: int
+def reuses_training_forward(config, advantage_estimator, micro_batch_size: int, rollout_rows: int
                             ) -> bool:
     """Whether the update is exactly on-policy, so that the rollout-time actor log-prob and critic value
     forwards are redundant and the training forwards supply them (unless ``config.recompute_rollout_forwards``):
@@ -53,6 +52,8 @@ def reuses_training_forward(config: PPOConfig, advantage_estimator, micro_batch_
     - the advantages of a micro-batch depend on its own rows only (no whitening across the batch, no
       batch-wide baseline, groups of K samples not split): they can be estimated micro-batch by micro-batch
       from those forwards.
+
+    ``config``: step 3's PPO flags (``dschat.stages.configs.PPOConfig``; read, never imported: flags live above).
     """
     return (not config.recompute_rollout_forwards and config.optimizer_steps_per_rollout(rollout_rows) == 1
             and not config.whiten_advantages and advantage_estimator.rows_independent(micro_batch_size))
@@ -101,9 +102,11 @@ class NonfiniteWindow:
 
 
 class PPOTrainer:
-    """One PPO iteration = ``make_experience`` on a prompt batch, then ``train_on_experience``."""
+    """One PPO iteration = ``make_experience`` on a prompt batch, then ``train_on_experience``. ``config``: step 3's
+    PPO flags, a ``dschat.stages.configs.PPOConfig`` (the trainer reads its fields and methods; the flags live on
+    the stages' floor, above this one, so it is handed one and never imports the class)."""
 
-    def __init__(self, engines, tokenizer, reward_source, termination_rule, config: PPOConfig,
+    def __init__(self, engines, tokenizer, reward_source, termination_rule, config,
                  sampling: SamplingConfig, micro_batch_size: int, rollout_rows: int, world_size: int = 1,
                  rollout_engine: Optional[RolloutEngine] = None, seed: int = 0):
         self.engines = engines

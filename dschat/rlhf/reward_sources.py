@@ -7,7 +7,7 @@ from typing import Optional, Protocol
 import torch
 
 from dschat.rlhf.experience import chunked_rows
-from dschat.utils.model import sequence_scores
+from dschat.model import sequence_scores
 
 
 class RewardSource(Protocol):

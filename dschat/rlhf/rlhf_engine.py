@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
-from dschat.rlhf.baselines import get_algorithm
-from dschat.rlhf.ppo_config import reward_zero_stage
-from dschat.utils.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
-from dschat.utils.model import ACTOR_SUBDIR, load_causal_lm, load_reward_model
+from dschat.rlhf.advantage_estimators import get_algorithm
+from dschat.training.engine import EngineConfig, init_eval_engine, init_train_engine, prepare_model
+from dschat.model import ACTOR_SUBDIR, load_causal_lm, load_reward_model
 
 
 @dataclass(frozen=True)
@@ -79,9 +78,9 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def reward_config(args, critic_config: EngineConfig) -> EngineConfig:
-    """The DeepSpeed settings of the frozen reward model: its own ZeRO stage (:func:`reward_zero_stage`) and
+    """The DeepSpeed settings of the frozen reward model: its own ZeRO stage (``ModelsArgs.reward_model_zero_stage``) and
     parameter offload (``--reward_offload_params`` or the shared ``--offload_params``)."""
-    return dataclasses.replace(critic_config, zero_stage=reward_zero_stage(args),
+    return dataclasses.replace(critic_config, zero_stage=args.reward_model_zero_stage(),
                                offload_params=args.offload_params or args.reward_offload_params)
 
 

@@ -7,10 +7,10 @@ from dschat.stages.configs import DPOConfig
 from dschat.stages.supervised import Stage, run_supervised
 from dschat.rlhf.dpo import dpo_loss, logprob_positions, response_logprob_sums
 from dschat.rlhf.experience import sequence_logprobs
-from dschat.utils.data import PairCollator, PairDataset
-from dschat.utils.distributed import all_reduce_mean
-from dschat.utils.engine import init_eval_engine
-from dschat.utils.model import load_causal_lm
+from dschat.data import PairCollator, PairDataset
+from dschat.core.distributed import all_reduce_mean
+from dschat.training.engine import init_eval_engine
+from dschat.model import load_causal_lm
 
 
 def pair_logps(model, batch: dict, device) -> tuple:

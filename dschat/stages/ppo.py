@@ -7,27 +7,26 @@ from typing import Tuple
 
 from tqdm.auto import tqdm
 
-from dschat.stages.configs import RLHFConfig, producer_placement_error
+from dschat.stages.configs import PPOConfig, RLHFConfig, producer_placement_error
 from dschat.stages.resolve import resolve
 from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
-from dschat.rlhf.ppo_config import PPOConfig
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rollout import build_rollout_engine
 from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
-from dschat.utils.checkpoint import save_hf_model
-from dschat.utils.config import ConfigError, select
-from dschat.utils.data import PromptCollator, PromptDataset
-from dschat.utils.data.registry import gold_score_of
-from dschat.utils.distributed import init_distributed, is_main_process
-from dschat.utils.loop import batches_from, batches_per_epoch, num_update_steps, shard_loader, train_loop
-from dschat.utils.metrics import MetricLogger
-from dschat.utils.output_dir import require_writable
-from dschat.utils.model import load_tokenizer
-from dschat.utils.run_record import mark_finished, write_run_config
-from dschat.utils.seeding import seeded_rng, set_random_seed
-from dschat.utils.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
+from dschat.training.checkpoint import save_hf_model
+from dschat.core.config import ConfigError, select
+from dschat.data import PromptCollator, PromptDataset
+from dschat.data.registry import gold_score_of
+from dschat.core.distributed import init_distributed, is_main_process
+from dschat.training.loop import batches_from, batches_per_epoch, num_update_steps, shard_loader, train_loop
+from dschat.training.metrics import MetricLogger
+from dschat.training.output_dir import require_writable
+from dschat.model import load_tokenizer
+from dschat.training.run_record import mark_finished, write_run_config
+from dschat.core.seeding import seeded_rng, set_random_seed
+from dschat.data.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
 
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:

@@ -2,7 +2,7 @@
 ``__post_init__`` cannot state alone because they relate several flags, or a flag to the number of processes.
 
 A rule is a function ``rule(args, world_size) -> args``: it returns a copy of the parsed flags with what it
-derives filled in, or raises :class:`~dschat.utils.config.ConfigError` (one line naming the flags). :data:`RULES`
+derives filled in, or raises :class:`~dschat.core.config.ConfigError` (one line naming the flags). :data:`RULES`
 lists each stage's rules in the order they apply; :func:`resolve` applies them. The run (``dschat.stages``), the
 pre-flight (``--dry_run``, :mod:`dschat.cli.preflight`) and the memory plan (:mod:`dschat.cli.plan`) all call
 :func:`resolve`, so the pre-flight refuses exactly what the run would, in the same words, before torch is imported
@@ -14,10 +14,9 @@ import dataclasses
 from typing import Any, Callable, Dict, Tuple
 
 from dschat.rlhf.algorithms import get_algorithm
-from dschat.rlhf.ppo_config import reward_zero_stage
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
-from dschat.utils.config import ConfigError, announce_replaced, split_global_batch
-from dschat.utils.launch import local_world_size
+from dschat.core.config import ConfigError, announce_replaced, split_global_batch
+from dschat.core.launch import local_world_size
 
 Rule = Callable[[Any, int], Any]
 
@@ -70,7 +69,7 @@ def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     (``world_size``: unused; every rule takes it.)"""
     if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
         raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
-    reward_stage = reward_zero_stage(args)
+    reward_stage = args.reward_model_zero_stage()
     if args.reward_offload_params and reward_stage != 3:
         raise ConfigError(f"--reward_offload_params needs the reward model under ZeRO-3 (its stage is {reward_stage}; "
                           "add --reward_zero_stage 3)")

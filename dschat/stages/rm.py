@@ -6,9 +6,9 @@ import torch.nn.functional as F
 
 from dschat.stages.configs import RMConfig
 from dschat.stages.supervised import Stage, run_supervised
-from dschat.utils.data import PairCollator, PairDataset
-from dschat.utils.distributed import all_reduce_mean
-from dschat.utils.model import load_reward_model, sequence_scores
+from dschat.data import PairCollator, PairDataset
+from dschat.core.distributed import all_reduce_mean
+from dschat.model import load_reward_model, sequence_scores
 
 
 def pair_scores(model, batch: dict, device) -> tuple:

@@ -7,9 +7,9 @@ import torch
 
 from dschat.stages.configs import SFTConfig
 from dschat.stages.supervised import Stage, run_supervised
-from dschat.utils.data import SFTCollator, SFTDataset
-from dschat.utils.distributed import all_reduce_mean
-from dschat.utils.model import load_causal_lm
+from dschat.data import SFTCollator, SFTDataset
+from dschat.core.distributed import all_reduce_mean
+from dschat.model import load_causal_lm
 
 
 @torch.no_grad()

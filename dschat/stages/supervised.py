@@ -7,16 +7,16 @@ from typing import Any, Callable, Dict, Tuple
 
 from dschat.stages.configs import SupervisedArgs
 from dschat.stages.resolve import resolve
-from dschat.utils.checkpoint import save_hf_model
-from dschat.utils.distributed import init_distributed
-from dschat.utils.engine import EngineConfig, init_train_engine, prepare_model
-from dschat.utils.loop import EngineStep, batches_per_epoch, num_update_steps, shard_loader, train_loop
-from dschat.utils.metrics import MetricLogger
-from dschat.utils.output_dir import require_writable
-from dschat.utils.model import load_tokenizer
-from dschat.utils.run_record import mark_finished, write_run_config
-from dschat.utils.seeding import set_random_seed
-from dschat.utils.stage_data import eval_pairs, train_pairs
+from dschat.training.checkpoint import save_hf_model
+from dschat.core.distributed import init_distributed
+from dschat.training.engine import EngineConfig, init_train_engine, prepare_model
+from dschat.training.loop import EngineStep, batches_per_epoch, num_update_steps, shard_loader, train_loop
+from dschat.training.metrics import MetricLogger
+from dschat.training.output_dir import require_writable
+from dschat.model import load_tokenizer
+from dschat.training.run_record import mark_finished, write_run_config
+from dschat.core.seeding import set_random_seed
+from dschat.data.stage_data import eval_pairs, train_pairs
 
 
 def engine_config(args: SupervisedArgs, num_update_steps: int) -> EngineConfig:

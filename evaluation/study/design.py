@@ -135,7 +135,7 @@ SFT + RM seed has them already: the first on the fresh seeds, the second on the 
 CONFIRMATION_FLAGS = ("--eval_steps", "12")
 """The confirmation evaluates every 12 iterations instead of 4 (an evaluation costs about as much as eight training
 rollouts of the long task). Evaluations are seeded and restore every random generator afterwards
-(:func:`dschat.utils.seeding.seeded_rng`), so training, and the evaluations at 12, 24, 36 and 48, are those of the
+(:func:`dschat.core.seeding.seeded_rng`), so training, and the evaluations at 12, 24, 36 and 48, are those of the
 same run evaluated every 4 iterations."""
 
 

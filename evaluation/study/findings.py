@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from dschat.utils.cli import ArgumentParser
+from dschat.core.entrypoint import ArgumentParser
 from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, confirmation_verdicts,
                                         exploration_verdicts, model_seed_comparisons, multiplicity, ordering_agreement,
                                         parity_by_stop, plateau, reading, unseen_seed_check)

@@ -4,7 +4,7 @@ score with and without length's share.
     python -m evaluation.study_positions --out outputs/study --report_dir docs/study [--sample_seeds 4321 1 2]
 
 The long task's responses open with a stance-setting sentence 100+ tokens before the reward
-(:mod:`dschat.utils.data.synthetic_long_task`). The credit-assignment argument (§3.2.3) predicts that MA-PPO
+(:mod:`dschat.data.synthetic_long_task`). The credit-assignment argument (§3.2.3) predicts that MA-PPO
 moves early decisions more than token-level PPO with λ < 1. For the SFT policy and the final actor of every
 finished long-task run of the arms in ``--arms`` (default: every long-task arm) this samples one response per
 held-out prompt (128, T = 0.8, a fixed sampling seed: the same noise for every policy; ``--sample_seeds`` adds
@@ -28,8 +28,8 @@ from typing import Dict, List, Sequence
 
 import torch
 
-from dschat.utils.cli import ArgumentParser
-from dschat.utils.data.synthetic_task import NEGATIVE_WORDS, POSITIVE_WORDS, WORD, synthetic_gold_score
+from dschat.core.entrypoint import ArgumentParser
+from dschat.data.synthetic_task import NEGATIVE_WORDS, POSITIVE_WORDS, WORD, synthetic_gold_score
 from evaluation.study.design import ARMS
 
 
@@ -83,9 +83,9 @@ def sample_responses(model_dir: Path, prompts: Sequence[str], max_new_tokens: in
     from dschat.rlhf.experience import SamplingConfig, decode_responses, rollout_masks
     from dschat.rlhf.rollout import PlainModel
     from dschat.rlhf.rollout.hf import generate
-    from dschat.utils.data import PromptCollator, PromptDataset
-    from dschat.utils.model import load_tokenizer
-    from dschat.utils.seeding import seeded_rng
+    from dschat.data import PromptCollator, PromptDataset
+    from dschat.model import load_tokenizer
+    from dschat.core.seeding import seeded_rng
 
     tokenizer = load_tokenizer(str(model_dir), padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
@@ -110,7 +110,7 @@ def main(argv=None) -> None:
     parser.add_argument("--sample_seeds", nargs="+", type=int, default=[SEED],
                         help="sampling seeds, one draw of the 128 prompts each (the first is the report's)")
     args = parser.parse_args(argv)
-    from dschat.utils.data import load_pairs
+    from dschat.data import load_pairs
 
     pairs = load_pairs("synthetic-long", "validation")[:PROMPTS]
     prompts = [pair.prompt for pair in pairs]

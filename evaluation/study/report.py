@@ -17,8 +17,8 @@ import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from dschat.utils.cli import ArgumentParser
-from dschat.utils.machine import machine_line
+from dschat.core.entrypoint import ArgumentParser
+from dschat.core.machine import machine_line
 from evaluation.study.decisions import multiplicity
 from evaluation.study.design import (ABLATION_ARMS, ARMS, CORE_ARMS, MAPPO_LAMBDA_ARMS, MINI_BATCH_ARMS, SWEEP_ARMS,
                                      TASK_TITLES, VARIATION_COVERED)
@@ -80,7 +80,7 @@ def provenance_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[st
 
 def machine_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[str]:
     """The machines the runs were made on: the record a run row carries (``machine``, written by the runner since
-    it records :func:`dschat.utils.machine.machine_record`), and for the rows without one what the study's notes
+    it records :func:`dschat.core.machine.machine_record`), and for the rows without one what the study's notes
     know (``study_meta.json``'s ``machines``)."""
     recorded: Dict[str, int] = {}
     for s in summaries:

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from dschat.utils.cli import ArgumentParser
-from dschat.utils.machine import machine_record
+from dschat.core.entrypoint import ArgumentParser
+from dschat.core.machine import machine_record
 from evaluation.study.design import (ABLATION_ARMS, ARMS, CONFIRMATION_FLAGS, CONFIRMATION_TIERS, CORE_ARMS, EVAL_SEED,
                                      MODEL_SEED_PAIRS, MODEL_SEED_TASKS, SWEEP_ARMS, TASKS, VERIFY_RUNS,
                                      confirmation_seeds, model_seed_tasks)

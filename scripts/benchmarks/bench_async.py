@@ -33,8 +33,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from repeats import rotated, spread  # noqa: E402
 
-from dschat.utils.cli import ArgumentParser  # noqa: E402
-from dschat.utils.machine import machine_line  # noqa: E402
+from dschat.core.entrypoint import ArgumentParser  # noqa: E402
+from dschat.core.machine import machine_line  # noqa: E402
 
 VARIANTS = {"sync-2t": (0, 2), "sync-1t": (0, 1), "async-1": (1, 1), "async-2": (2, 1)}
 """Variant -> (--async_rollout, the trainer's threads); the producer always has one thread."""

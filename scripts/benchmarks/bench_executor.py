@@ -27,8 +27,8 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 from dschat.rewards import ProgramOutcome, SandboxLimits, execute_programs
 from dschat.rewards.sandbox import task_bound_mechanism
-from dschat.utils.data.schema import CodeTask
-from dschat.utils.machine import machine_line
+from dschat.data.schema import CodeTask
+from dschat.core.machine import machine_line
 
 
 def humaneval_workload(limit: int) -> Tuple[List[CodeTask], List[str], List[dict]]:

@@ -91,9 +91,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     sys.path.insert(0, ROOT)
-    from dschat.utils.data import PromptCollator, PromptDataset, load_pairs
-    from dschat.utils.distributed import init_distributed
-    from dschat.utils.model import load_tokenizer
+    from dschat.data import PromptCollator, PromptDataset, load_pairs
+    from dschat.core.distributed import init_distributed
+    from dschat.model import load_tokenizer
 
     if args.variant:
         variants = parse_variants(args.variant, parser)

@@ -10,7 +10,7 @@ log-prob convention, no kept weights). For every shape (prompts x new tokens) re
 order ROTATED by r on the same prompts, every response exactly ``new`` tokens long (HF: an eos id that never
 occurs; vLLM: ``ignore_eos`` with ``min_tokens``), so all do the same work; the engine also returns each sampled
 token's log-prob, as in training; each run is timed with the process's CPU time (user + system, every thread)
-and wall time. Printed: the machine (:func:`~dschat.utils.machine.machine_line`: CPU model, ISA, threads,
+and wall time. Printed: the machine (:func:`~dschat.core.machine.machine_line`: CPU model, ISA, threads,
 versions; the ratios differ between CPU kinds), then median [min, max] per side and of the per-repetition ratios
 (paired within a repetition) HF / engine, HF / bare and engine / bare (the engine's overhead over a bare script).
 Pin one thread per process (``OMP_NUM_THREADS=1``; both vLLM sides keep the process's threads) and quote the medians.
@@ -35,10 +35,10 @@ from repeats import rotated, spread  # noqa: E402
 from dschat.rlhf.experience import SamplingConfig  # noqa: E402
 from dschat.rlhf.rollout import PlainModel, Rollout  # noqa: E402
 from dschat.rlhf.rollout.hf import HFRolloutEngine  # noqa: E402
-from dschat.utils.data import PromptCollator, PromptDataset  # noqa: E402
-from dschat.utils.data.synthetic_task import generate_pairs  # noqa: E402
-from dschat.utils.machine import machine_line  # noqa: E402
-from dschat.utils.model import load_causal_lm, load_tokenizer  # noqa: E402
+from dschat.data import PromptCollator, PromptDataset  # noqa: E402
+from dschat.data.synthetic_task import generate_pairs  # noqa: E402
+from dschat.core.machine import machine_line  # noqa: E402
+from dschat.model import load_causal_lm, load_tokenizer  # noqa: E402
 
 
 def prompts_of(tokenizer, count: int, max_prompt: int):

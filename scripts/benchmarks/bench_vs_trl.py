@@ -120,9 +120,9 @@ def worker_project(spec: dict, settings_only: bool) -> dict:
     import torch
 
     from bench_ppo_step import build_trainer
-    from dschat.utils.data import PromptCollator
-    from dschat.utils.distributed import init_distributed
-    from dschat.utils.model import load_tokenizer
+    from dschat.data import PromptCollator
+    from dschat.core.distributed import init_distributed
+    from dschat.model import load_tokenizer
 
     init_distributed()
     tokenizer = load_tokenizer(spec["actor"], padding_side="left")
@@ -328,8 +328,8 @@ def prompt_ids(actor: str, max_prompt_len: int) -> list:
     """The synthetic validation prompts as the project tokenises them (``[bos] + prompt``), those of at most
     ``max_prompt_len`` tokens."""
     sys.path.insert(0, ROOT)
-    from dschat.utils.data import PromptDataset, load_pairs
-    from dschat.utils.model import load_tokenizer
+    from dschat.data import PromptDataset, load_pairs
+    from dschat.model import load_tokenizer
 
     dataset = PromptDataset([pair.prompt for pair in load_pairs("synthetic", "validation")],
                             load_tokenizer(actor, padding_side="left"), max_prompt_len)

@@ -52,9 +52,9 @@ def write_fixture(folder: str) -> dict:
 def fixture_lengths(model: str, paths: dict) -> tuple:
     """``(sequence tokens, prompt tokens)`` of the fixture rows under ``model``'s tokenizer, as the stages'
     datasets encode them."""
-    from dschat.utils.data import PromptDataset, SFTDataset
-    from dschat.utils.data.adapters.jsonl import load_jsonl_pairs
-    from dschat.utils.model import load_tokenizer
+    from dschat.data import PromptDataset, SFTDataset
+    from dschat.data.adapters.jsonl import load_jsonl_pairs
+    from dschat.model import load_tokenizer
 
     tokenizer = load_tokenizer(model)
     pairs = load_jsonl_pairs("train", paths["train"], paths["eval"])[:1]

@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 from dschat.cli.plan import model_shape  # noqa: E402
-from dschat.utils.cli import ArgumentParser  # noqa: E402
+from dschat.core.entrypoint import ArgumentParser  # noqa: E402
 
 DECODE_MS = {"dynamic cache": {8: 21.29, 64: 24.38}, "static cache + compile": {8: 4.69, 64: 8.22}}
 """ms per decode step at 8 and 64 prompts, one H100, Gemma-2B shape, bf16 (docs/rollout/bench_generate_h100.txt)."""

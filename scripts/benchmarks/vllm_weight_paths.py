@@ -84,8 +84,8 @@ def run_path(path: str, model_name: str, syncs: int) -> dict:
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
-    from dschat.utils.data.synthetic_task import generate_pairs
-    from dschat.utils.model import load_causal_lm, load_tokenizer
+    from dschat.data.synthetic_task import generate_pairs
+    from dschat.model import load_causal_lm, load_tokenizer
 
     tokenizer = load_tokenizer(model_name, padding_side="left")
     model = load_causal_lm(model_name, tokenizer, "fp32", 0).eval()
@@ -174,7 +174,7 @@ def main(argv=None) -> None:
     if args.child:
         print("RECORD " + json.dumps(run_path(args.child, args.model, args.syncs)), flush=True)
         return
-    from dschat.utils.machine import machine_line
+    from dschat.core.machine import machine_line
 
     print(f"model {args.model}, fp32, {args.syncs} syncs per path, each path in a fresh process; {machine_line()}")
     print("| path | vLLM after the last sync against HF on the new / the first weights | sync s | RSS built, MiB | "

@@ -39,7 +39,7 @@ mkdir -p "$OUT"
 : > "$OUT/times.txt"
 
 echo "== convert SmolLM2-135M-Instruct to plain HF format (once, cached) =="
-timed convert "$PY" -m dschat.utils.model.smollm2
+timed convert "$PY" -m dschat.model.smollm2
 
 echo "== step 1: SFT ($SFT_STEPS steps of 8, full fine-tuning) =="
 timed sft "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path "$MODEL" "${COMMON[@]}" \

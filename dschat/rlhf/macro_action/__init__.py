@@ -3,9 +3,9 @@
 Pipeline: a termination rule (``build_termination``) gives segment ids → :func:`compute_macro_advantages`
 (σ-pooled macro values, summed macro rewards, macro GAE, broadcast to tokens) → :func:`policy_loss` (token or
 macro ratio) and :func:`value_loss`. With ``ngram = 1`` everything reduces exactly to token-level PPO.
-Exports are lazy (:mod:`dschat.utils.lazy`): the option names (:mod:`.choices`) load without torch.
+Exports are lazy (:mod:`dschat.core.lazy`): the option names (:mod:`.choices`) load without torch.
 """
-from dschat.utils.lazy import lazy_exports
+from dschat.core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "choices": ("REWARD_AGGS", "ROLLOUT_IS_LEVELS", "SIGMAS"),

@@ -23,7 +23,7 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
     current = _synchronous_engine(args, actor, tokenizer, world_size, "hf" if args.rollout_gpus else args.rollout_engine)
     if not args.async_rollout:
         return current
-    from dschat.utils.launch import local_world_size
+    from dschat.core.launch import local_world_size
 
     from .producer import AsyncRolloutEngine, ProducerSpec, producer_devices
 

@@ -33,7 +33,7 @@ is tested). Evaluation samples from the actor as it is now, in the trainer's own
 version that sampled it (:meth:`AsyncRolloutEngine.state_dict`); a resumed run pushes the checkpoint's weights as
 the current version and asks for the rest of the schedule, so it continues as an uninterrupted run would. Each
 rollout's sampling noise is seeded by (``--seed``, process rank, rollout index). A producer that dies, fails or
-sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.utils.faults.RunStopped`).
+sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.training.faults.RunStopped`).
 The producer ignores SIGTERM / SIGINT (the trainer stops it after its checkpoint) and exits when its parent is gone.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ from typing import Callable, Dict, Iterator, Optional, Tuple
 
 import torch
 
-from dschat.utils.faults import RunStopped
+from dschat.training.faults import RunStopped
 
 from .base import PlainModel, Rollout, RolloutEngine
 from .transport import CollectiveReceiver, CollectiveWeights, QueueWeights
@@ -140,7 +140,7 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
     exit. Its GPUs are the only ones it sees (the trainer started it with ``CUDA_VISIBLE_DEVICES`` set to them)."""
     from transformers import AutoModelForCausalLM
 
-    from dschat.utils.model.loading import DTYPES
+    from dschat.model.loading import DTYPES
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -25,7 +25,7 @@ from typing import Iterable, List, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from dschat.utils.faults import RunStopped
+from dschat.training.faults import RunStopped
 
 Named = Sequence[Tuple[str, torch.Tensor]]
 HOST = "127.0.0.1"

@@ -44,7 +44,7 @@ from typing import List, Tuple
 import torch
 
 from dschat.rlhf.experience import SamplingConfig
-from dschat.utils.seeding import rng_state, set_rng_state
+from dschat.core.seeding import rng_state, set_rng_state
 
 from .base import Rollout, RolloutEngine
 from .weights import exported_weights

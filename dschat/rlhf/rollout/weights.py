@@ -17,7 +17,7 @@ from typing import Iterator, List, Tuple
 import deepspeed
 import torch
 
-from dschat.utils.memory_plan import SYNC_GROUP_BYTES
+from dschat.training.memory_plan import SYNC_GROUP_BYTES
 
 PEFT_PREFIX = "base_model.model."
 """What peft puts before the wrapped model's own parameter names."""

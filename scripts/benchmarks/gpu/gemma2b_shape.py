@@ -27,7 +27,7 @@ import time
 import torch
 
 from dschat.cli.plan import hf_config, model_shape
-from dschat.utils.memory_plan import generation_activations, training_activations
+from dschat.training.memory_plan import generation_activations, training_activations
 
 GIB = 2 ** 30
 

@@ -14,7 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from dschat.cli.plan import hf_config
-from dschat.utils.model import load_tokenizer
+from dschat.model import load_tokenizer
 
 VOCAB = 256000
 """Gemma's vocabulary size: the logits' width, which dominates a 2B model's activations."""

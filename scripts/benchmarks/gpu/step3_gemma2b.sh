@@ -27,7 +27,7 @@ python -m dschat.cli.plan configs/ppo/gemma-2b/tldr.yaml --num_gpus 1 "${FLAGS[@
 start=$(date +%s)
 python -c "
 import atexit, runpy, sys, torch
-import dschat.utils.loop as loop
+import dschat.training.loop as loop
 loop.require_checkpoint_space = lambda *a, **k: None
 atexit.register(lambda: print('peak allocated %.2f GiB, peak reserved %.2f GiB' % (
     torch.cuda.max_memory_allocated() / 2**30, torch.cuda.max_memory_reserved() / 2**30), flush=True))

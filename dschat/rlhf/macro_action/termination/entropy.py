@@ -25,7 +25,7 @@ import torch
 
 from ..segments import as_action_mask, check_same_shape, work_dtype
 from .base import Segmentation, SegmentationBatch, TerminationRule
-from .config import TerminationOptions
+from .options import TerminationOptions
 from .registry import register_termination
 
 

@@ -7,7 +7,7 @@ import torch
 
 from ..segments import as_action_mask, response_ranks
 from .base import Segmentation, SegmentationBatch, TerminationRule
-from .config import TerminationOptions
+from .options import TerminationOptions
 from .registry import register_termination
 
 

@@ -32,7 +32,7 @@ from ..parsers.alignment import anchors, text_decoder, token_pieces
 from ..parsers.tree import Node
 from ..segments import as_action_mask, check_same_shape, segments_from_lengths
 from .base import Segmentation, SegmentationBatch, TerminationRule
-from .config import TerminationOptions
+from .options import TerminationOptions
 from .registry import register_termination
 
 Range = Tuple[int, int]

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from .base import TerminationOptions, TerminationRule
+    from .base import TerminationRule
+    from .options import TerminationOptions
 
 RuleBuilder = Callable[["TerminationOptions"], "TerminationRule"]
 _BUILDERS: Dict[str, RuleBuilder] = {}
