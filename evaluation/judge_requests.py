@@ -1,0 +1,88 @@
+"""What is sent to the judge and how its verdict is read back: the F.1 prompt with a free answer, or one
+single-character question per criterion whose first token is constrained to A / B / E (``logit_bias`` with
+``max_tokens=1``) or read off the first token's ``top_logprobs``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from evaluation.judge_parse import LETTERS, letter_from_top_logprobs, parse_answer, parse_letter
+from evaluation.judge_prompts import JudgeTask, render, render_single_char
+
+CONSTRAIN_MODES = ("none", "logit_bias", "logprobs")
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """What is sent to the judge. ``verdict_token_ids`` are the judge tokenizer's ids of A / B / E (needed by
+    ``constrain="logit_bias"`` only)."""
+
+    model: str = "gpt-4o"
+    temperature: float = 0.0
+    max_tokens: int = 256
+    constrain: str = "none"
+    verdict_token_ids: Tuple[int, ...] = ()
+    top_logprobs: int = 20
+    logit_bias: float = 100.0
+
+    def __post_init__(self):
+        if self.constrain not in CONSTRAIN_MODES:
+            raise ValueError(f"--constrain {self.constrain}: choose one of {', '.join(CONSTRAIN_MODES)}")
+        if self.constrain == "logit_bias" and not self.verdict_token_ids:
+            raise ValueError("--constrain logit_bias needs the judge's A/B/E token ids "
+                             "(--verdict_token_ids or --judge_tokenizer)")
+
+
+def chat_request(settings: JudgeSettings, content: str) -> dict:
+    """Keyword arguments of ``client.chat.completions.create`` for one judge prompt."""
+    request = {"model": settings.model, "messages": [{"role": "user", "content": content}],
+               "temperature": settings.temperature, "max_tokens": settings.max_tokens}
+    if settings.constrain == "logit_bias":
+        request.update(max_tokens=1, logit_bias={str(i): settings.logit_bias for i in settings.verdict_token_ids})
+    elif settings.constrain == "logprobs":
+        request.update(max_tokens=1, logprobs=True, top_logprobs=settings.top_logprobs)
+    return request
+
+
+def pair_requests(task: JudgeTask, settings: JudgeSettings, prompt: str, first: str, second: str
+                  ) -> List[Tuple[Tuple[str, ...], dict]]:
+    """(criteria answered, request) for one presented pair: one F.1 request covering every criterion, or one
+    single-character request per criterion when the verdict is constrained."""
+    if settings.constrain == "none":
+        return [(task.criteria, chat_request(settings, render(task, prompt, first, second)))]
+    return [((criterion,), chat_request(settings, render_single_char(task, criterion, prompt, first, second)))
+            for criterion in task.criteria]
+
+
+def read_verdicts(task: JudgeTask, settings: JudgeSettings, criteria: Sequence[str], completion: Mapping
+                  ) -> Dict[str, Optional[str]]:
+    """Criterion → presented letter for one completion (``{"text", "top_logprobs", "model"}``).
+
+    ``--constrain logprobs`` against a server that ignores ``logprobs`` (``transformers serve`` does) is an
+    error, not a silent fall-back to the greedy first token."""
+    if settings.constrain == "none":
+        return parse_answer(task, completion["text"])
+    if settings.constrain == "logprobs":
+        if not completion.get("top_logprobs"):
+            raise ValueError(f"--constrain logprobs: the judge {completion.get('model') or settings.model} returned "
+                             "no top_logprobs (the server ignores 'logprobs'); use --constrain logit_bias")
+        letter = letter_from_top_logprobs(completion["top_logprobs"])
+    else:
+        letter = parse_letter(completion["text"])
+    return {criterion: letter for criterion in criteria}
+
+
+def verdict_token_ids_from_tokenizer(name_or_path: str) -> Tuple[int, ...]:
+    """Ids of "A", "B", "E" (and " A", " B", " E" where those are single tokens) in the judge's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from dschat.utils.model.loading import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+    ids = []
+    for text in (*LETTERS, *(" " + letter for letter in LETTERS)):
+        encoded = tokenizer.encode(text, add_special_tokens=False)
+        if len(encoded) == 1:
+            ids.append(encoded[0])
+    return tuple(ids)
+
