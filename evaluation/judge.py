@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verdict_token_ids", default=None,
                         help="comma-separated ids of the A/B/E tokens for --constrain logit_bias")
     parser.add_argument("--judge_tokenizer", default=None,
-                        help="HF tokenizer (path or model name) to look the A/B/E ids up instead")
+                        help="HF tokenizer (path or model name), or the .gguf file a llama.cpp server serves, "
+                             "to look the A/B/E ids up instead")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the presentation order")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight")
     parser.add_argument("--max_retries", type=int, default=5, help="retries per request (exponential backoff)")

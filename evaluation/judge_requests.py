@@ -3,8 +3,9 @@ single-character question per criterion whose first token is constrained to A / 
 ``max_tokens=1``) or read off the first token's ``top_logprobs``."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from evaluation.judge_parse import LETTERS, letter_from_top_logprobs, parse_answer, parse_letter
 from evaluation.judge_prompts import JudgeTask, render, render_single_char
@@ -72,17 +73,29 @@ def read_verdicts(task: JudgeTask, settings: JudgeSettings, criteria: Sequence[s
     return {criterion: letter for criterion in criteria}
 
 
-def verdict_token_ids_from_tokenizer(name_or_path: str) -> Tuple[int, ...]:
-    """Ids of "A", "B", "E" (and " A", " B", " E" where those are single tokens) in the judge's tokenizer."""
-    from transformers import AutoTokenizer
-
-    from dschat.utils.model.loading import resolve_model_path
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+def verdict_token_ids(encode: Callable[[str], List[int]]) -> Tuple[int, ...]:
+    """Ids of "A", "B", "E" (and " A", " B", " E" where those are single tokens) under ``encode`` (text → ids,
+    without special tokens)."""
     ids = []
     for text in (*LETTERS, *(" " + letter for letter in LETTERS)):
-        encoded = tokenizer.encode(text, add_special_tokens=False)
+        encoded = encode(text)
         if len(encoded) == 1:
             ids.append(encoded[0])
     return tuple(ids)
 
+
+def verdict_token_ids_from_tokenizer(name_or_path: str) -> Tuple[int, ...]:
+    """:func:`verdict_token_ids` in the judge's tokenizer: a Hugging Face tokenizer (path or model name), or the
+    ``.gguf`` file a llama.cpp server serves (its vocabulary read by transformers' GGUF loader)."""
+    from transformers import AutoTokenizer
+
+    from dschat.utils.model.loading import resolve_model_path
+
+    if name_or_path.endswith(".gguf"):
+        if not os.path.isfile(name_or_path):
+            raise ValueError(f"--judge_tokenizer {name_or_path}: no such file")
+        tokenizer = AutoTokenizer.from_pretrained(os.path.dirname(os.path.abspath(name_or_path)),
+                                                  gguf_file=os.path.basename(name_or_path))
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(name_or_path))
+    return verdict_token_ids(lambda text: tokenizer.encode(text, add_special_tokens=False))

