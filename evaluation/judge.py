@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--constrain", choices=CONSTRAIN_MODES, default="none",
                         help="small judges: force a one-token A/B/E verdict (logit_bias) or read it off the "
                              "first token's top log-probabilities (logprobs)")
+    parser.add_argument("--reason_first", action="store_true",
+                        help="with --constrain: send the paper's F.1 prompt first and let the judge answer freely (its "
+                             "comparison and reasons, as in the paper), then ask each criterion's one-token verdict "
+                             "after that answer; HH-RLHF and WebGPT (TL;DR's F.1 prompt already asks for one character)")
     parser.add_argument("--verdict_token_ids", default=None,
                         help="comma-separated ids of the A/B/E tokens for --constrain logit_bias")
     parser.add_argument("--judge_tokenizer", default=None,
@@ -209,7 +213,7 @@ def run(args) -> Tuple[Dict[str, Tally], List[PairJudgement], CachedJudgeClient]
     elif args.judge_tokenizer:
         token_ids = verdict_token_ids_from_tokenizer(args.judge_tokenizer)
     settings = JudgeSettings(model=args.model, temperature=args.temperature, max_tokens=args.max_tokens,
-                             constrain=args.constrain, verdict_token_ids=token_ids)
+                             constrain=args.constrain, verdict_token_ids=token_ids, reason_first=args.reason_first)
     pairs = align_by_prompt(read_response_rows(args.a), read_response_rows(args.b), args.a, args.b)
     pairs = pairs[:args.limit] if args.limit else pairs
     client = CachedJudgeClient(make_openai_client(args.base_url, args.api_key, args.timeout), args.cache or None,

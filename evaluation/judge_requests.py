@@ -1,14 +1,15 @@
-"""What is sent to the judge and how its verdict is read back: the F.1 prompt with a free answer, or one
+"""What is sent to the judge and how its verdict is read back: the F.1 prompt with a free answer (parsed), or one
 single-character question per criterion whose first token is constrained to A / B / E (``logit_bias`` with
-``max_tokens=1``) or read off the first token's ``top_logprobs``."""
+``max_tokens=1``) or read off the first token's ``top_logprobs`` -- either a single-character prompt alone, or
+(``reason_first``) a follow-up in the conversation where the judge first answered the F.1 prompt freely."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from evaluation.judge_parse import LETTERS, letter_from_top_logprobs, parse_answer, parse_letter
-from evaluation.judge_prompts import JudgeTask, render, render_single_char
+from evaluation.judge_prompts import SINGLE_CHAR, JudgeTask, render, render_follow_up, render_single_char
 
 CONSTRAIN_MODES = ("none", "logit_bias", "logprobs")
 
@@ -16,7 +17,8 @@ CONSTRAIN_MODES = ("none", "logit_bias", "logprobs")
 @dataclass(frozen=True)
 class JudgeSettings:
     """What is sent to the judge. ``verdict_token_ids`` are the judge tokenizer's ids of A / B / E (needed by
-    ``constrain="logit_bias"`` only)."""
+    ``constrain="logit_bias"`` only). ``reason_first`` (with a constraint): the F.1 prompt is answered freely
+    first, as in the paper, and each criterion's constrained verdict is asked after that answer."""
 
     model: str = "gpt-4o"
     temperature: float = 0.0
@@ -25,6 +27,7 @@ class JudgeSettings:
     verdict_token_ids: Tuple[int, ...] = ()
     top_logprobs: int = 20
     logit_bias: float = 100.0
+    reason_first: bool = False
 
     def __post_init__(self):
         if self.constrain not in CONSTRAIN_MODES:
@@ -32,11 +35,18 @@ class JudgeSettings:
         if self.constrain == "logit_bias" and not self.verdict_token_ids:
             raise ValueError("--constrain logit_bias needs the judge's A/B/E token ids "
                              "(--verdict_token_ids or --judge_tokenizer)")
+        if self.reason_first and self.constrain == "none":
+            raise ValueError("--reason_first reads a constrained verdict after the free answer: add --constrain "
+                             "logit_bias or --constrain logprobs")
 
 
-def chat_request(settings: JudgeSettings, content: str) -> dict:
-    """Keyword arguments of ``client.chat.completions.create`` for one judge prompt."""
-    request = {"model": settings.model, "messages": [{"role": "user", "content": content}],
+def user(content: str) -> dict:
+    return {"role": "user", "content": content}
+
+
+def chat_request(settings: JudgeSettings, messages: List[dict]) -> dict:
+    """Keyword arguments of ``client.chat.completions.create`` for one judge conversation."""
+    request = {"model": settings.model, "messages": messages,
                "temperature": settings.temperature, "max_tokens": settings.max_tokens}
     if settings.constrain == "logit_bias":
         request.update(max_tokens=1, logit_bias={str(i): settings.logit_bias for i in settings.verdict_token_ids})
@@ -45,13 +55,28 @@ def chat_request(settings: JudgeSettings, content: str) -> dict:
     return request
 
 
-def pair_requests(task: JudgeTask, settings: JudgeSettings, prompt: str, first: str, second: str
-                  ) -> List[Tuple[Tuple[str, ...], dict]]:
+def reasoning_request(task: JudgeTask, settings: JudgeSettings, prompt: str, first: str, second: str
+                      ) -> Optional[dict]:
+    """The F.1 prompt with a free answer (the judge's comparison and reasons), sent before the verdicts when
+    ``reason_first``; None otherwise, and for TL;DR, whose F.1 prompt itself asks for one character."""
+    if not settings.reason_first or task.style == SINGLE_CHAR:
+        return None
+    free = replace(settings, constrain="none", reason_first=False)
+    return chat_request(free, [user(render(task, prompt, first, second))])
+
+
+def pair_requests(task: JudgeTask, settings: JudgeSettings, prompt: str, first: str, second: str,
+                  reasoning: Optional[str] = None) -> List[Tuple[Tuple[str, ...], dict]]:
     """(criteria answered, request) for one presented pair: one F.1 request covering every criterion, or one
-    single-character request per criterion when the verdict is constrained."""
+    constrained single-character request per criterion: after ``reasoning`` (the judge's free answer to the F.1
+    prompt, from :func:`reasoning_request`) when given, else a single-character prompt alone."""
     if settings.constrain == "none":
-        return [(task.criteria, chat_request(settings, render(task, prompt, first, second)))]
-    return [((criterion,), chat_request(settings, render_single_char(task, criterion, prompt, first, second)))
+        return [(task.criteria, chat_request(settings, [user(render(task, prompt, first, second))]))]
+    if reasoning is not None:
+        history = [user(render(task, prompt, first, second)), {"role": "assistant", "content": reasoning}]
+        return [((criterion,), chat_request(settings, [*history, user(render_follow_up(criterion))]))
+                for criterion in task.criteria]
+    return [((criterion,), chat_request(settings, [user(render_single_char(task, criterion, prompt, first, second))]))
             for criterion in task.criteria]
 
 

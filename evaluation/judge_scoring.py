@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 
 from evaluation.judge_client import CachedJudgeClient
 from evaluation.judge_prompts import JudgeTask
-from evaluation.judge_requests import JudgeSettings, pair_requests, read_verdicts
+from evaluation.judge_requests import JudgeSettings, pair_requests, read_verdicts, reasoning_request
 
 PREFER_A, PREFER_B, TIE, UNPARSEABLE = "a", "b", "tie", "unparseable"
 
@@ -61,11 +61,18 @@ def judge_pair(index: int, pair: ResponsePair, task: JudgeTask, settings: JudgeS
     outcomes: Dict[str, str] = {}
     answers: List[str] = []
     models: List[str] = []
-    for criteria, request in pair_requests(task, settings, pair.prompt, first, second):
+
+    def ask(request: dict) -> dict:
         completion = client.complete(request)
         answers.append(completion["text"])
         if completion.get("model") and completion["model"] not in models:
             models.append(completion["model"])
+        return completion
+
+    first_answer = reasoning_request(task, settings, pair.prompt, first, second)
+    reasoning = ask(first_answer)["text"] if first_answer is not None else None
+    for criteria, request in pair_requests(task, settings, pair.prompt, first, second, reasoning):
+        completion = ask(request)
         for criterion, letter in read_verdicts(task, settings, criteria, completion).items():
             outcomes[criterion] = undo_order(letter, swapped)
     return PairJudgement(index, pair.prompt, swapped, outcomes, answers, models)

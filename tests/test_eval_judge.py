@@ -238,6 +238,42 @@ def test_logit_bias_mode_asks_one_token_per_criterion(task_name):
         judge_requests.JudgeSettings(constrain="logit_bias")
 
 
+@pytest.mark.parametrize("task_name", sorted(TASKS))
+def test_reason_first_asks_the_verdict_after_the_judges_free_answer_to_f1(task_name):
+    """``--reason_first``: per pair the F.1 prompt verbatim with a free answer (no bias, ``max_tokens`` as set),
+    then per criterion the same conversation with that answer and the follow-up question, constrained to one
+    token; TL;DR, whose F.1 prompt already asks for one character, is asked once per pair, constrained."""
+    task = get_task(task_name)
+
+    def answer(request):
+        if request["max_tokens"] == 1:  # the constrained verdict: the letter of the response with GOOD in it
+            first, second = shown_responses(request["messages"][0]["content"])
+            return fake_response("A" if "GOOD" in first else "B" if "GOOD" in second else "E")
+        return fake_response(f"reasons number {len(fake.requests)}")
+
+    fake = FakeClient(answer)
+    settings = judge_requests.JudgeSettings(constrain="logit_bias", verdict_token_ids=(49, 50, 53), reason_first=True,
+                                            max_tokens=77)
+    results = judge_scoring.judge_pairs(pairs(4), task, settings, make_client(fake), seed=1, concurrency=1)
+    expected = []
+    for index, pair in enumerate(pairs(4)):
+        swapped = judge_scoring.presentation_swapped(1, index, pair.prompt)
+        shown = (pair.response_b, pair.response_a) if swapped else (pair.response_a, pair.response_b)
+        f1 = {"role": "user", "content": render(task, pair.prompt, *shown)}
+        if task_name == "tldr":
+            expected.append(([f1], 1))
+            continue
+        expected.append(([f1], 77))
+        reasons = {"role": "assistant", "content": f"reasons number {len(expected)}"}
+        expected += [([f1, reasons, {"role": "user", "content": f"Your Choice for {c} (only a single character):"}], 1)
+                     for c in task.criteria]
+    assert [(r["messages"], r["max_tokens"]) for r in fake.requests] == expected
+    assert all(("logit_bias" in r) == (r["max_tokens"] == 1) for r in fake.requests)
+    assert all(r.outcomes == dict.fromkeys(task.criteria, judge_scoring.PREFER_A) for r in results)
+    with pytest.raises(ValueError, match="--reason_first.*--constrain"):
+        judge_requests.JudgeSettings(reason_first=True)
+
+
 def test_verdict_token_ids_are_the_single_token_letters():
     vocab = {"A": [49], "B": [50], "E": [53], " A": [330], " B": [389], " E": [30, 53]}
     assert judge_requests.verdict_token_ids(vocab.__getitem__) == (49, 50, 53, 330, 389)
