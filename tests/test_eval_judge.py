@@ -274,6 +274,19 @@ def test_reason_first_asks_the_verdict_after_the_judges_free_answer_to_f1(task_n
         judge_requests.JudgeSettings(reason_first=True)
 
 
+def test_reason_first_on_the_command_line(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(lambda request: fake_response("A" if request["max_tokens"] == 1 else "Response A is better."))
+    monkeypatch.setattr(judge, "make_openai_client", lambda base_url, api_key, timeout: fake)
+    a, b = judge_files(tmp_path, count=2)
+    argv = ["--task", "hh-rlhf", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--no_progress_bar", "--reason_first"]
+    judge.main(argv + ["--constrain", "logit_bias", "--verdict_token_ids", "49,50,53"])
+    assert [len(r["messages"]) for r in fake.requests] == [1, 3, 1, 3]  # F.1 answered freely, then the verdict
+    assert "helpfulness" in capsys.readouterr().out
+    assert one_line_error(judge.main, argv, capsys) == ("error: --reason_first reads a constrained verdict after the "
+                                                       "free answer: add --constrain logit_bias or --constrain logprobs")
+
+
 def test_verdict_token_ids_are_the_single_token_letters():
     vocab = {"A": [49], "B": [50], "E": [53], " A": [330], " B": [389], " E": [30, 53]}
     assert judge_requests.verdict_token_ids(vocab.__getitem__) == (49, 50, 53, 330, 389)
