@@ -16,7 +16,8 @@ Small judges (a 135M model does not follow "answer with one character") can be c
 logit_bias`` biases the A/B/E token ids with ``max_tokens=1``; ``--constrain logprobs`` reads the first token's
 ``top_logprobs`` and takes the most probable of A / B / E (a server that ignores ``logprobs``, such as
 ``transformers serve``, is reported as an error). Both ask one single-character question per
-criterion (``evaluation.judge_prompts.render_single_char``).
+criterion (``evaluation.judge_prompts.render_single_char``), or with ``--reason_first`` ask it after the judge's
+free answer to the F.1 prompt itself (docs: "Reading the verdict").
 
 This module is the command line; the pieces, one concept each: ``judge_prompts`` (the F.1 text),
 ``judge_requests`` (what is sent, how a verdict is read), ``judge_parse`` (free-text answers), ``judge_client``
