@@ -14,6 +14,7 @@ model quality.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -134,10 +135,12 @@ def test_judge_against_transformers_serve(served_model, tmp_path, capsys, task):
     judge.main(argv)
     first = capsys.readouterr().out
     print(first)
-    # the answering model as the server names it, beside the name asked for
-    assert first.startswith(f"judge {model_dir}@main (asked for {model_dir}) on {task}")
+    # the answering model as the server names it (a path: by its last folder), beside the name asked for
+    name = os.path.basename(model_dir)
+    assert first.startswith(f"judge {name}@main (asked for {name}) on {task}")
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["pairs"] == len(PAIRS) and summary["model"] == f"{model_dir}@main"
+    assert summary["pairs"] == len(PAIRS) and summary["model"] == f"{name}@main"
+    assert summary["model_id"] == f"{model_dir}@main"
     for counts in summary["criteria"].values():
         assert counts["win"] + counts["tie"] + counts["loss"] == len(PAIRS)  # every verdict parsed
         assert counts["unparseable"] == 0
