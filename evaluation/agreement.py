@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from evaluation.judge import PREFER_A, PREFER_B, TIE, UNPARSEABLE, judge_label
+from evaluation.judge_scoring import PREFER_A, PREFER_B, TIE, UNPARSEABLE, judge_label
 from dschat.core.entrypoint import ArgumentParser
 from evaluation.jsonl import read_jsonl
 

