@@ -61,3 +61,24 @@ def test_parser_accepts_hub_ids_offline_names_and_checkpoints(tmp_path, monkeypa
         assert args.model_name_or_path == name
     with pytest.raises(ConfigError, match="no config.json"):
         stage_parser("ppo").parse_config(["--output_dir", "out", "--actor_model_name_or_path", "."])
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["ends-well", "fails"])
+def test_a_run_that_ends_well_destroys_its_process_group_at_exit(tmp_path, fails):
+    """Left to interpreter teardown, gloo's threads can abort a finished process (SIGABRT); a run that ended well
+    destroys the group from ``atexit`` (after the stage, so that another stage may still run in-process), a failed
+    one leaves it (a destroy could hang while another rank waits in a collective). The checker registered first
+    runs last."""
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import atexit, os, torch.distributed as dist\n"
+        "from dschat.core.entrypoint import run_cli\n"
+        "os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT='0')\n"
+        "dist.init_process_group('gloo', rank=0, world_size=1)\n"
+        "atexit.register(lambda: print('initialized at exit:', dist.is_initialized(), flush=True))\n"
+        f"def main():\n    if {fails}:\n        raise ValueError('bad flag')\n"
+        "run_cli(main)\n")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert f"initialized at exit: {fails}" in result.stdout
+    assert result.returncode == (2 if fails else 0)

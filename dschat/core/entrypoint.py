@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import difflib
 import logging
@@ -115,6 +116,17 @@ def apply_thread_default() -> int:
     return int(text)
 
 
+def release_process_group() -> None:
+    """Destroy torch.distributed's process groups when a process whose run ended well exits (``atexit``, while the
+    interpreter is still whole). Left to the interpreter's teardown,
+    gloo's worker threads can abort the process (SIGABRT, "terminate called without an active exception",
+    pytorch/pytorch#190489: seen in one rank of a two-process run on loaded cores). Not after an error: a rank that
+    failed while another waits in a collective could hang in the teardown (pytorch/torchtitan#1342)."""
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
+
+
 def run_cli(main: Callable[[], object]) -> None:
     """Run ``main``; a ValueError/FileNotFoundError (our errors for bad flags, files, rows) or a RunStopped (a
     non-finite loss, a full disk) prints ``error: <message>`` and exits 2; a run stopped by SIGTERM / SIGINT
@@ -124,6 +136,7 @@ def run_cli(main: Callable[[], object]) -> None:
     try:
         apply_thread_default()
         main()
+        atexit.register(release_process_group)  # at exit, not now: a caller may run another stage in-process
     except Exception as err:  # noqa: BLE001 -- re-raised below unless it is one of ours
         faults = sys.modules.get("dschat.training.faults")  # these exist only once a run has imported them
         if faults and isinstance(err, faults.RunInterrupted):  # a checkpoint was written: the run did not finish
