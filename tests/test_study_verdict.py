@@ -187,7 +187,11 @@ def test_the_pairs_across_sft_rm_seeds_by_hand():
     bullet = model_seed_bullet(summaries + paper, multiplicity(summaries + paper))
     assert "mappo-lam1 − ppo-lam1 at λ = 1 on SFT + RM seeds 1234, 2, 3 (4 PPO seeds each)" in bullet
     assert "seed 2 +0.000 (2/4)" in bullet and "mappo − ppo at λ = 0.95 on SFT + RM seeds 1234, 2" in bullet
-    assert bullet.startswith("- **On 3 SFT + RM seeds, ")
+    predicted = stats.t.ppf(0.975, 2) * statistics.stdev(means) * (1 + 1 / 3) ** 0.5  # a new model seed's mean
+    assert bullet.startswith(f"- **mappo-lam1 − ppo-lam1 (λ = 1) on 3 SFT + RM seeds: gold +0.005 [{0.005 - half:.3f}, "
+                             f"{0.005 + half:.3f}], not decided; on a new SFT + RM seed its mean over 4 PPO seeds is "
+                             f"predicted in [{0.005 - predicted:.3f}, {0.005 + predicted:.3f}]; mappo − ppo (λ = 0.95) "
+                             "on 2 SFT + RM seeds: ")
     costs = "\n".join(not_run_lines(summaries + paper))
     assert "SFT + RM seeds to decide mappo-lam1 − ppo-lam1 on gold" in costs  # pair 1 is not shown equivalent
     assert "long-sftrm3/ppo seeds 5-8" in costs and "long-sftrm2/ppo " not in costs  # what of pair 2 is missing
