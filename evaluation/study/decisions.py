@@ -137,9 +137,7 @@ def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
     tasks = {task: TASKS[task].model_seed for task in ("long", *model_seed_tasks("long"))}
     baseline, method = pair
     groups = {task: by_arm(summaries, task) for task in tasks}
-    shared = {task: common_seeds(groups[task][baseline], groups[task][method]) for task in tasks
-              if baseline in groups[task] and method in groups[task]}
-    shared = {task: seeds for task, seeds in shared.items() if len(seeds) >= 2}
+    shared = {task: seeds for task, seeds in pair_seeds(summaries, pair).items() if len(seeds) >= 2}
     if len(shared) < 2:
         return None
     n = min(len(seeds) for seeds in shared.values())
@@ -151,6 +149,16 @@ def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
                                tuple(paired_difference(finals[t][baseline], finals[t][method]) for t in shared),
                                tuple(groups[t][baseline][seeds[t][0]][metric][0] for t in shared),
                                across_model_seeds(diffs, EQUIVALENCE_MARGINS[metric]))
+
+
+def pair_seeds(summaries: Sequence[dict], pair: Sequence[str]) -> Dict[str, List[int]]:
+    """Per task of the long task's SFT + RM seeds on which both arms of ``pair`` ran, the PPO seeds they share."""
+    found = {}
+    for task in ("long", *model_seed_tasks("long")):
+        groups = by_arm(summaries, task)
+        if all(arm in groups for arm in pair):
+            found[task] = common_seeds(*(groups[arm] for arm in pair))
+    return found
 
 
 def model_seed_comparisons(summaries: Sequence[dict]) -> Dict[Tuple[str, str], Dict[str, ModelSeedComparison]]:
@@ -348,6 +356,8 @@ class MachineRerun:
     task: str
     arm: str
     machine: str
+    committed_machine: str
+    """The committed runs' machine (``"several machines"`` where they differ)."""
     metric: str
     seeds: Tuple[int, ...]
     committed: Tuple[float, ...]
@@ -373,7 +383,9 @@ def machine_reruns(summaries: Sequence[dict], reruns: Sequence[dict], metric: st
     for (task, arm, machine), pairs in sorted(found.items(), key=lambda item: (item[0][0], ARMS_ORDER[item[0][1]],
                                                                                 item[0][2])):
         pairs.sort(key=lambda pair: pair[0]["seed"])
-        result.append(MachineRerun(task, arm, machine, metric, tuple(c["seed"] for c, _ in pairs),
+        made = {machine_name(c, meta) for c, _ in pairs}
+        committed_machine = made.pop() if len(made) == 1 else "several machines"
+        result.append(MachineRerun(task, arm, machine, committed_machine, metric, tuple(c["seed"] for c, _ in pairs),
                                    tuple(c[metric][-1] for c, _ in pairs), tuple(r[metric][-1] for _, r in pairs),
                                    tuple(bits_equal(c, r, upto=0) for c, r in pairs),
                                    tuple(bits_equal(c, r) for c, r in pairs)))

@@ -13,7 +13,8 @@ import numpy as np
 from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collapse_sensitivity, comparison_families,
                                         confirmation_pairs, confirmation_verdicts, exploration_verdicts,
                                         machine_reruns, machine_rows, model_seed_comparisons, model_seeds_by_machine,
-                                        model_seed_values, multiplicity, new_machine_checks, published_new_seed,
+                                        model_seed_values, multiplicity, new_machine_checks, pair_seeds,
+                                        published_new_seed,
                                         ordering_agreement, parity_by_stop, plateau, reading,
                                         same_lambda_comparisons, unseen_seed_check)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
@@ -319,6 +320,13 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
                  for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
+        more = {TASKS[t].model_seed: len(seeds) for t, seeds in pair_seeds(summaries, (baseline, method)).items()
+                if len(seeds) > len(gold.seeds[0]) or len(seeds) < 2}
+        if more:
+            notes.append(f"- {name}: each SFT + RM seed counts the first {len(gold.seeds[0])} PPO seeds every one of "
+                         "them has; PPO seeds the pair has on each SFT + RM seed where that differs: "
+                         + ", ".join(f"{m}: {n}" for m, n in more.items())
+                         + " (a model seed with fewer than 2 is left out; runs still missing: \"What was not run\").")
         for task in (t for t in model_seed_tasks("long") if TASKS[t].model_seed in gold.model_seeds):
             found_here = collapses({arm: runs for arm, runs in by_arm(summaries, task).items() if arm in (baseline, method)})
             notes.append(f"- {name}, collapses on {task} (eval length below {COLLAPSE_FRACTION:.0%} of step 0, evaluated "
@@ -629,7 +637,8 @@ def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], m
     pair = MODEL_SEED_PAIRS["long"][0]
     found = [r for r in machine_reruns(summaries, reruns, meta=meta) if r.arm in pair]
     by_machine = model_seeds_by_machine(summaries, tuple(pair), meta)
-    home = next((m for m, tasks in by_machine.items() if "long" in tasks), "the machine it records")
+    home = next((m for m, tasks in by_machine.items() if "long" in tasks),
+                "; ".join(sorted({r.committed_machine for r in found if r.task == "long"})))
     if not found and len(by_machine) < 2:
         return []
     baseline, method = pair
