@@ -502,3 +502,11 @@ def model_seed_values(summaries: Sequence[dict], comparison: ModelSeedComparison
     per_task = [pair_values(summaries, (comparison.baseline, comparison.method), tasks[m], seeds, comparison.metric)
                 for m, seeds in zip(comparison.model_seeds, comparison.seeds)]
     return {name: [values[name] for values in per_task] for name in per_task[0]}
+
+
+def missing_model_seed_runs(summaries: Sequence[dict], pair: Sequence[str], seeds: Sequence[int]
+                            ) -> List[Tuple[str, str, int]]:
+    """The runs of ``pair`` on ``seeds`` of the further SFT + RM seeds (:data:`MODEL_SEED_TASKS`) not in the
+    summaries: (task, arm, seed), seed-major within each task's arm as the runner plans them."""
+    return [(task, arm, seed) for seed in seeds for task in model_seed_tasks("long") for arm in pair
+            if seed not in by_arm(summaries, task).get(arm, {})]

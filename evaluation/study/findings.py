@@ -18,11 +18,12 @@ from typing import Dict, List, Optional, Sequence
 
 from dschat.utils.cli import ArgumentParser
 from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, confirmation_verdicts,
-                                        exploration_verdicts, machine_reruns, machine_rows, model_seed_comparisons,
+                                        exploration_verdicts, machine_reruns, machine_rows, missing_model_seed_runs,
+                                        model_seed_comparisons,
                                         model_seed_values, multiplicity, new_machine_checks, ordering_agreement,
                                         parity_by_stop, plateau, published_new_seed, reading, unseen_seed_check)
 from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS,
-                                     VARIATION_COVERED)
+                                     VARIATION_COVERED, confirmation_seeds)
 from evaluation.study.report import RERUNS, read_jsonl
 from evaluation.study.position_report import (position_groups, positions_against_runs, sampling_noise,
                                               sampling_seed_comparison, sampling_seed_text)
@@ -227,6 +228,11 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
             new = new_model_seed_interval(model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"])
             lead += (f"; on a new SFT + RM seed its mean over {len(gold.seeds[0])} PPO seeds is predicted in "
                      f"[{new.mean_low:.3f}, {new.mean_high:.3f}]")
+            missing = missing_model_seed_runs(summaries, MODEL_SEED_PAIRS["long"][0],
+                                              confirmation_seeds(len(seed_split(by_arm(summaries, "long"))[0])))
+            if missing:
+                lead += (f" ({len(missing)} of its planned runs on the further SFT + RM seeds not trained yet: "
+                         "report, \"What was not run\")")
         leads.append(lead)
     headline = "; ".join(leads)
     if all(gold.across.p_differ < ALPHA for gold in golds):

@@ -13,7 +13,8 @@ import numpy as np
 from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collapse_sensitivity, comparison_families,
                                         confirmation_pairs, confirmation_verdicts, exploration_verdicts,
                                         machine_reruns, machine_rows, model_seed_comparisons, model_seeds_by_machine,
-                                        model_seed_values, multiplicity, new_machine_checks, pair_seeds,
+                                        missing_model_seed_runs, model_seed_values, multiplicity, new_machine_checks,
+                                        pair_seeds,
                                         published_new_seed,
                                         ordering_agreement, parity_by_stop, plateau, reading,
                                         same_lambda_comparisons, unseen_seed_check)
@@ -312,11 +313,14 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
                      for m, d in ((gold, 3), (rm, 2))]
             lines.append(f"| {name} | {model_seed} | {_seed_text(gold.seeds[i])[6:]} | {gold.step0[i]:.4f} | "
                          f"{rm.step0[i]:.3f} | {cells[0]} | {cells[1]} |")
-        equivalences = {m.metric: tests["model seeds", (baseline, method), m.metric].equivalence for m in (gold, rm)}
+        adjusted = {m.metric: tests["model seeds", (baseline, method), m.metric] for m in (gold, rm)}
+        equivalences = {metric: test.equivalence for metric, test in adjusted.items()}
         cells = [f"{m.across.mean:.{d}f} [{m.across.low:.{d}f}, {m.across.high:.{d}f}]; "
                  f"{'equivalent' if equivalences[m.metric].equivalent else 'not shown equivalent'} within "
                  f"±{m.across.equivalence.margin:g} (90% CI [{m.across.equivalence.low:.{d}f}, "
-                 f"{m.across.equivalence.high:.{d}f}]; Holm-adjusted TOST p {format_p(equivalences[m.metric].p)})"
+                 f"{m.across.equivalence.high:.{d}f}]; Holm-adjusted TOST p {format_p(equivalences[m.metric].p)}); "
+                 f"Holm p {format_p(adjusted[m.metric].p_holm)}: "
+                 + reading(m.across.mean, adjusted[m.metric].p_holm, equivalences[m.metric], "MA-PPO", "token PPO")
                  for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
@@ -509,9 +513,7 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                          f"{(need - len(gold.means)) * runs * per_run / 3600:.1f} CPU hours plus the models)"
                          if need else "the observed mean lies outside the margin: more model seeds would test a "
                          "difference, not equivalence") + ".")
-    further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for seed in fresh
-               for task in model_seed_tasks("long") for arm in pair
-               if seed not in by_arm(summaries, task).get(arm, {})]
+    further = [run for pair in MODEL_SEED_PAIRS["long"] for run in missing_model_seed_runs(summaries, pair, fresh)]
     if further:
         lines.append(f"- The pairs of `MODEL_SEED_PAIRS` on the further SFT + RM seeds ({len(further)} runs: "
                      + ", ".join(f"{task}/{arm} {_seed_text(sorted(s for t, a, s in further if (t, a) == (task, arm)))}"
@@ -690,7 +692,7 @@ def machine_interval_lines(summaries: Sequence[dict], rows, home: str) -> List[s
              "from its committed run); *per machine kind*: the same interval on the rerun seeds, on each kind; "
              "*new machine kind*: one run on a machine kind in neither, with the machine kind a random factor "
              "(variance between the two kinds' means + within them; t with 1 degree of freedom, as two kinds give "
-             "one: wide).", "",
+             "one: wide). Intervals and counts only: this section tests nothing, so it adds no family of tests.", "",
              "| task | value | machine of the reruns | published (seeds) | reruns inside | per machine kind "
              "(committed; rerun) | new machine kind |", "|---|---|---|---|---|---|---|"]
     for (task, name, machine), (seeds, committed, rerun, _, _) in rows.items():
