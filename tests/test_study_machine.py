@@ -148,6 +148,10 @@ def test_unseen_sft_rm_seeds_on_another_machine_kind_by_hand():
     assert (fitted.run_low, fitted.run_high) == pytest.approx((statistics.fmean(means) - half_run,
                                                                statistics.fmean(means) + half_run))
     assert values == [0.30, 0.13, 0.11, 0.13] and found_means == pytest.approx({4: 0.215, 5: 0.12})
+    # a further run on 4 is checked too; the intervals and 4's mean (over the first 2 PPO seeds) stay as they are
+    further = [run(arm, 11, 0.5, task="long-sftrm4", machine=XEON) for arm in ("ppo-lam1", "mappo-lam1")]
+    (wider,) = new_machine_checks(summaries + further, META)
+    assert wider.values["ppo-lam1"] == (fitted, [0.30, 0.13, 0.5, 0.11, 0.13], found_means) and wider.n == 2
     text = "\n".join(machine_component_lines(summaries, [], META))
     inside = sum(fitted.run_low <= v <= fitted.run_high for v in values)
     assert inside == 3  # 0.30 lands outside

@@ -466,32 +466,36 @@ class NewMachineCheck:
     machine: str
     estimated: Tuple[int, ...]
     checked: Tuple[int, ...]
+    n: int
+    """The PPO seeds per SFT + RM seed the intervals were estimated from (a checked mean is over as many)."""
     values: Dict[str, Tuple[NewModelSeed, List[float], Dict[int, float]]]
 
 
 def new_machine_checks(summaries: Sequence[dict], meta: Optional[dict] = None) -> List[NewMachineCheck]:
     """One check per machine kind other than the long task's that made SFT + RM seeds of the pre-registered pair's
-    comparison (two or more SFT + RM seeds on the long task's machine to estimate from)."""
+    comparison (two or more SFT + RM seeds on the long task's machine to estimate from). The intervals come from
+    the first n PPO seeds every SFT + RM seed of the long task's machine has (n the fewest there), whatever the
+    others have run; every run of the others is checked, and the mean of each that has n PPO seeds (its first n)."""
     pair = tuple(MODEL_SEED_PAIRS["long"][0])
-    comparison = model_seed_comparison(summaries, pair)
     by_machine = model_seeds_by_machine(summaries, pair, meta)
     home = next((m for m, tasks in by_machine.items() if "long" in tasks), None)
-    if not comparison or not home or len(by_machine[home]) < 2:
+    if not home or len(by_machine[home]) < 2:
         return []
-    seeds = {task: comparison.seeds[comparison.model_seeds.index(TASKS[task].model_seed)]
-             for tasks in by_machine.values() for task in tasks}
-    values = {task: pair_values(summaries, pair, task, seeds[task]) for task in seeds}
+    shared = pair_seeds(summaries, pair)
+    n = min(len(shared[t]) for t in by_machine[home])
+    values = {task: pair_values(summaries, pair, task, seeds) for task, seeds in shared.items() if seeds}
     checks = []
     for machine, tasks in by_machine.items():
         if machine == home:
             continue
         found = {}
         for name in values["long"]:
-            fitted = new_model_seed_interval([values[t][name] for t in by_machine[home]])
+            fitted = new_model_seed_interval([values[t][name][:n] for t in by_machine[home]])
             found[name] = (fitted, [v for t in tasks for v in values[t][name]],
-                           {TASKS[t].model_seed: statistics.fmean(values[t][name]) for t in tasks})
+                           {TASKS[t].model_seed: statistics.fmean(values[t][name][:n]) for t in tasks
+                            if len(values[t][name]) >= n})
         checks.append(NewMachineCheck(home, machine, tuple(TASKS[t].model_seed for t in by_machine[home]),
-                                      tuple(TASKS[t].model_seed for t in tasks), found))
+                                      tuple(TASKS[t].model_seed for t in tasks), n, found))
     return checks
 
 

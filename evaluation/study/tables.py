@@ -720,11 +720,12 @@ def new_machine_model_seed_lines(summaries: Sequence[dict], meta=None) -> List[s
     for check in new_machine_checks(summaries, meta):
         lines += [f"**Unseen SFT + RM seeds on another machine kind.** The intervals of a new SFT + RM seed (\"Where a "
                   "new seed would land\": *one run*, and *mean of n PPO seeds*) estimated from the SFT + RM seeds "
-                  f"made on {check.home} only ({', '.join(map(str, check.estimated))}; "
-                  f"{len(check.estimated) - 1} degrees of freedom), against the runs of the SFT + RM seeds "
+                  f"made on {check.home} only ({', '.join(map(str, check.estimated))}, their first {check.n} PPO "
+                  f"seeds each; {len(check.estimated) - 1} degrees of freedom), against the runs of the SFT + RM seeds "
                   f"{', '.join(map(str, check.checked))}, made on {check.machine}: new PPO seeds, new SFT + RM seeds, "
-                  "a machine kind the intervals never saw. Runs of one SFT + RM seed share its model, so their "
-                  "landings are not independent: the SFT + RM seeds' means are the independent checks.", "",
+                  "a machine kind the intervals never saw (every run there; the mean of each with as many PPO seeds, "
+                  "its first ones). Runs of one SFT + RM seed share its model, so their landings are not "
+                  "independent: the SFT + RM seeds' means are the independent checks.", "",
                   "| value | one run: interval | runs inside | mean of n PPO seeds: interval | means inside (each SFT + "
                   "RM seed's mean) |", "|---|---|---|---|---|"]
         for name, (fitted, values, means) in check.values.items():
