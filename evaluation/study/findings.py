@@ -274,14 +274,16 @@ def machine_bullet(summaries, reruns, meta=None) -> Optional[str]:
                          sum(fitted.mean_low <= m <= fitted.mean_high for m in means.values()), len(means))
                   for name, (fitted, values, means) in check.values.items()}
         inside, total, means_inside, means_total = (sum(c[i] for c in counts.values()) for i in range(4))
-        leads.append(f"{inside} of {total} final golds (each arm's runs and the pair's per-seed differences) on SFT + RM seeds "
-                     f"{', '.join(map(str, check.checked))}, made on another machine kind, land inside the intervals of "
-                     f"a new SFT + RM seed estimated without them, and {means_inside} of {means_total} of their means")
-        parts.append(f"the SFT + RM seeds {', '.join(map(str, check.checked))} (made on {check.machine}) against the "
+        leads.append(f"{inside} of {total} final golds (each arm's runs and the pair's per-seed differences) on SFT + "
+                     f"RM seeds {', '.join(map(str, check.checked))}, made on another machine kind, land inside the "
+                     "intervals of a new SFT + RM seed estimated without them"
+                     + (f", and {means_inside} of {means_total} of their {check.n}-seed means" if means_total else ""))
+        parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))} (made on {check.machine}) against the "
                      f"intervals of a new SFT + RM seed estimated on {', '.join(map(str, check.estimated))} (made on "
                      f"{check.home}): " + "; ".join(
-                         f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]: {c[0]} of {c[1]} inside, "
-                         f"mean of n [{fitted.mean_low:.3f}, {fitted.mean_high:.3f}]: {c[2]} of {c[3]}"
+                         f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]: {c[0]} of {c[1]} inside"
+                         + (f", mean of {check.n} [{fitted.mean_low:.3f}, {fitted.mean_high:.3f}]: {c[2]} of {c[3]}"
+                            if c[3] else "")
                          for (name, (fitted, _, _)), c in zip(check.values.items(), counts.values())))
     return (f"- **The machine component (the pre-registered pair): {'; '.join(leads)}.** Final gold; report, \"The "
             "machine component\" (every rerun, and intervals with the machine kind in them). " + "; ".join(parts) + ".")

@@ -732,7 +732,8 @@ def new_machine_model_seed_lines(summaries: Sequence[dict], meta=None) -> List[s
             lines.append(f"| {name} | {_interval(fitted.run_low, fitted.run_high)} | "
                          f"{_inside(values, fitted.run_low, fitted.run_high)} of {len(values)} | "
                          f"{_interval(fitted.mean_low, fitted.mean_high)} | "
-                         f"{_inside(means.values(), fitted.mean_low, fitted.mean_high)} of {len(means)} ("
-                         + ", ".join(f"{m}: {v:.3f}" for m, v in means.items()) + ") |")
+                         + (f"{_inside(means.values(), fitted.mean_low, fitted.mean_high)} of {len(means)} ("
+                            + ", ".join(f"{m}: {v:.3f}" for m, v in means.items()) + ")" if means else
+                            f"— (none has {check.n} PPO seeds yet)") + " |")
         lines.append("")
     return lines
