@@ -245,3 +245,38 @@ def test_the_readme_headline_is_what_study_findings_writes():
     assert rewrite_headline(readme, runs, positions, reruns, meta) == readme
     lines = headline(runs, positions, reruns, meta)
     assert len(lines) >= 3 and all(line in readme for line in lines)
+
+
+def test_the_runner_files_reruns_beside_the_committed_rows_and_refuses_to_replace_them(tmp_path, monkeypatch, capsys):
+    """``report`` stops with a one-line error when OUT's runs repeat committed rows made on another machine (runs.jsonl
+    untouched); ``reruns`` files them in machine_reruns.jsonl instead; ``reruns`` without runs.jsonl is an error."""
+    from evaluation.study import report, runner
+    from evaluation.study.summaries import run_summary
+
+    out, report_dir = tmp_path / "out", tmp_path / "docs"
+    directory = out / "long" / "ppo-lam1" / "seed9"
+    directory.mkdir(parents=True)
+    (directory / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, "eval/score": 3.0 + step / 100, "eval/gold": 0.1 + step / 1000,
+                    "eval/response_length": 100.0}) + "\n" for step in (0, 12)))
+    marker = {"task": "long", "arm": "ppo-lam1", "seed": 9, "wall_s": 1.0, "cpu_s": 1.0, "commit": "c",
+              "finished": "2026-11-27 16:00:00"}
+    (directory / runner.MARKER).write_text(json.dumps(marker))
+    row = run_summary(directory)  # the committed row: the same run, its machine not recorded
+    (directory / runner.MARKER).write_text(json.dumps({**marker, "machine": XEON}))
+    report_dir.mkdir()
+    rendered = []
+    monkeypatch.setattr(report, "render", lambda summaries, where: rendered.append(len(summaries)))
+    with pytest.raises(SystemExit) as stop:
+        runner.main(["reruns", "--out", str(out), "--report_dir", str(report_dir)])
+    assert stop.value.code == 2 and "runs.jsonl: no such file" in capsys.readouterr().err
+    (report_dir / "runs.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(SystemExit) as stop:
+        runner.main(["report", "--out", str(out), "--report_dir", str(report_dir)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1 and "long/ppo-lam1/9" in err
+    assert (report_dir / "runs.jsonl").read_text() == json.dumps(row) + "\n" and not rendered
+    runner.main(["reruns", "--out", str(out), "--report_dir", str(report_dir)])
+    (filed,) = [json.loads(line) for line in (report_dir / "machine_reruns.jsonl").read_text().splitlines()]
+    assert filed == {**row, "machine": XEON} and rendered == [1]
+    assert (report_dir / "runs.jsonl").read_text() == json.dumps(row) + "\n"
