@@ -514,3 +514,12 @@ def missing_model_seed_runs(summaries: Sequence[dict], pair: Sequence[str], seed
     summaries: (task, arm, seed), seed-major within each task's arm as the runner plans them."""
     return [(task, arm, seed) for seed in seeds for task in model_seed_tasks("long") for arm in pair
             if seed not in by_arm(summaries, task).get(arm, {})]
+
+
+def unseen_seed_machines(groups: Dict[str, Dict[int, dict]], meta: Optional[dict] = None) -> Tuple[str, str]:
+    """The machines of :func:`unseen_seed_check`'s runs: (the exploration seeds' the intervals were estimated on, the
+    fresh seeds' checked against them), each the machine names joined."""
+    exploration, confirmation = seed_split(groups)
+    arms = unseen_seed_check(groups)
+    return tuple("; ".join(sorted({machine_name(groups[a][s], meta) for a in arms for s in seeds if s in groups[a]}))
+                 for seeds in (exploration, confirmation))

@@ -21,7 +21,8 @@ from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, con
                                         exploration_verdicts, machine_reruns, machine_rows, missing_model_seed_runs,
                                         model_seed_comparisons,
                                         model_seed_values, multiplicity, new_machine_checks, ordering_agreement,
-                                        parity_by_stop, plateau, published_new_seed, reading, unseen_seed_check)
+                                        parity_by_stop, plateau, published_new_seed, reading, unseen_seed_check,
+                                        unseen_seed_machines)
 from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS,
                                      VARIATION_COVERED, confirmation_seeds)
 from evaluation.study.report import RERUNS, read_jsonl
@@ -385,13 +386,15 @@ def plateau_bullet(groups) -> str:
             + ". Every comparison here is at the stopping step.")
 
 
-def unseen_bullet(groups) -> Optional[str]:
+def unseen_bullet(groups, meta=None) -> Optional[str]:
     found = unseen_seed_check(groups)
     if not found:
         return None
+    estimated, checked = unseen_seed_machines(groups, meta)
     return ("- **Fresh seeds against the published prediction intervals** (final gold, 95% interval of one new seed "
-            "from seeds 1-8): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
-                                           for arm, (inside, runs, (low, high)) in found.items()) + ".")
+            f"from seeds 1-8, estimated on {estimated}; the fresh seeds made on {checked}): "
+            + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                        for arm, (inside, runs, (low, high)) in found.items()) + ".")
 
 
 def short_bullet(summaries, tests) -> Optional[str]:
@@ -444,7 +447,7 @@ def findings_by_name(summaries: Sequence[dict], positions: Sequence[dict], rerun
                "same weight": same_weight_bullet(groups, positions, tests), "n sweep": n_sweep_bullet(groups, tests),
                "positions": positions_bullet(groups, positions), "collapses": collapse_bullet(groups),
                "length": length_bullet(groups, positions), "plateau": plateau_bullet(groups),
-               "unseen seeds": unseen_bullet(groups), "short task": short_bullet(summaries, tests),
+               "unseen seeds": unseen_bullet(groups, meta), "short task": short_bullet(summaries, tests),
                "machine": machine, "scope": scope_bullet(summaries, positions, bool(machine))}
     return {name: bullet for name, bullet in bullets.items() if bullet}
 

@@ -182,7 +182,7 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
         if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
             tests = multiplicity(summaries)
             lines += (family_lines(summaries) + mappo_lambda_lines(groups, tests) + verdict_lines(groups, tests)
-                      + confirmation_lines(summaries) + model_seed_lines(summaries, meta) + new_seed_lines(summaries, meta)
+                      + confirmation_lines(summaries, meta) + model_seed_lines(summaries, meta) + new_seed_lines(summaries, meta)
                       + machine_component_lines(summaries, reruns, meta))
         lines += length_lines(summaries, task)
         lines += collapse_lines(summaries, task)

@@ -17,7 +17,7 @@ from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collaps
                                         pair_seeds,
                                         published_new_seed,
                                         ordering_agreement, parity_by_stop, plateau, reading,
-                                        same_lambda_comparisons, unseen_seed_check)
+                                        same_lambda_comparisons, unseen_seed_check, unseen_seed_machines)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
 from evaluation.study.stats import (AdjustedTest, COLLAPSE_FRACTION, N_BOOT, Paired, ParityInterval, area_under_curve,
@@ -241,7 +241,7 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
             "| p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
-def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
+def confirmation_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     """The confirmation's arms on the fresh seeds against token PPO's exploration-best λ, and the fresh seeds of
     arms run in both seed sets against the exploration's prediction interval of a new seed."""
     table = confirmation_table(summaries)
@@ -265,9 +265,11 @@ def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
              "themselves.", "", *table, ""]
     unseen = unseen_seed_check(by_arm(summaries, "long"))
     if unseen:
+        estimated, checked = unseen_seed_machines(by_arm(summaries, "long"), meta)
         lines += ["Fresh seeds against the published 95% prediction interval of one new seed's final gold (from the "
-                  "exploration seeds): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
-                                                     for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
+                  f"exploration seeds, made on {estimated}; the fresh seeds made on {checked}): "
+                  + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                              for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
     return lines
 
 
