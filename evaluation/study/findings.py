@@ -19,15 +19,14 @@ from typing import Dict, List, Optional, Sequence
 from dschat.utils.cli import ArgumentParser
 from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, confirmation_verdicts,
                                         exploration_verdicts, machine_reruns, machine_rows, missing_model_seed_runs,
-                                        model_seed_comparisons,
-                                        model_seed_values, multiplicity, new_machine_checks, ordering_agreement,
-                                        parity_by_stop, plateau, published_new_seed, reading, unseen_seed_check,
-                                        unseen_seed_machines)
+                                        model_seed_comparisons, model_seed_values, multiplicity, new_machine_checks,
+                                        ordering_agreement, parity_by_stop, plateau, published_new_seed, reading,
+                                        unseen_seed_check, unseen_seed_machines)
 from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS,
                                      VARIATION_COVERED, confirmation_seeds)
-from evaluation.study.report import RERUNS, read_jsonl
 from evaluation.study.position_report import (position_groups, positions_against_runs, sampling_noise,
                                               sampling_seed_comparison, sampling_seed_text)
+from evaluation.study.report import RERUNS, read_jsonl
 from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, format_p, mean_estimate, new_model_seed_interval
 from evaluation.study.summaries import arm_lambda, by_arm, collapses, common_seeds, mappo_family, seed_split
 from evaluation.study.tables import confirmation_table, readme_table

@@ -12,12 +12,10 @@ import numpy as np
 
 from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collapse_sensitivity, comparison_families,
                                         confirmation_pairs, confirmation_verdicts, exploration_verdicts,
-                                        machine_reruns, machine_rows, model_seed_comparisons, model_seeds_by_machine,
-                                        missing_model_seed_runs, model_seed_values, multiplicity, new_machine_checks,
-                                        pair_seeds,
-                                        published_new_seed,
-                                        ordering_agreement, parity_by_stop, plateau, reading,
-                                        same_lambda_comparisons, unseen_seed_check, unseen_seed_machines)
+                                        machine_reruns, machine_rows, missing_model_seed_runs, model_seed_comparisons,
+                                        model_seed_values, model_seeds_by_machine, multiplicity, new_machine_checks,
+                                        ordering_agreement, pair_seeds, parity_by_stop, plateau, published_new_seed,
+                                        reading, same_lambda_comparisons, unseen_seed_check, unseen_seed_machines)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
 from evaluation.study.stats import (AdjustedTest, COLLAPSE_FRACTION, N_BOOT, Paired, ParityInterval, area_under_curve,
