@@ -121,8 +121,9 @@ def test_intervals_with_the_machine_kind_in_them_by_hand():
     bullet = machine_bullet(COMMITTED + second, RERUNS, META)
     total = inside + landed + sum(t_prediction(list(MAPPO.values()))[0] <= v <= t_prediction(list(MAPPO.values()))[1]
                                   for v in MAPPO_RERUN.values())
-    assert bullet.startswith(f"- **The machine component (the pre-registered pair): {total} of 9 same-seed reruns on "
-                             "another machine kind land inside the published new-seed intervals.**")
+    assert bullet.startswith(f"- **The machine component (the pre-registered pair): {total} of 9 final golds of same-seed "
+                             "reruns on another machine kind (each arm's and the pair's difference) land inside the "
+                             "published new-seed intervals.**")
 
 
 def test_unseen_sft_rm_seeds_on_another_machine_kind_by_hand():

@@ -267,8 +267,8 @@ def machine_bullet(summaries, reruns, meta=None) -> Optional[str]:
                         f"[{found[0]:.3f}, {found[1]:.3f}]" if found else ""))
     if published:
         inside, total = (sum(x[i] for x in published.values()) for i in (0, 1))
-        leads.append(f"{inside} of {total} same-seed reruns on another machine kind land inside the published new-seed "
-                     "intervals")
+        leads.append(f"{inside} of {total} final golds of same-seed reruns on another machine kind (each arm's and the "
+                     "pair's difference) land inside the published new-seed intervals")
     for check in checks:
         counts = {name: (sum(fitted.run_low <= v <= fitted.run_high for v in values), len(values),
                          sum(fitted.mean_low <= m <= fitted.mean_high for m in means.values()), len(means))

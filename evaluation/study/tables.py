@@ -670,10 +670,13 @@ def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], m
         rows = machine_rows(found)
         for (task, name, machine), (seeds, committed, rerun, step0, every) in rows.items():
             diffs = [n - c for c, n in zip(committed, rerun)]
-            sd = (statistics.stdev(diffs), statistics.stdev(committed), statistics.stdev(rerun)) \
-                if len(seeds) > 1 else (math.nan,) * 3
-            lines.append(f"| {task} | {name} | {machine} | {len(seeds)} | {mean_estimate(diffs).text(4)} | "
-                         f"{sd[0]:.4f} | {sd[1]:.4f}; {sd[2]:.4f} | {sd[0] / sd[1] / math.sqrt(2):.2f} | "
+            if len(seeds) > 1:
+                sd = (statistics.stdev(diffs), statistics.stdev(committed), statistics.stdev(rerun))
+                spread = (f"{mean_estimate(diffs).text(4)} | {sd[0]:.4f} | {sd[1]:.4f}; {sd[2]:.4f} | "
+                          f"{sd[0] / sd[1] / math.sqrt(2):.2f}")
+            else:  # one seed: no spread yet
+                spread = f"{diffs[0]:+.4f} | — | — | —"
+            lines.append(f"| {task} | {name} | {machine} | {len(seeds)} | {spread} | "
                          f"{sum(step0)}/{len(seeds)}; {sum(every)}/{len(seeds)} |")
         lines += ["", *machine_interval_lines(summaries, rows, home), ""]
     lines += new_machine_model_seed_lines(summaries, meta)
