@@ -21,7 +21,12 @@ PAGE = ROOT / "docs" / "study-findings.md"
 
 def committed(name):
     path = ROOT / "docs/study" / name
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def beside():
+    """What the findings read beside runs.jsonl: the machine reruns (none until filed) and the study's notes."""
+    return committed("machine_reruns.jsonl"), json.loads((ROOT / "docs/study/study_meta.json").read_text())
 
 
 def test_study_page_tables_are_rendered_from_the_committed_runs():
@@ -38,8 +43,9 @@ def test_the_committed_report_is_what_the_code_renders_from_the_committed_runs(t
     """``python -m evaluation.study_report docs/study/runs.jsonl`` would change no byte of ``docs/study/README.md``
     (the figures are drawn too, but their bytes depend on the plotting library's version, so only their links
     are compared here)."""
-    for name in ("runs.jsonl", "study_meta.json", "positions.jsonl"):
-        shutil.copy(ROOT / "docs/study" / name, tmp_path / name)
+    for name in ("runs.jsonl", "study_meta.json", "positions.jsonl", "machine_reruns.jsonl"):
+        if (ROOT / "docs/study" / name).is_file():  # the machine reruns: once filed
+            shutil.copy(ROOT / "docs/study" / name, tmp_path / name)
     render(committed("runs.jsonl"), tmp_path)
     assert (tmp_path / "README.md").read_text() == (ROOT / "docs/study/README.md").read_text()
     assert capsys.readouterr().out.rstrip("\n") == (ROOT / "docs/study/README.md").read_text().rstrip("\n")
@@ -58,7 +64,7 @@ def test_the_report_leaves_no_placeholder_unfilled():
 
 def test_study_page_sentences_are_written_from_the_committed_runs():
     page = PAGE.read_text()
-    findings = readme_findings(committed("runs.jsonl"), committed("positions.jsonl"))
+    findings = readme_findings(committed("runs.jsonl"), committed("positions.jsonl"), *beside())
     assert len(findings) >= 8
     for line in findings:
         assert line in page, line[:120]
@@ -69,11 +75,11 @@ def test_the_study_page_section_is_exactly_what_the_generator_writes():
     rewrites the section's tables and bullets; here it must change nothing), and a stale figure is put right."""
     page = PAGE.read_text()
     runs, positions = committed("runs.jsonl"), committed("positions.jsonl")
-    assert rewrite_readme(page, runs, positions) == page
-    bullet = readme_findings(runs, positions)[0]
+    assert rewrite_readme(page, runs, positions, *beside()) == page
+    bullet = readme_findings(runs, positions, *beside())[0]
     stale = page.replace(bullet, bullet + "\n- **A sentence no run supports.**")
     stale = stale.replace(readme_table(runs)[2], readme_table(runs)[2].replace("| 8 |", "| 7 |", 1))
-    assert stale != page and rewrite_readme(stale, runs, positions) == page
+    assert stale != page and rewrite_readme(stale, runs, positions, *beside()) == page
 
 
 def test_the_readme_headline_is_the_generated_findings_bold_leads():
@@ -83,7 +89,7 @@ def test_the_readme_headline_is_the_generated_findings_bold_leads():
     section = readme[readme.index(README_SECTION):].split("\n## ")[0]
     headline = re.findall(r"^- \*\*(.+?)\*\*", section, re.M)
     leads = {re.match(r"- \*\*(.+?)\*\*", line).group(1)
-             for line in readme_findings(committed("runs.jsonl"), committed("positions.jsonl"))}
+             for line in readme_findings(committed("runs.jsonl"), committed("positions.jsonl"), *beside())}
     assert headline
     for sentence in headline:
         assert sentence in leads, sentence

@@ -176,12 +176,13 @@ def test_plan_puts_the_core_arms_first_seed_major_then_whole_arms():
     assert {r.extra for r in runs[24:24 + count]} == {design.CONFIRMATION_FLAGS}
     command = runner.ppo_command(runs[24], "OUT", "SFT", "RM")
     assert [command[i + 1] for i, flag in enumerate(command) if flag == "--eval_steps"] == ["4", "12"]  # last wins
-    again = [(r.task, r.arm, r.seed) for r in runs[24 + count:24 + count + 16]]  # the pairs on the other SFT + RM seeds
+    further = 2 * 2 * 2 * len(design.MODEL_SEED_TASKS)  # 2 pairs x 2 arms x 2 fresh seeds on each further SFT + RM seed
+    again = [(r.task, r.arm, r.seed) for r in runs[24 + count:24 + count + further]]  # the pairs on those seeds
     assert again == [(task, arm, seed) for pair in (first, ("ppo", "mappo")) for seed in (3, 4)
                      for task in design.MODEL_SEED_TASKS for arm in pair]
-    assert design.MODEL_SEED_PAIRS["long"][0] == first and {r.extra for r in runs[24 + count:24 + count + 16]} == {
+    assert design.MODEL_SEED_PAIRS["long"][0] == first and {r.extra for r in runs[24 + count:24 + count + further]} == {
         design.CONFIRMATION_FLAGS}
-    ablations = [(r.task, r.arm) for r in runs[24 + count + 16:]]
+    ablations = [(r.task, r.arm) for r in runs[24 + count + further:]]
     assert ablations == [(task, arm) for task in ("long", "short") for arm in design.ABLATION_ARMS]
     assert set(design.LAMBDA_SWEEP + design.N_SWEEP) <= {r.arm for r in runs if r.task == "long"}
     assert set(design.ARMS) == {r.arm for r in runs}  # every arm defined is planned

@@ -7,6 +7,7 @@ import statistics
 import pytest
 from scipy import stats
 
+from evaluation.study.design import MODEL_SEED_TASKS
 from evaluation.study.findings import model_seed_bullet
 from evaluation.study.stats import paired_t_p, tost
 from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, comparison_families,
@@ -187,7 +188,13 @@ def test_the_pairs_across_sft_rm_seeds_by_hand():
     bullet = model_seed_bullet(summaries + paper, multiplicity(summaries + paper))
     assert "mappo-lam1 − ppo-lam1 at λ = 1 on SFT + RM seeds 1234, 2, 3 (4 PPO seeds each)" in bullet
     assert "seed 2 +0.000 (2/4)" in bullet and "mappo − ppo at λ = 0.95 on SFT + RM seeds 1234, 2" in bullet
-    assert bullet.startswith("- **On 3 SFT + RM seeds, ")
+    predicted = stats.t.ppf(0.975, 2) * statistics.stdev(means) * (1 + 1 / 3) ** 0.5  # a new model seed's mean
+    missing = 2 * 4 * (len(MODEL_SEED_TASKS) - 2)  # the pair on fresh seeds 5-8 of the further SFT + RM seeds but 2, 3
+    assert bullet.startswith(f"- **mappo-lam1 − ppo-lam1 (λ = 1) on 3 SFT + RM seeds: gold +0.005 [{0.005 - half:.3f}, "
+                             f"{0.005 + half:.3f}], not decided; on a new SFT + RM seed its mean over 4 PPO seeds is "
+                             f"predicted in [{0.005 - predicted:.3f}, {0.005 + predicted:.3f}] ({missing} of its "
+                             "planned runs on the further SFT + RM seeds not trained yet: report, \"What was not run\"); "
+                             "mappo − ppo (λ = 0.95) on 2 SFT + RM seeds: ")
     costs = "\n".join(not_run_lines(summaries + paper))
     assert "SFT + RM seeds to decide mappo-lam1 − ppo-lam1 on gold" in costs  # pair 1 is not shown equivalent
     assert "long-sftrm3/ppo seeds 5-8" in costs and "long-sftrm2/ppo " not in costs  # what of pair 2 is missing

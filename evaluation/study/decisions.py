@@ -15,11 +15,12 @@ from scipy import stats as scipy_stats
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, LAMBDA_SWEEP, MAPPO_LAMBDAS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, model_seed_tasks)
 from evaluation.study.stats import (ALPHA, AcrossModelSeeds, AdjustedTest, COLLAPSE_FRACTION, Equivalence, Estimate,
-                                    Paired, ParityResult, across_model_seeds, adjust_families, area_under_curve,
-                                    best_arm, held_out_best_vs_best, last_quarter_change, mean_estimate,
-                                    paired_difference, paired_t_p, parity, tost)
-from evaluation.study.summaries import (arm_lambda, by_arm, common_seeds, floored_groups, mappo_family, seed_split,
-                                        sweep_arms, token_ppo_family)
+                                    NewModelSeed, Paired, ParityResult, across_model_seeds, adjust_families,
+                                    area_under_curve, best_arm, held_out_best_vs_best, last_quarter_change,
+                                    mean_estimate, new_model_seed_interval, paired_difference, paired_t_p, parity,
+                                    t_interval, tost)
+from evaluation.study.summaries import (arm_lambda, by_arm, common_seeds, floored_groups, machine_name, mappo_family,
+                                        run_key, seed_split, sweep_arms, token_ppo_family)
 
 
 @dataclass(frozen=True)
@@ -136,9 +137,7 @@ def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
     tasks = {task: TASKS[task].model_seed for task in ("long", *model_seed_tasks("long"))}
     baseline, method = pair
     groups = {task: by_arm(summaries, task) for task in tasks}
-    shared = {task: common_seeds(groups[task][baseline], groups[task][method]) for task in tasks
-              if baseline in groups[task] and method in groups[task]}
-    shared = {task: seeds for task, seeds in shared.items() if len(seeds) >= 2}
+    shared = {task: seeds for task, seeds in pair_seeds(summaries, pair).items() if len(seeds) >= 2}
     if len(shared) < 2:
         return None
     n = min(len(seeds) for seeds in shared.values())
@@ -150,6 +149,16 @@ def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
                                tuple(paired_difference(finals[t][baseline], finals[t][method]) for t in shared),
                                tuple(groups[t][baseline][seeds[t][0]][metric][0] for t in shared),
                                across_model_seeds(diffs, EQUIVALENCE_MARGINS[metric]))
+
+
+def pair_seeds(summaries: Sequence[dict], pair: Sequence[str]) -> Dict[str, List[int]]:
+    """Per task of the long task's SFT + RM seeds on which both arms of ``pair`` ran, the PPO seeds they share."""
+    found = {}
+    for task in ("long", *model_seed_tasks("long")):
+        groups = by_arm(summaries, task)
+        if all(arm in groups for arm in pair):
+            found[task] = common_seeds(*(groups[arm] for arm in pair))
+    return found
 
 
 def model_seed_comparisons(summaries: Sequence[dict]) -> Dict[Tuple[str, str], Dict[str, ModelSeedComparison]]:
@@ -329,3 +338,188 @@ def parity_by_stop(groups: Dict[str, Dict[int, dict]], baseline: str, arm: str, 
         result[stop] = parity(cut, [[groups[baseline][s][metric][i] for i in keep] for s in seeds],
                               [[groups[arm][s][metric][i] for i in keep] for s in seeds])
     return result
+
+
+def bits_equal(a: dict, b: dict, upto: Optional[int] = None) -> bool:
+    """Two runs' evaluations (RM, gold, length) are identical at every step both have (up to step ``upto``)."""
+    steps = [s for s in a["steps"] if s in b["steps"] and (upto is None or s <= upto)]
+    return bool(steps) and all(a[m][a["steps"].index(s)] == b[m][b["steps"].index(s)]
+                               for s in steps for m in ("rm", "gold", "length"))
+
+
+@dataclass(frozen=True)
+class MachineRerun:
+    """One arm's runs of a task trained again, same seeds, on another machine kind (``machine``): per seed the
+    committed and the rerun final ``metric``, their difference (rerun − committed), and whether the evaluations'
+    bits were equal (at step 0, and at every step)."""
+
+    task: str
+    arm: str
+    machine: str
+    committed_machine: str
+    """The committed runs' machine (``"several machines"`` where they differ)."""
+    metric: str
+    seeds: Tuple[int, ...]
+    committed: Tuple[float, ...]
+    rerun: Tuple[float, ...]
+    step0_equal: Tuple[bool, ...]
+    all_equal: Tuple[bool, ...]
+
+    @property
+    def diffs(self) -> Tuple[float, ...]:
+        return tuple(r - c for c, r in zip(self.committed, self.rerun))
+
+
+def machine_reruns(summaries: Sequence[dict], reruns: Sequence[dict], metric: str = "gold",
+                   meta: Optional[dict] = None) -> List[MachineRerun]:
+    """Per (task, arm, rerun machine), the reruns beside the committed runs of the same seeds, in ``ARMS`` order."""
+    committed = {run_key(s): s for s in summaries}
+    found: Dict[Tuple[str, str, str], List[Tuple[dict, dict]]] = {}
+    for rerun in reruns:
+        if run_key(rerun) in committed:
+            found.setdefault((rerun["task"], rerun["arm"], machine_name(rerun, meta)), []).append(
+                (committed[run_key(rerun)], rerun))
+    result = []
+    for (task, arm, machine), pairs in sorted(found.items(), key=lambda item: (item[0][0], ARMS_ORDER[item[0][1]],
+                                                                                item[0][2])):
+        pairs.sort(key=lambda pair: pair[0]["seed"])
+        made = {machine_name(c, meta) for c, _ in pairs}
+        committed_machine = made.pop() if len(made) == 1 else "several machines"
+        result.append(MachineRerun(task, arm, machine, committed_machine, metric, tuple(c["seed"] for c, _ in pairs),
+                                   tuple(c[metric][-1] for c, _ in pairs), tuple(r[metric][-1] for _, r in pairs),
+                                   tuple(bits_equal(c, r, upto=0) for c, r in pairs),
+                                   tuple(bits_equal(c, r) for c, r in pairs)))
+    return result
+
+
+ARMS_ORDER = {arm: index for index, arm in enumerate(ARMS)}
+
+
+def pair_values(summaries: Sequence[dict], pair: Sequence[str], task: str, seeds: Sequence[int],
+                metric: str = "gold") -> Dict[str, List[float]]:
+    """Final ``metric`` of each arm of ``pair`` (token PPO, MA-PPO) and of their difference (MA-PPO − token PPO) on
+    ``seeds`` of ``task``, keyed by the arm or ``"MA-PPO − token PPO"``'s name (``method − baseline``)."""
+    groups = by_arm(summaries, task)
+    baseline, method = pair
+    values = {arm: [groups[arm][s][metric][-1] for s in seeds] for arm in pair}
+    values[f"{method} − {baseline}"] = [m - b for b, m in zip(values[baseline], values[method])]
+    return values
+
+
+def model_seeds_by_machine(summaries: Sequence[dict], pair: Sequence[str], meta: Optional[dict] = None
+                           ) -> Dict[str, List[str]]:
+    """The tasks (SFT + RM seeds) of the pair's comparison across SFT + RM seeds (:func:`model_seed_comparison`),
+    grouped by the one machine all its runs there were made on (``"several machines"`` when they differ), in task
+    order."""
+    comparison = model_seed_comparison(summaries, pair)
+    if not comparison:
+        return {}
+    tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
+    found: Dict[str, List[str]] = {}
+    for model_seed, seeds in zip(comparison.model_seeds, comparison.seeds):
+        machines = {machine_name(s, meta) for s in summaries
+                    if s["task"] == tasks[model_seed] and s["arm"] in pair and s["seed"] in seeds}
+        found.setdefault(machines.pop() if len(machines) == 1 else "several machines", []).append(tasks[model_seed])
+    return found
+
+
+def machine_rows(found: Sequence[MachineRerun]) -> Dict[Tuple[str, str, str], Tuple]:
+    """Per (task, value, rerun machine), value an arm of the pre-registered pair (:data:`MODEL_SEED_PAIRS`' first) or
+    their difference (MA-PPO − token PPO, on the seeds both arms were rerun on): (seeds, committed finals, rerun
+    finals, step-0 bits equal, all bits equal)."""
+    rows: Dict[Tuple[str, str, str], Tuple] = {}
+    for r in found:
+        rows[r.task, r.arm, r.machine] = (r.seeds, r.committed, r.rerun, r.step0_equal, r.all_equal)
+    baseline, method = MODEL_SEED_PAIRS["long"][0]
+    for task, machine in dict.fromkeys((r.task, r.machine) for r in found):
+        if (task, baseline, machine) in rows and (task, method, machine) in rows:
+            b, m = ({seed: values for seed, *values in zip(*rows[task, arm, machine])} for arm in (baseline, method))
+            seeds = tuple(s for s in m if s in b)  # seed -> (committed, rerun, step-0 equal, all equal)
+            rows[task, f"{method} − {baseline}", machine] = (
+                seeds, tuple(m[s][0] - b[s][0] for s in seeds), tuple(m[s][1] - b[s][1] for s in seeds),
+                tuple(m[s][2] and b[s][2] for s in seeds), tuple(m[s][3] and b[s][3] for s in seeds))
+    return rows
+
+
+def published_new_seed(summaries: Sequence[dict], task: str, name: str
+                       ) -> Optional[Tuple[float, float, Tuple[int, ...]]]:
+    """The published 95% interval of a new PPO seed's final gold for ``name`` (an arm of the pre-registered pair or
+    their difference) on the long task's own SFT + RM seed: Student's t over the pair's seeds there (the report's
+    "Where a new seed would land"); (low, high, seeds), None where the pair has no comparison on ``task``."""
+    pair = tuple(MODEL_SEED_PAIRS["long"][0])
+    comparison = model_seed_comparison(summaries, pair)
+    if not comparison or TASKS[task].model_seed not in comparison.model_seeds or task not in (
+            "long", *model_seed_tasks("long")):
+        return None
+    seeds = comparison.seeds[comparison.model_seeds.index(TASKS[task].model_seed)]
+    return (*t_interval(pair_values(summaries, pair, task, seeds)[name], new_seed=True), seeds)
+
+
+@dataclass(frozen=True)
+class NewMachineCheck:
+    """The pre-registered pair on the SFT + RM seeds made on ``machine`` (``checked``) against the intervals of a new
+    SFT + RM seed estimated from those made on the long task's machine ``home`` (``estimated``): per value (an arm
+    or the difference) the fitted :class:`~evaluation.study.stats.NewModelSeed`, the checked runs' finals and each
+    checked SFT + RM seed's mean."""
+
+    home: str
+    machine: str
+    estimated: Tuple[int, ...]
+    checked: Tuple[int, ...]
+    n: int
+    """The PPO seeds per SFT + RM seed the intervals were estimated from (a checked mean is over as many)."""
+    values: Dict[str, Tuple[NewModelSeed, List[float], Dict[int, float]]]
+
+
+def new_machine_checks(summaries: Sequence[dict], meta: Optional[dict] = None) -> List[NewMachineCheck]:
+    """One check per machine kind other than the long task's that made SFT + RM seeds of the pre-registered pair's
+    comparison (two or more SFT + RM seeds on the long task's machine to estimate from). The intervals come from
+    the first n PPO seeds every SFT + RM seed of the long task's machine has (n the fewest there), whatever the
+    others have run; every run of the others is checked, and the mean of each that has n PPO seeds (its first n)."""
+    pair = tuple(MODEL_SEED_PAIRS["long"][0])
+    by_machine = model_seeds_by_machine(summaries, pair, meta)
+    home = next((m for m, tasks in by_machine.items() if "long" in tasks), None)
+    if not home or len(by_machine[home]) < 2:
+        return []
+    shared = pair_seeds(summaries, pair)
+    n = min(len(shared[t]) for t in by_machine[home])
+    values = {task: pair_values(summaries, pair, task, seeds) for task, seeds in shared.items() if seeds}
+    checks = []
+    for machine, tasks in by_machine.items():
+        if machine == home:
+            continue
+        found = {}
+        for name in values["long"]:
+            fitted = new_model_seed_interval([values[t][name][:n] for t in by_machine[home]])
+            found[name] = (fitted, [v for t in tasks for v in values[t][name]],
+                           {TASKS[t].model_seed: statistics.fmean(values[t][name][:n]) for t in tasks
+                            if len(values[t][name]) >= n})
+        checks.append(NewMachineCheck(home, machine, tuple(TASKS[t].model_seed for t in by_machine[home]),
+                                      tuple(TASKS[t].model_seed for t in tasks), n, found))
+    return checks
+
+
+def model_seed_values(summaries: Sequence[dict], comparison: ModelSeedComparison) -> Dict[str, List[List[float]]]:
+    """Per arm of the comparison's pair and their difference (:func:`pair_values`), the final ``metric`` per PPO
+    seed on each of its SFT + RM seeds (the comparison's seeds there)."""
+    tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
+    per_task = [pair_values(summaries, (comparison.baseline, comparison.method), tasks[m], seeds, comparison.metric)
+                for m, seeds in zip(comparison.model_seeds, comparison.seeds)]
+    return {name: [values[name] for values in per_task] for name in per_task[0]}
+
+
+def missing_model_seed_runs(summaries: Sequence[dict], pair: Sequence[str], seeds: Sequence[int]
+                            ) -> List[Tuple[str, str, int]]:
+    """The runs of ``pair`` on ``seeds`` of the further SFT + RM seeds (:data:`MODEL_SEED_TASKS`) not in the
+    summaries: (task, arm, seed), seed-major within each task's arm as the runner plans them."""
+    return [(task, arm, seed) for seed in seeds for task in model_seed_tasks("long") for arm in pair
+            if seed not in by_arm(summaries, task).get(arm, {})]
+
+
+def unseen_seed_machines(groups: Dict[str, Dict[int, dict]], meta: Optional[dict] = None) -> Tuple[str, str]:
+    """The machines of :func:`unseen_seed_check`'s runs: (the exploration seeds' the intervals were estimated on, the
+    fresh seeds' checked against them), each the machine names joined."""
+    exploration, confirmation = seed_split(groups)
+    arms = unseen_seed_check(groups)
+    return tuple("; ".join(sorted({machine_name(groups[a][s], meta) for a in arms for s in seeds if s in groups[a]}))
+                 for seeds in (exploration, confirmation))

@@ -69,7 +69,8 @@ TASKS = {
 }
 
 
-MODEL_SEED_TASKS = {"long-sftrm2": ("long", 2), "long-sftrm3": ("long", 3)}
+MODEL_SEED_TASKS = {"long-sftrm2": ("long", 2), "long-sftrm3": ("long", 3), "long-sftrm4": ("long", 4),
+                    "long-sftrm5": ("long", 5), "long-sftrm6": ("long", 6)}
 """Task -> (the task it repeats, its SFT + RM seed): the long task with its SFT and reward model trained again from
 another seed (the base model's initialisation, the SFT / RM / PPO partition of the training rows and their order;
 the held-out prompts and the gold score are the task's own). Only the pairs of :data:`MODEL_SEED_PAIRS` run on

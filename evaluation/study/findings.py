@@ -5,22 +5,29 @@ from the same summaries as the report (:mod:`evaluation.study.report`): every nu
     python -m evaluation.study_findings docs/study/runs.jsonl                                # prints the bullets
     python -m evaluation.study_findings docs/study/runs.jsonl --readme docs/study-findings.md  # writes them, and both
                                                                                               # tables, in the page
+    python -m evaluation.study_findings docs/study/runs.jsonl --headline README.md   # the README's headline: the
+                                                                                     # bold leads of HEADLINE's bullets
 """
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from dschat.core.entrypoint import ArgumentParser
 from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, confirmation_verdicts,
-                                        exploration_verdicts, model_seed_comparisons, multiplicity, ordering_agreement,
-                                        parity_by_stop, plateau, reading, unseen_seed_check)
-from evaluation.study.design import EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, TASKS, VARIATION_COVERED
+                                        exploration_verdicts, machine_reruns, machine_rows, missing_model_seed_runs,
+                                        model_seed_comparisons, model_seed_values, multiplicity, new_machine_checks,
+                                        ordering_agreement, parity_by_stop, plateau, published_new_seed, reading,
+                                        unseen_seed_check, unseen_seed_machines)
+from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS,
+                                     VARIATION_COVERED, confirmation_seeds)
 from evaluation.study.position_report import (position_groups, positions_against_runs, sampling_noise,
                                               sampling_seed_comparison, sampling_seed_text)
-from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, format_p, mean_estimate
+from evaluation.study.report import RERUNS, read_jsonl
+from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, format_p, mean_estimate, new_model_seed_interval
 from evaluation.study.summaries import arm_lambda, by_arm, collapses, common_seeds, mappo_family, seed_split
 from evaluation.study.tables import confirmation_table, readme_table
 
@@ -212,16 +219,74 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
                      f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f} (that the model "
                      f"seeds' mean gold differences are equal: one-way ANOVA p {format_p(gold.across.p_differ)})")
     golds = [metrics["gold"] for metrics in found.values()]
-    seeds = sorted({model_seed for gold in golds for model_seed in gold.model_seeds})
-    headline = f"On {len(seeds)} SFT + RM seeds, " + (
-        "neither pair's gold difference is decided" if all(r.startswith("undecided") for r in gold_readings) else
-        "; ".join(f"{g.method} − {g.baseline}: {r}" for g, r in zip(golds, gold_readings)))
+    leads = []
+    for gold, text in zip(golds, gold_readings):
+        lead = (f"{gold.method} − {gold.baseline} (λ = {arm_lambda(gold.method):g}) on {len(gold.model_seeds)} SFT + RM "
+                f"seeds: gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, {gold.across.high:.3f}], "
+                + ("not decided" if text.startswith("undecided") else text))
+        if (gold.baseline, gold.method) == tuple(MODEL_SEED_PAIRS["long"][0]):
+            new = new_model_seed_interval(model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"])
+            lead += (f"; on a new SFT + RM seed its mean over {len(gold.seeds[0])} PPO seeds is predicted in "
+                     f"[{new.mean_low:.3f}, {new.mean_high:.3f}]")
+            missing = missing_model_seed_runs(summaries, MODEL_SEED_PAIRS["long"][0],
+                                              confirmation_seeds(len(seed_split(by_arm(summaries, "long"))[0])))
+            if missing:
+                lead += (f" ({len(missing)} of its planned runs on the further SFT + RM seeds not trained yet: "
+                         "report, \"What was not run\")")
+        leads.append(lead)
+    headline = "; ".join(leads)
     if all(gold.across.p_differ < ALPHA for gold in golds):
-        headline += (", and the SFT + RM seed changes the gap (one-way ANOVA p < 0.05 for every pair): the bullets "
+        headline += ("; the SFT + RM seed changes the gap (one-way ANOVA p < 0.05 for every pair): the bullets "
                      f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
     return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
-            "SFT + RM seed as well as the PPO seed; differences and equivalences Holm-adjusted over these comparisons; "
-            "report, \"Two pairs on several SFT + RM seeds\". " + "; ".join(parts) + ".")
+            "SFT + RM seed as well as the PPO seed (and the machine kinds the SFT + RM seeds were made on: report, "
+            "\"Two pairs on several SFT + RM seeds\"); differences and equivalences Holm-adjusted over these "
+            "comparisons (family \"across SFT + RM seeds\"). " + "; ".join(parts) + ".")
+
+
+def machine_bullet(summaries, reruns, meta=None) -> Optional[str]:
+    """The machine component of the pre-registered pair: the same seeds on another machine kind, and the SFT + RM
+    seeds made there, against the intervals estimated without that machine kind."""
+    rows = machine_rows([r for r in machine_reruns(summaries, reruns, meta=meta)
+                         if r.arm in MODEL_SEED_PAIRS["long"][0]])
+    checks = new_machine_checks(summaries, meta)
+    if not rows and not checks:
+        return None
+    leads, parts = [], []
+    published = {}
+    for (task, name, machine), (seeds, committed, rerun, step0, every) in rows.items():
+        diffs = [n - c for c, n in zip(committed, rerun)]
+        found = published_new_seed(summaries, task, name)
+        if found:
+            published[name] = (sum(found[0] <= v <= found[1] for v in rerun), len(rerun))
+        parts.append(f"{name}: rerun − committed {mean_estimate(diffs).text(4) if len(diffs) > 1 else f'{diffs[0]:+.4f}'}"
+                     + (f" (SD {statistics.stdev(diffs):.4f} against {statistics.stdev(committed):.4f} across the "
+                        "committed seeds)" if len(diffs) > 1 else "")
+                     + f", bits equal at step 0 on {sum(step0)} of {len(seeds)} seeds and throughout on {sum(every)}"
+                     + (f", {published[name][0]} of {published[name][1]} reruns inside the published new-seed interval "
+                        f"[{found[0]:.3f}, {found[1]:.3f}]" if found else ""))
+    if published:
+        inside, total = (sum(x[i] for x in published.values()) for i in (0, 1))
+        leads.append(f"{inside} of {total} final golds of same-seed reruns on another machine kind (each arm's and the "
+                     "pair's difference) land inside the published new-seed intervals")
+    for check in checks:
+        counts = {name: (sum(fitted.run_low <= v <= fitted.run_high for v in values), len(values),
+                         sum(fitted.mean_low <= m <= fitted.mean_high for m in means.values()), len(means))
+                  for name, (fitted, values, means) in check.values.items()}
+        inside, total, means_inside, means_total = (sum(c[i] for c in counts.values()) for i in range(4))
+        leads.append(f"{inside} of {total} final golds (each arm's runs and the pair's per-seed differences) on SFT + "
+                     f"RM seeds {', '.join(map(str, check.checked))}, made on another machine kind, land inside the "
+                     "intervals of a new SFT + RM seed estimated without them"
+                     + (f", and {means_inside} of {means_total} of their {check.n}-seed means" if means_total else ""))
+        parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))} (made on {check.machine}) against the "
+                     f"intervals of a new SFT + RM seed estimated on {', '.join(map(str, check.estimated))} (made on "
+                     f"{check.home}): " + "; ".join(
+                         f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]: {c[0]} of {c[1]} inside"
+                         + (f", mean of {check.n} [{fitted.mean_low:.3f}, {fitted.mean_high:.3f}]: {c[2]} of {c[3]}"
+                            if c[3] else "")
+                         for (name, (fitted, _, _)), c in zip(check.values.items(), counts.values())))
+    return (f"- **The machine component (the pre-registered pair): {'; '.join(leads)}.** Final gold; report, \"The "
+            "machine component\" (every rerun, and intervals with the machine kind in them). " + "; ".join(parts) + ".")
 
 
 def n_sweep_bullet(groups, tests) -> Optional[str]:
@@ -320,13 +385,15 @@ def plateau_bullet(groups) -> str:
             + ". Every comparison here is at the stopping step.")
 
 
-def unseen_bullet(groups) -> Optional[str]:
+def unseen_bullet(groups, meta=None) -> Optional[str]:
     found = unseen_seed_check(groups)
     if not found:
         return None
+    estimated, checked = unseen_seed_machines(groups, meta)
     return ("- **Fresh seeds against the published prediction intervals** (final gold, 95% interval of one new seed "
-            "from seeds 1-8): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
-                                           for arm, (inside, runs, (low, high)) in found.items()) + ".")
+            f"from seeds 1-8, estimated on {estimated}; the fresh seeds made on {checked}): "
+            + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                        for arm, (inside, runs, (low, high)) in found.items()) + ".")
 
 
 def short_bullet(summaries, tests) -> Optional[str]:
@@ -342,7 +409,7 @@ def short_bullet(summaries, tests) -> Optional[str]:
     return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
 
 
-def scope_bullet(summaries, positions) -> str:
+def scope_bullet(summaries, positions, measured_machine: bool = False) -> str:
     noise = sampling_noise(positions)
     measured = ""
     if noise:
@@ -356,25 +423,62 @@ def scope_bullet(summaries, positions) -> str:
         measured += " " + sampling_seed_text(by_draw, positions_against_runs(positions, summaries))
     unrecorded = sum(not s.get("machine") for s in summaries)
     if unrecorded:
-        measured += (f" {unrecorded} of {len(summaries)} runs do not record their machine; every interval is estimated "
-                     "on the study's machines only and contains no machine component (report, \"Machines\").")
+        measured += f" {unrecorded} of {len(summaries)} runs do not record their machine (report, \"Machines\")" + (
+            "; every interval over the PPO seeds of one SFT + RM seed is estimated on one machine kind and contains no "
+            "machine component; the machine component is measured beside them (the previous point)." if measured_machine
+            else "; every interval is estimated on the study's machines only and contains no machine component.")
     not_run = ("the other arms on further SFT + RM seeds" if model_seed_comparisons(summaries) else
                "a second and third SFT + RM seed for the core comparison")
     return ("- **What the intervals cover.** " + VARIATION_COVERED + measured + f" Not run: {not_run}, and sampling "
             "seeds for the exploration's actors (report, \"What was not run\").")
 
 
-def readme_findings(summaries: Sequence[dict], positions: Sequence[dict]) -> List[str]:
-    """The README's study bullets, in order."""
+def findings_by_name(summaries: Sequence[dict], positions: Sequence[dict], reruns: Sequence[dict] = (),
+                     meta: Optional[dict] = None) -> Dict[str, str]:
+    """The study page's bullets by name, in order (those the data has)."""
     groups = by_arm(summaries, "long")
     tests = multiplicity(summaries)
-    bullets = [verdict_bullet(groups, tests), same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
-               paper_lambda_bullet(groups, summaries, tests), model_seed_bullet(summaries, tests),
-               same_weight_bullet(groups, positions, tests), n_sweep_bullet(groups, tests),
-               positions_bullet(groups, positions), collapse_bullet(groups),
-               length_bullet(groups, positions), plateau_bullet(groups), unseen_bullet(groups),
-               short_bullet(summaries, tests), scope_bullet(summaries, positions)]
-    return [b for b in bullets if b]
+    machine = machine_bullet(summaries, reruns, meta)
+    bullets = {"verdict": verdict_bullet(groups, tests),
+               "same λ": same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
+               "paper's λ": paper_lambda_bullet(groups, summaries, tests),
+               "SFT + RM seeds": model_seed_bullet(summaries, tests),
+               "same weight": same_weight_bullet(groups, positions, tests), "n sweep": n_sweep_bullet(groups, tests),
+               "positions": positions_bullet(groups, positions), "collapses": collapse_bullet(groups),
+               "length": length_bullet(groups, positions), "plateau": plateau_bullet(groups),
+               "unseen seeds": unseen_bullet(groups, meta), "short task": short_bullet(summaries, tests),
+               "machine": machine, "scope": scope_bullet(summaries, positions, bool(machine))}
+    return {name: bullet for name, bullet in bullets.items() if bullet}
+
+
+def readme_findings(summaries: Sequence[dict], positions: Sequence[dict], reruns: Sequence[dict] = (),
+                    meta: Optional[dict] = None) -> List[str]:
+    """The study page's bullets, in order."""
+    return list(findings_by_name(summaries, positions, reruns, meta).values())
+
+
+HEADLINE = ("verdict", "paper's λ", "SFT + RM seeds", "machine")
+"""The bullets whose bold leads are the README's study headline, in this order."""
+
+
+def headline(summaries: Sequence[dict], positions: Sequence[dict], reruns: Sequence[dict] = (),
+             meta: Optional[dict] = None) -> List[str]:
+    """The README's headline lines: the bold lead of each bullet :data:`HEADLINE` names."""
+    found = findings_by_name(summaries, positions, reruns, meta)
+    leads = [re.match(r"- \*\*(.+?)\*\*", found[name]).group(1) for name in HEADLINE if name in found]
+    return [f"- **{lead}**" + ("" if lead.endswith(".") else ".") for lead in leads]
+
+
+HEADLINE_MARKER = "<!-- study headline: each bold sentence is the lead of a finding evaluation.study_findings writes -->"
+
+
+def rewrite_headline(text: str, summaries: Sequence[dict], positions: Sequence[dict], reruns: Sequence[dict] = (),
+                     meta: Optional[dict] = None) -> str:
+    """The README with the bullets under :data:`HEADLINE_MARKER` replaced by :func:`headline`'s."""
+    lines = text.split("\n")
+    return "\n".join(_replace_run(lines, lambda line: line == HEADLINE_MARKER,
+                                  lambda line: line == HEADLINE_MARKER or line.startswith("- **"),
+                                  [HEADLINE_MARKER, *headline(summaries, positions, reruns, meta)]))
 
 
 README_SECTION = "## What the study shows"
@@ -390,7 +494,8 @@ def _replace_run(lines: List[str], is_first, is_part, new: Sequence[str]) -> Lis
     return lines[:start] + list(new) + lines[end:]
 
 
-def rewrite_readme(text: str, summaries: Sequence[dict], positions: Sequence[dict]) -> str:
+def rewrite_readme(text: str, summaries: Sequence[dict], positions: Sequence[dict], reruns: Sequence[dict] = (),
+                   meta: Optional[dict] = None) -> str:
     """The README with its study section's two tables and its bullets replaced by those generated from the runs
     (the prose around them is left as it is)."""
     lines = text.split("\n")
@@ -402,24 +507,34 @@ def rewrite_readme(text: str, summaries: Sequence[dict], positions: Sequence[dic
         section = _replace_run(section, lambda line, header=header: line.startswith(header),
                                lambda line: line.startswith("|"), new)
     section = _replace_run(section, lambda line: line.startswith("- **"), lambda line: line.startswith("- **"),
-                           readme_findings(summaries, positions))
+                           readme_findings(summaries, positions, reruns, meta))
     return "\n".join(lines[:start] + section + lines[end:])
 
 
 def main(argv=None) -> None:
     parser = ArgumentParser(description="Print the README's study bullets from the committed summaries.")
-    parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (positions.jsonl is read beside it)")
+    parser.add_argument("runs_jsonl", type=Path, help="docs/study/runs.jsonl (positions.jsonl, machine_reruns.jsonl "
+                                                      "and study_meta.json are read beside it)")
     parser.add_argument("--readme", type=Path, default=None,
-                        help=f"rewrite this README's tables and bullets under '{README_SECTION}' instead of printing")
+                        help=f"rewrite this page's tables and bullets under '{README_SECTION}' instead of printing")
+    parser.add_argument("--headline", type=Path, default=None,
+                        help="rewrite this README's study headline (the bullets under its 'study headline' comment) "
+                             "from the same bullets' bold leads")
     args = parser.parse_args(argv)
     if not args.runs_jsonl.is_file():
         parser.exit(2, f"error: {args.runs_jsonl}: no such file\n")
-    summaries = [json.loads(line) for line in args.runs_jsonl.read_text().splitlines() if line.strip()]
-    positions_path = args.runs_jsonl.parent / "positions.jsonl"
-    positions = [json.loads(line) for line in positions_path.read_text().splitlines()] if positions_path.is_file() else []
-    if args.readme is None:
-        print("\n".join(readme_findings(summaries, positions)))
+    here = args.runs_jsonl.parent
+    summaries, positions, reruns = (read_jsonl(path) for path in (args.runs_jsonl, here / "positions.jsonl",
+                                                                  here / RERUNS))
+    meta = json.loads((here / "study_meta.json").read_text()) if (here / "study_meta.json").is_file() else None
+    if args.readme is None and args.headline is None:
+        print("\n".join(readme_findings(summaries, positions, reruns, meta)))
         return
-    if not args.readme.is_file() or README_SECTION not in args.readme.read_text().split("\n"):
-        parser.exit(2, f"error: {args.readme}: expected a README with a '{README_SECTION}' section\n")
-    args.readme.write_text(rewrite_readme(args.readme.read_text(), summaries, positions))
+    if args.readme is not None:
+        if not args.readme.is_file() or README_SECTION not in args.readme.read_text().split("\n"):
+            parser.exit(2, f"error: {args.readme}: expected a page with a '{README_SECTION}' section\n")
+        args.readme.write_text(rewrite_readme(args.readme.read_text(), summaries, positions, reruns, meta))
+    if args.headline is not None:
+        if not args.headline.is_file() or HEADLINE_MARKER not in args.headline.read_text().split("\n"):
+            parser.exit(2, f"error: {args.headline}: expected a README with the line '{HEADLINE_MARKER}'\n")
+        args.headline.write_text(rewrite_headline(args.headline.read_text(), summaries, positions, reruns, meta))

@@ -19,15 +19,28 @@ from typing import Dict, List, Optional, Sequence
 
 from dschat.core.entrypoint import ArgumentParser
 from dschat.core.machine import machine_line
-from evaluation.study.decisions import multiplicity
-from evaluation.study.design import (ABLATION_ARMS, ARMS, CORE_ARMS, MAPPO_LAMBDA_ARMS, MINI_BATCH_ARMS, SWEEP_ARMS,
-                                     TASK_TITLES, VARIATION_COVERED)
+from evaluation.study.decisions import model_seeds_by_machine, multiplicity
+from evaluation.study.design import (ABLATION_ARMS, ARMS, CORE_ARMS, MAPPO_LAMBDA_ARMS, MINI_BATCH_ARMS,
+                                     MODEL_SEED_PAIRS, SWEEP_ARMS, TASK_TITLES, VARIATION_COVERED)
 from evaluation.study.plots import plot_ablations, plot_main, plot_sweeps
 from evaluation.study.position_report import position_lines
-from evaluation.study.summaries import by_arm, collect, merge_meta, merge_runs, seed_split
+from evaluation.study.summaries import (by_arm, collect, merge_meta, merge_reruns, merge_runs, other_machine_runs,
+                                        seed_split)
 from evaluation.study.tables import (collapse_lines, confirmation_lines, confirmation_table, convergence_lines,
-                                     family_lines, length_lines, mappo_lambda_lines, model_seed_lines, new_seed_lines,
-                                     not_run_lines, readme_table, stopping_lines, sweep_lines, table, verdict_lines)
+                                     family_lines, length_lines, machine_component_lines, mappo_lambda_lines,
+                                     model_seed_lines, new_seed_lines, not_run_lines, readme_table, stopping_lines,
+                                     sweep_lines, table, verdict_lines)
+
+
+def read_jsonl(path: Path) -> List[dict]:
+    """The records of a JSON-lines file (none when it is missing)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()] \
+        if Path(path).is_file() else []
+
+
+RERUNS = "machine_reruns.jsonl"
+"""Beside ``runs.jsonl``: runs of committed (task, arm, seed)s trained again on another machine kind, one summary
+each (machine recorded); the report's machine component (:func:`evaluation.study.tables.machine_component_lines`)."""
 
 
 def study_span_hours(summaries: Sequence[dict]) -> Optional[float]:
@@ -64,7 +77,7 @@ def cost_lines(summaries: Sequence[dict]) -> List[str]:
     return lines + [""]
 
 
-def provenance_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[str]:
+def provenance_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = ()) -> List[str]:
     """Which code made the runs (the commits in their markers) and how the runner was started."""
     commits: Dict[str, int] = {}
     for s in summaries:
@@ -75,10 +88,10 @@ def provenance_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[st
         packages = ", ".join(f"{k} {v}" for k, v in start["packages"].items() if v)
         lines += [f"Runner: `{start['command']}` (last of {len(meta['starts'])} starts, commit `{start['commit']}`), "
                   f"Python {start['python']}, {packages}."]
-    return lines + [""] + machine_lines(summaries, meta) + history_lines(meta)
+    return lines + [""] + machine_lines(summaries, meta, reruns) + history_lines(meta)
 
 
-def machine_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[str]:
+def machine_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = ()) -> List[str]:
     """The machines the runs were made on: the record a run row carries (``machine``, written by the runner since
     it records :func:`dschat.core.machine.machine_record`), and for the rows without one what the study's notes
     know (``study_meta.json``'s ``machines``)."""
@@ -99,8 +112,23 @@ def machine_lines(summaries: Sequence[dict], meta: Optional[dict]) -> List[str]:
                 known.append(f"{runs} runs at {', '.join(f'`{c}`' for c in entry['commits'])}: {entry['known']}")
         lines += [f"{len(bare)} of {len(summaries)} runs do not record their machine (the runner records it with "
                   "every run since this report's commit). What the study's notes know: " + "; ".join(known) + "."]
-    lines += ["Every interval in this report is estimated on these machines only: the bits of a run differ by machine "
-              "kind (the confirmation section), and no interval contains a machine component.", ""]
+    if reruns:
+        made: Dict[str, int] = {}
+        for s in reruns:
+            made[machine_line(s["machine"])] = made.get(machine_line(s["machine"]), 0) + 1
+        lines += [f"Machine reruns (`{RERUNS}`: committed runs' task, arm and seed trained again on another machine "
+                  "kind, beside the rows they repeat): " + "; ".join(f"{n} on {line}" for line, n in made.items()) + "."]
+    spans = [f"{m} − {b}" for b, m in MODEL_SEED_PAIRS["long"] if len(model_seeds_by_machine(summaries, (b, m), meta)) > 1]
+    if reruns or spans:
+        lines += ["The bits of a run differ by machine kind (the confirmation section). Every interval over the PPO "
+                  "seeds of one SFT + RM seed is estimated on one machine kind's runs and contains no machine "
+                  "component; " + (f"the intervals across SFT + RM seeds of {', '.join(spans)} span the machines their "
+                                   "SFT + RM seeds were made on (\"Two pairs on several SFT + RM seeds\"); "
+                                   if spans else "")
+                  + "the machine component is measured in \"The machine component\".", ""]
+    else:
+        lines += ["Every interval in this report is estimated on these machines only: the bits of a run differ by "
+                  "machine kind (the confirmation section), and no interval contains a machine component.", ""]
     return lines
 
 
@@ -114,16 +142,17 @@ def history_lines(meta: Optional[dict]) -> List[str]:
             *(f"- {h['when']} UTC (`{h['commit']}`): {h['event']}." for h in meta["history"]), ""]
 
 
-def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List[str]:
+def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns: Sequence[dict] = ()) -> List[str]:
     lines = ["# PPO vs MA-PPO: the study", "",
              "Generated by `bash scripts/reproduce/study.sh` (`python -m evaluation.study`); every number below is "
-             "recomputed from `runs.jsonl` by `python -m evaluation.study_report docs/study/runs.jsonl`; "
+             "recomputed from `runs.jsonl` (and the machine reruns beside it, `machine_reruns.jsonl`) by "
+             "`python -m evaluation.study_report docs/study/runs.jsonl`; "
              "`bash scripts/reproduce/study.sh --verify` retrains one exploration run, one confirmation run and one on a "
              "further SFT + RM seed from scratch "
              "and requires their first evaluations to equal the committed ones (bit for bit: on the machine and "
              "packages that made them; the exploration's bits did not reproduce on the confirmation's machine, see "
              "the confirmation section).", "",
-             *provenance_lines(summaries, meta),
+             *provenance_lines(summaries, meta, reruns),
              "Cells: seed mean, then 95% intervals: *t CI* (Student's t over seeds, for the mean), *bootstrap CI* "
              "(percentile, 10k resamples; narrower, it under-covers with few seeds), *new seed* (the t prediction "
              "interval of one further seed). *rm*: the learned reward model's score; *gold*: the task's ground-truth "
@@ -153,7 +182,8 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None) -> List
         if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
             tests = multiplicity(summaries)
             lines += (family_lines(summaries) + mappo_lambda_lines(groups, tests) + verdict_lines(groups, tests)
-                      + confirmation_lines(summaries) + model_seed_lines(summaries) + new_seed_lines(summaries))
+                      + confirmation_lines(summaries, meta) + model_seed_lines(summaries, meta) + new_seed_lines(summaries, meta)
+                      + machine_component_lines(summaries, reruns, meta))
         lines += length_lines(summaries, task)
         lines += collapse_lines(summaries, task)
         lines += convergence_lines(groups)
@@ -177,22 +207,42 @@ def write_report(out: Path, report_dir: Path) -> None:
     render the report from them."""
     report_dir = Path(report_dir)
     report_dir.mkdir(parents=True, exist_ok=True)
-    runs_path, meta_path = report_dir / "runs.jsonl", report_dir / "study_meta.json"
-    committed = [json.loads(line) for line in runs_path.read_text().splitlines() if line.strip()] \
-        if runs_path.is_file() else []
-    summaries = merge_runs(committed, collect(out))
+    runs_path = report_dir / "runs.jsonl"
+    summaries = merge_runs(read_jsonl(runs_path), collect(out))
     runs_path.write_text("".join(json.dumps(s) + "\n" for s in summaries))
-    meta = Path(out) / "study_meta.json"
+    merge_meta_file(out, report_dir)
+    render(summaries, report_dir)
+
+
+def merge_meta_file(out: Path, report_dir: Path) -> None:
+    """The runner's starts under ``out`` added to ``report_dir/study_meta.json`` (its notes kept)."""
+    meta, meta_path = Path(out) / "study_meta.json", Path(report_dir) / "study_meta.json"
     if meta.is_file():  # the runs' folder is named OUT, as in study.sh, not by where it was on this machine
         fresh = json.loads(meta.read_text().replace(str(Path(out).resolve()), "OUT").replace(str(out), "OUT"))
         old = json.loads(meta_path.read_text()) if meta_path.is_file() else None
-        meta_path.write_text(json.dumps(merge_meta(old, fresh), indent=1) + "\n")
-    render(summaries, report_dir)
+        meta_path.write_text(json.dumps(merge_meta(old, fresh), indent=1, ensure_ascii=False) + "\n")
+
+
+def write_reruns(out: Path, report_dir: Path) -> None:
+    """File the finished runs under ``out`` that repeat committed runs on another machine into
+    ``report_dir/machine_reruns.jsonl`` (``runs.jsonl`` is left as it is) and the runner's starts into
+    ``study_meta.json``, then render the report."""
+    report_dir = Path(report_dir)
+    committed = read_jsonl(report_dir / "runs.jsonl")
+    fresh = collect(out)
+    reruns = merge_reruns(committed, read_jsonl(report_dir / RERUNS), fresh)
+    skipped = len(fresh) - len(other_machine_runs(committed, fresh))
+    if skipped:
+        print(f"{skipped} runs under {out} are not reruns of committed runs on another machine: left out", flush=True)
+    (report_dir / RERUNS).write_text("".join(json.dumps(s) + "\n" for s in reruns))
+    merge_meta_file(out, report_dir)
+    render(committed, report_dir)
 
 
 def render(summaries: Sequence[dict], report_dir: Path) -> None:
     meta_path = Path(report_dir) / "study_meta.json"
-    lines = report_lines(summaries, json.loads(meta_path.read_text()) if meta_path.is_file() else None)
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
+    lines = report_lines(summaries, meta, read_jsonl(Path(report_dir) / RERUNS))
     positions = Path(report_dir) / "positions.jsonl"
     if positions.is_file():
         lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()],

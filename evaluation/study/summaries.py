@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from dschat.core.machine import machine_line
 from evaluation.curves import latest_run
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, LAMBDA_SWEEP, MAPPO_LAMBDAS, MAPPO_LAMBDA_ARMS, METRICS,
                                      N_SWEEP)
@@ -100,10 +101,53 @@ def collapses(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, object]
     return found
 
 
+def run_key(summary: dict) -> Tuple[str, str, int]:
+    return summary["task"], summary["arm"], summary["seed"]
+
+
+def machine_name(summary: dict, meta: Optional[dict] = None) -> str:
+    """The machine a run was made on: its record's line (:func:`dschat.core.machine.machine_line`), or for a run
+    that records none, what the study's notes (``study_meta.json``'s ``machines``, by the run's commit) call its
+    machine, marked as not recorded."""
+    if summary.get("machine"):
+        return machine_line(summary["machine"])
+    for entry in (meta or {}).get("machines", []):
+        if summary.get("commit") in entry["commits"]:
+            return f"{entry['known'].split(':')[0]} (not recorded)"
+    return "not recorded"
+
+
+def other_machine_runs(committed: Sequence[dict], fresh: Sequence[dict]) -> List[Tuple[str, str, int]]:
+    """The fresh runs whose (task, arm, seed) the committed summaries hold from another machine (or from one they
+    do not record, where the fresh one does): a rerun that measures the machine component (:func:`merge_reruns`), never
+    a replacement."""
+    def line(summary):
+        return machine_line(summary["machine"]) if summary.get("machine") else None
+
+    made = {run_key(s): line(s) for s in committed}
+    return [run_key(s) for s in fresh if run_key(s) in made and made[run_key(s)] != line(s)]
+
+
+def merge_reruns(committed: Sequence[dict], reruns: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
+    """The machine reruns (``machine_reruns.jsonl``): the committed reruns with the fresh ones added or put in their
+    place (same task, arm, seed and machine), keeping only runs whose (task, arm, seed) ``committed`` holds from
+    another machine; sorted by task, arm, seed and machine."""
+    kept = set(other_machine_runs(committed, fresh))
+    merged = {(*run_key(s), machine_line(s["machine"])): s for s in reruns}
+    merged.update({(*run_key(s), machine_line(s["machine"])): s for s in fresh
+                   if run_key(s) in kept and s.get("machine")})
+    return [merged[key] for key in sorted(merged)]
+
 
 def merge_runs(committed: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
     """The committed summaries with the freshly collected ones added or put in their place (same task, arm and
-    seed), sorted by task, arm and seed: runs made elsewhere are kept, runs made here win."""
+    seed), sorted by task, arm and seed: runs made elsewhere are kept, runs made here win. A fresh run that would
+    replace a committed one made on another machine is an error (:func:`other_machine_runs`: a machine rerun goes
+    to ``machine_reruns.jsonl``)."""
+    clash = other_machine_runs(committed, fresh)
+    if clash:
+        raise ValueError(f"{len(clash)} fresh runs (first: {'/'.join(map(str, clash[0]))}) repeat committed runs made "
+                         "on another machine; `python -m evaluation.study reruns` files them as machine reruns")
     merged = {(s["task"], s["arm"], s["seed"]): s for s in committed}
     merged.update({(s["task"], s["arm"], s["seed"]): s for s in fresh})
     return [merged[key] for key in sorted(merged)]

@@ -4,6 +4,7 @@ was not run, and the README's two tables. Each function takes the summaries (or 
 tests) and returns lines; the numbers come from :mod:`evaluation.study.decisions` and :mod:`evaluation.study.stats`."""
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Dict, List, Sequence
 
@@ -11,8 +12,10 @@ import numpy as np
 
 from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collapse_sensitivity, comparison_families,
                                         confirmation_pairs, confirmation_verdicts, exploration_verdicts,
-                                        model_seed_comparisons, multiplicity, ordering_agreement, parity_by_stop,
-                                        plateau, reading, same_lambda_comparisons, unseen_seed_check)
+                                        machine_reruns, machine_rows, missing_model_seed_runs, model_seed_comparisons,
+                                        model_seed_values, model_seeds_by_machine, multiplicity, new_machine_checks,
+                                        ordering_agreement, pair_seeds, parity_by_stop, plateau, published_new_seed,
+                                        reading, same_lambda_comparisons, unseen_seed_check, unseen_seed_machines)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
 from evaluation.study.stats import (AdjustedTest, COLLAPSE_FRACTION, N_BOOT, Paired, ParityInterval, area_under_curve,
@@ -236,7 +239,7 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
             "| p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
-def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
+def confirmation_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     """The confirmation's arms on the fresh seeds against token PPO's exploration-best λ, and the fresh seeds of
     arms run in both seed sets against the exploration's prediction interval of a new seed."""
     table = confirmation_table(summaries)
@@ -260,13 +263,28 @@ def confirmation_lines(summaries: Sequence[dict]) -> List[str]:
              "themselves.", "", *table, ""]
     unseen = unseen_seed_check(by_arm(summaries, "long"))
     if unseen:
+        estimated, checked = unseen_seed_machines(by_arm(summaries, "long"), meta)
         lines += ["Fresh seeds against the published 95% prediction interval of one new seed's final gold (from the "
-                  "exploration seeds): " + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
-                                                     for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
+                  f"exploration seeds, made on {estimated}; the fresh seeds made on {checked}): "
+                  + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
+                              for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
     return lines
 
 
-def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
+def machines_text(summaries: Sequence[dict], pair: Sequence[str], meta=None) -> str:
+    """Which SFT + RM seeds of ``pair``'s comparison were made on which machine, and whether the machine kind is
+    then confounded with the SFT + RM seed."""
+    by_machine = model_seeds_by_machine(summaries, tuple(pair), meta)
+    text = "; ".join(f"SFT + RM seed{'s' if len(tasks) > 1 else ''} "
+                     f"{', '.join(str(TASKS[t].model_seed) for t in tasks)} on {machine}"
+                     for machine, tasks in by_machine.items())
+    if len(by_machine) > 1:
+        text += (": the machine kind is confounded with the SFT + RM seed, so the spread across SFT + RM seeds "
+                 "contains the difference between these machine kinds (\"The machine component\")")
+    return text
+
+
+def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     """The report's section on the SFT + RM seeds: per pair, per model seed and across them, both metrics."""
     found = model_seed_comparisons(summaries)
     if not found:
@@ -278,8 +296,8 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
              f"trained from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed "
              "sets the base model's initialisation, the SFT / RM / PPO partition of the training rows and their "
              "order): the confirmation's pre-registered pair at λ = 1, and the paper's at λ = 0.95 (on seed 1234 its "
-             "runs are the exploration's, made on another machine; on the others, fresh seeds: for this pair the machine kind "
-             "is confounded with the SFT + RM seed). The *across* row's "
+             "runs are the exploration's; on the others, fresh seeds); the machines each pair's runs were made on: "
+             "below the table. The *across* row's "
              "interval is Student's t over the model seeds' means (degrees of freedom: model seeds − 1): it covers "
              "the SFT + RM seed as well as the PPO seed; its equivalence test is TOST over the same means. RM "
              "differences are each model seed's own reward model's scale.", "",
@@ -295,20 +313,31 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
                      for m, d in ((gold, 3), (rm, 2))]
             lines.append(f"| {name} | {model_seed} | {_seed_text(gold.seeds[i])[6:]} | {gold.step0[i]:.4f} | "
                          f"{rm.step0[i]:.3f} | {cells[0]} | {cells[1]} |")
-        equivalences = {m.metric: tests["model seeds", (baseline, method), m.metric].equivalence for m in (gold, rm)}
+        adjusted = {m.metric: tests["model seeds", (baseline, method), m.metric] for m in (gold, rm)}
+        equivalences = {metric: test.equivalence for metric, test in adjusted.items()}
         cells = [f"{m.across.mean:.{d}f} [{m.across.low:.{d}f}, {m.across.high:.{d}f}]; "
                  f"{'equivalent' if equivalences[m.metric].equivalent else 'not shown equivalent'} within "
                  f"±{m.across.equivalence.margin:g} (90% CI [{m.across.equivalence.low:.{d}f}, "
-                 f"{m.across.equivalence.high:.{d}f}]; Holm-adjusted TOST p {format_p(equivalences[m.metric].p)})"
+                 f"{m.across.equivalence.high:.{d}f}]; Holm-adjusted TOST p {format_p(equivalences[m.metric].p)}); "
+                 f"Holm p {format_p(adjusted[m.metric].p_holm)}: "
+                 + reading(m.across.mean, adjusted[m.metric].p_holm, equivalences[m.metric], "MA-PPO", "token PPO")
                  for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
-        for task in model_seed_tasks("long"):
+        more = {TASKS[t].model_seed: len(seeds) for t, seeds in pair_seeds(summaries, (baseline, method)).items()
+                if len(seeds) > len(gold.seeds[0]) or len(seeds) < 2}
+        if more:
+            notes.append(f"- {name}: each SFT + RM seed counts the first {len(gold.seeds[0])} PPO seeds every one of "
+                         "them has; PPO seeds the pair has on each SFT + RM seed where that differs: "
+                         + ", ".join(f"{m}: {n}" for m, n in more.items())
+                         + " (a model seed with fewer than 2 is left out; runs still missing: \"What was not run\").")
+        for task in (t for t in model_seed_tasks("long") if TASKS[t].model_seed in gold.model_seeds):
             found_here = collapses({arm: runs for arm, runs in by_arm(summaries, task).items() if arm in (baseline, method)})
             notes.append(f"- {name}, collapses on {task} (eval length below {COLLAPSE_FRACTION:.0%} of step 0, evaluated "
                          "every 12 iterations): " + ("; ".join(f"{arm} seed {seed}: {event.text()}"
                                                              for arm, events in found_here.items()
                                                              for seed, event in events.items()) or "none") + ".")
+        notes.append(f"- {name}, made on: {machines_text(summaries, (baseline, method), meta)}.")
         notes += [f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model seed) "
                   f"{m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method of moments); that "
                   f"the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}."
@@ -316,32 +345,29 @@ def model_seed_lines(summaries: Sequence[dict]) -> List[str]:
     return lines + [""] + notes + [""]
 
 
-def new_seed_lines(summaries: Sequence[dict]) -> List[str]:
+def new_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     """Prediction intervals for the pairs of :data:`evaluation.study.design.MODEL_SEED_PAIRS` (each arm's final gold and the
     pair's difference): a new PPO seed on SFT + RM seed 1234, and a new SFT + RM seed
     (:func:`evaluation.study.stats.new_model_seed_interval`)."""
     found = model_seed_comparisons(summaries)
     if not found:
         return []
-    tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
     home = TASKS["long"].model_seed
     lines = ["#### Where a new seed would land", "",
              "95% prediction intervals of final gold, from the runs above (normal model: value = μ + SFT + RM seed + PPO "
              f"seed). *New PPO seed on {home}*: Student's t over that model seed's PPO seeds, s·√(1 + 1/n). *New SFT + RM "
              "seed, mean of n PPO seeds*: t over the model seeds' means (model seeds − 1 degrees of freedom), "
              "s_m·√(1 + 1/S). *One run on a new SFT + RM seed*: the same t with s_m²(1 + 1/S) + s_w²(1 − 1/n) (s_w² "
-             "the pooled within-model-seed variance). With 3 model seeds these have 2 degrees of freedom and are wide; "
-             "estimated on the study's machines only (\"Machines\"): a machine kind not in the study adds a component "
-             "these intervals do not contain.", "",
+             "the pooled within-model-seed variance). Degrees of freedom and machines: "
+             + "; ".join(f"{m} − {b}: {len(c['gold'].model_seeds) - 1} ({machines_text(summaries, (b, m), meta)})"
+                         for (b, m), c in found.items())
+             + ". A machine kind none of them ran on adds a component these intervals contain only as far as their "
+             "machines differ (\"The machine component\").", "",
              f"| pair | value | SFT + RM seeds | new PPO seed on {home} | new SFT + RM seed, mean of n PPO seeds | "
              "one run on a new SFT + RM seed |", "|---|---|---|---|---|---|"]
     for (baseline, method), metrics in found.items():
         gold = metrics["gold"]
-        values = {arm: [[by_arm(summaries, tasks[m])[arm][s]["gold"][-1] for s in seeds]
-                        for m, seeds in zip(gold.model_seeds, gold.seeds)] for arm in (baseline, method)}
-        values[f"{method} − {baseline}"] = [[a - b for a, b in zip(x, y)]
-                                            for x, y in zip(values[method], values[baseline])]
-        for name, per_model_seed in values.items():
+        for name, per_model_seed in model_seed_values(summaries, gold).items():
             at_home = t_interval(per_model_seed[gold.model_seeds.index(home)], new_seed=True)
             new = new_model_seed_interval(per_model_seed)
             lines.append(f"| {method} − {baseline} | {name} | {', '.join(map(str, gold.model_seeds))} "
@@ -461,15 +487,17 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
     further_cpus = [s["cpu_s"] for s in summaries if s["task"] in model_seed_tasks("long") and s.get("cpu_s")]
     comparisons = model_seed_comparisons(summaries)
     pre_registered = tuple(CONFIRMATION_TIERS["long"][0])
-    if pre_registered in comparisons and further_cpus:
-        gold = comparisons[pre_registered]["gold"]
-        runs = 3 * 2 * len(gold.seeds[0])
+    gold = comparisons[pre_registered]["gold"] if pre_registered in comparisons else None
+    more = 1 + len(model_seed_tasks("long")) - len(gold.model_seeds) if gold else 0  # the design's SFT + RM seeds
+    if gold and further_cpus and more > 0:
+        runs = more * 2 * len(gold.seeds[0])
         further = statistics.fmean(further_cpus)
-        lines.append(f"- The pre-registered pair ({pre_registered[1]} − {pre_registered[0]}) on 3 more SFT + RM seeds "
-                     f"({len(gold.model_seeds) + 3} in all, {len(gold.seeds[0])} PPO seeds each): {runs} runs "
-                     f"(3 × 2 arms × {len(gold.seeds[0])}), {runs * further / 3600:.1f} CPU hours at the further SFT + "
-                     f"RM seeds' {further:.0f} CPU s per run, plus 3 × (SFT + RM: about 4 minutes of 2 cores); where "
-                     "its difference would land on a new SFT + RM seed: \"Where a new seed would land\".")
+        lines.append(f"- The pre-registered pair ({pre_registered[1]} − {pre_registered[0]}) on {more} more SFT + RM "
+                     f"seeds ({len(gold.model_seeds) + more} in all, {len(gold.seeds[0])} PPO seeds "
+                     f"each): {runs} runs ({more} × 2 arms × {len(gold.seeds[0])}), {runs * further / 3600:.1f} CPU "
+                     f"hours at the further SFT + RM seeds' {further:.0f} CPU s per run, plus {more} × (SFT + RM: about "
+                     "4 minutes of 2 cores); where its difference would land on a new SFT + RM seed: \"Where a new "
+                     "seed would land\".")
     per_run = statistics.fmean(further_cpus) if further_cpus else cpu  # the further SFT + RM seeds' own runs
     for (baseline, method), metrics in comparisons.items():
         gold = metrics["gold"].across
@@ -485,16 +513,15 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                          f"{(need - len(gold.means)) * runs * per_run / 3600:.1f} CPU hours plus the models)"
                          if need else "the observed mean lies outside the margin: more model seeds would test a "
                          "difference, not equivalence") + ".")
-    further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for seed in fresh
-               for task in model_seed_tasks("long") for arm in pair
-               if seed not in by_arm(summaries, task).get(arm, {})]
+    further = [run for pair in MODEL_SEED_PAIRS["long"] for run in missing_model_seed_runs(summaries, pair, fresh)]
     if further:
         lines.append(f"- The pairs of `MODEL_SEED_PAIRS` on the further SFT + RM seeds ({len(further)} runs: "
                      + ", ".join(f"{task}/{arm} {_seed_text(sorted(s for t, a, s in further if (t, a) == (task, arm)))}"
                                  for task, arm in sorted(dict.fromkeys((t, a) for t, a, _ in further),
                                                          key=lambda pair: pair[0]))
-                     + f"): {len(further) * cpu / 3600:.1f} CPU hours plus 2 × (SFT + RM: about 4 minutes of 2 cores) "
-                     "where they are missing (`bash scripts/reproduce/study.sh` trains them after the confirmation).")
+                     + f"): {len(further) * cpu / 3600:.1f} CPU hours plus {len({t for t, _, _ in further})} × "
+                     "(SFT + RM: about 4 minutes of 2 cores) where they are missing (`bash scripts/reproduce/study.sh` "
+                     "trains them after the confirmation).")
     plateau_hours = len(arms) * len(exploration) * cpu / 3600
     lines += [f"- A plateau: doubling the long task's {groups['ppo'][exploration[0]]['steps'][-1]} iterations for the "
               f"{len(arms)} arms × {len(exploration)} exploration seeds costs another {plateau_hours:.1f} CPU hours, "
@@ -593,4 +620,123 @@ def confirmation_table(summaries: Sequence[dict]) -> List[str]:
         events = found_collapses.get(arm, {})
         lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {holm_p} | {equivalent} | {length} | "
                      f"{len(events)} ({sum(e.ends_collapsed for e in events.values())}) |")
+    return lines
+
+
+def _interval(low: float, high: float) -> str:
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def _inside(values: Sequence[float], low: float, high: float) -> int:
+    return sum(low <= v <= high for v in values)
+
+
+def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], meta=None) -> List[str]:
+    """The machine component of the pre-registered pair: its committed runs trained again (same task, arm and seed)
+    on another machine kind (``machine_reruns.jsonl``), per seed and per arm; intervals per machine kind and one
+    with the machine kind as a random factor; the reruns and the further SFT + RM seeds made on another machine kind
+    against the intervals estimated without them."""
+    pair = MODEL_SEED_PAIRS["long"][0]
+    found = [r for r in machine_reruns(summaries, reruns, meta=meta) if r.arm in pair]
+    by_machine = model_seeds_by_machine(summaries, tuple(pair), meta)
+    home = next((m for m, tasks in by_machine.items() if "long" in tasks),
+                "; ".join(sorted({r.committed_machine for r in found if r.task == "long"})))
+    if not found and len(by_machine) < 2:
+        return []
+    baseline, method = pair
+    difference = f"{method} − {baseline}"
+    lines = ["#### The machine component", "",
+             f"Where the pre-registered pair ({difference}, final gold) lands on a machine kind other than the one "
+             f"its intervals were estimated on. The long task's runs of the pair (SFT + RM seed "
+             f"{TASKS['long'].model_seed}) were made on {home}.", ""]
+    if found:
+        machines = sorted({r.machine for r in found})
+        lines += [f"**The same seeds on another machine kind.** The committed runs' (task, arm, seed) trained again on "
+                  f"{'; '.join(machines)}: `machine_reruns.jsonl`, filed by `python -m evaluation.study reruns --out "
+                  "OUT --report_dir docs/study` beside `runs.jsonl` (whose rows they never replace). Rerun − "
+                  "committed per seed; *bits equal*: the step-0 evaluation (the SFT policy under the same sampling "
+                  "seed) and every evaluation identical. A rerun whose bits differ from the first step on is another "
+                  "draw of the PPO seed's noise: if the machine kind changed nothing but the bits, the differences' "
+                  "standard deviation would be about √2 × the standard deviation across seeds, and their mean 0.", "",
+                  "| task | arm | seed | committed | rerun | rerun − committed | bits equal (step 0; every evaluation) |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in found:
+            lines += [f"| {r.task} | {r.arm} | {seed} | {c:.4f} | {n:.4f} | {n - c:+.4f} | "
+                      f"{'yes' if s0 else 'no'}; {'yes' if every else 'no'} |"
+                      for seed, c, n, s0, every in zip(r.seeds, r.committed, r.rerun, r.step0_equal, r.all_equal)]
+        lines += ["", "| task | value | machine | seeds | rerun − committed, mean [t CI] | its SD | SD across seeds "
+                  "(committed; rerun) | its SD / (√2 × SD across committed seeds) | bits equal (step 0; every evaluation) |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        rows = machine_rows(found)
+        for (task, name, machine), (seeds, committed, rerun, step0, every) in rows.items():
+            diffs = [n - c for c, n in zip(committed, rerun)]
+            if len(seeds) > 1:
+                sd = (statistics.stdev(diffs), statistics.stdev(committed), statistics.stdev(rerun))
+                spread = (f"{mean_estimate(diffs).text(4)} | {sd[0]:.4f} | {sd[1]:.4f}; {sd[2]:.4f} | "
+                          f"{sd[0] / sd[1] / math.sqrt(2):.2f}")
+            else:  # one seed: no spread yet
+                spread = f"{diffs[0]:+.4f} | — | — | —"
+            lines.append(f"| {task} | {name} | {machine} | {len(seeds)} | {spread} | "
+                         f"{sum(step0)}/{len(seeds)}; {sum(every)}/{len(seeds)} |")
+        lines += ["", *machine_interval_lines(summaries, rows, home), ""]
+    lines += new_machine_model_seed_lines(summaries, meta)
+    return lines
+
+
+def machine_interval_lines(summaries: Sequence[dict], rows, home: str) -> List[str]:
+    """Per value of the pair with reruns: the published 95% interval of a new PPO seed (estimated on the committed
+    runs' machine, the pair's seeds there) and how many reruns land inside it; the same interval per machine kind on
+    the rerun seeds; and one run on a new machine kind, the two kinds as the levels of a random factor
+    (:func:`evaluation.study.stats.new_model_seed_interval` with machine kinds for model seeds)."""
+    lines = ["Intervals with the machine kind in them (final gold, 95%): *published*: the new-PPO-seed interval on "
+             f"SFT + RM seed {TASKS['long'].model_seed} of \"Where a new seed would land\", estimated on {home} only "
+             "(Student's t over its seeds, s·√(1 + 1/n)), and how many reruns land inside it — the reruns' seeds "
+             "were among those it was estimated from, but not their bits (the table above says how far a rerun is "
+             "from its committed run); *per machine kind*: the same interval on the rerun seeds, on each kind; "
+             "*new machine kind*: one run on a machine kind in neither, with the machine kind a random factor "
+             "(variance between the two kinds' means + within them; t with 1 degree of freedom, as two kinds give "
+             "one: wide). Intervals and counts only: this section tests nothing, so it adds no family of tests.", "",
+             "| task | value | machine of the reruns | published (seeds) | reruns inside | per machine kind "
+             "(committed; rerun) | new machine kind |", "|---|---|---|---|---|---|---|"]
+    for (task, name, machine), (seeds, committed, rerun, _, _) in rows.items():
+        published = inside = "—"
+        found = published_new_seed(summaries, task, name)
+        if found:
+            low, high, home_seeds = found
+            published = f"{_interval(low, high)} ({_seed_text(list(home_seeds))[6:]})"
+            inside = f"{_inside(rerun, low, high)} of {len(rerun)}"
+        if len(seeds) < 2:
+            lines.append(f"| {task} | {name} | {machine} | {published} | {inside} | — | — |")
+            continue
+        per = [_interval(*t_interval(v, new_seed=True)) for v in (committed, rerun)]
+        both = new_model_seed_interval([committed, rerun])
+        lines.append(f"| {task} | {name} | {machine} | {published} | {inside} | {per[0]}; {per[1]} | "
+                     f"{_interval(both.run_low, both.run_high)} |")
+    return lines
+
+
+def new_machine_model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
+    """The pair's runs on the SFT + RM seeds made on another machine kind than the long task's, against the intervals
+    of a new SFT + RM seed estimated from the model seeds made on the long task's machine only
+    (:func:`evaluation.study.decisions.new_machine_checks`)."""
+    lines = []
+    for check in new_machine_checks(summaries, meta):
+        lines += [f"**Unseen SFT + RM seeds on another machine kind.** The intervals of a new SFT + RM seed (\"Where a "
+                  "new seed would land\": *one run*, and *mean of n PPO seeds*) estimated from the SFT + RM seeds "
+                  f"made on {check.home} only ({', '.join(map(str, check.estimated))}, their first {check.n} PPO "
+                  f"seeds each; {len(check.estimated) - 1} degrees of freedom), against the runs of the SFT + RM seeds "
+                  f"{', '.join(map(str, check.checked))}, made on {check.machine}: new PPO seeds, new SFT + RM seeds, "
+                  "a machine kind the intervals never saw (every run there; the mean of each with as many PPO seeds, "
+                  "its first ones). Runs of one SFT + RM seed share its model, so their landings are not "
+                  "independent: the SFT + RM seeds' means are the independent checks.", "",
+                  "| value | one run: interval | runs inside | mean of n PPO seeds: interval | means inside (each SFT + "
+                  "RM seed's mean) |", "|---|---|---|---|---|"]
+        for name, (fitted, values, means) in check.values.items():
+            lines.append(f"| {name} | {_interval(fitted.run_low, fitted.run_high)} | "
+                         f"{_inside(values, fitted.run_low, fitted.run_high)} of {len(values)} | "
+                         f"{_interval(fitted.mean_low, fitted.mean_high)} | "
+                         + (f"{_inside(means.values(), fitted.mean_low, fitted.mean_high)} of {len(means)} ("
+                            + ", ".join(f"{m}: {v:.3f}" for m, v in means.items()) + ")" if means else
+                            f"— (none has {check.n} PPO seeds yet)") + " |")
+        lines.append("")
     return lines
