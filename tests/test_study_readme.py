@@ -43,7 +43,7 @@ def test_the_committed_report_is_what_the_code_renders_from_the_committed_runs(t
     """``python -m evaluation.study_report docs/study/runs.jsonl`` would change no byte of ``docs/study/README.md``
     (the figures are drawn too, but their bytes depend on the plotting library's version, so only their links
     are compared here)."""
-    for name in ("runs.jsonl", "study_meta.json", "positions.jsonl", "machine_reruns.jsonl"):
+    for name in ("runs.jsonl", "study_meta.json", "positions.jsonl", "machine_reruns.jsonl", "unseen_seeds.jsonl"):
         if (ROOT / "docs/study" / name).is_file():  # the machine reruns: once filed
             shutil.copy(ROOT / "docs/study" / name, tmp_path / name)
     render(committed("runs.jsonl"), tmp_path)

@@ -523,3 +523,72 @@ def unseen_seed_machines(groups: Dict[str, Dict[int, dict]], meta: Optional[dict
     arms = unseen_seed_check(groups)
     return tuple("; ".join(sorted({machine_name(groups[a][s], meta) for a in arms for s in seeds if s in groups[a]}))
                  for seeds in (exploration, confirmation))
+
+
+WHERE_PUBLISHED = ("\"Where a new seed would land\"", "the core arms' table's *new seed*", "this section")
+"""Where :func:`published_arm_interval` finds an arm's interval, in the order it looks."""
+
+
+def published_arm_interval(summaries: Sequence[dict], task: str, arm: str
+                           ) -> Optional[Tuple[float, float, Tuple[int, ...], str]]:
+    """The published 95% interval of a new PPO seed's final gold for ``arm`` on ``task`` (its own SFT + RM seed,
+    1234), estimated from the committed rows only: "Where a new seed would land"'s (:func:`published_new_seed`) for
+    an arm of the pre-registered pair; else the core arms' table's *new seed* cell (Student's t over the seeds the
+    arm shares with PPO); else (an arm run on the confirmation's seeds only) the same t over all its seeds, which
+    the unseen seeds' section publishes; (low, high, seeds, where, :data:`WHERE_PUBLISHED`), None below 2 seeds."""
+    found = published_new_seed(summaries, task, arm) if arm in MODEL_SEED_PAIRS["long"][0] else None
+    if found:
+        return (*found, WHERE_PUBLISHED[0])
+    groups = by_arm(summaries, task)
+    if arm not in groups:
+        return None
+    seeds, where = common_seeds(groups["ppo"], groups[arm]) if "ppo" in groups else [], WHERE_PUBLISHED[1]
+    if len(seeds) < 2:
+        seeds, where = common_seeds(groups[arm]), WHERE_PUBLISHED[2]
+    if len(seeds) < 2:
+        return None
+    estimate = mean_estimate([groups[arm][s]["gold"][-1] for s in seeds])
+    return estimate.new_low, estimate.new_high, tuple(seeds), where
+
+
+@dataclass(frozen=True)
+class UnseenSeed:
+    """One unseen seed (``unseen_seeds.jsonl``: a (task, arm, seed) no committed row has, made on ``machine``) against
+    its arm's published interval (:func:`published_arm_interval`), estimated on ``estimated_on`` from ``seeds``;
+    the step-0 gold (the SFT policy under the evaluation's sampling seed) of the unseen run and of the committed runs
+    the interval comes from (one value each where their bits agree)."""
+
+    task: str
+    arm: str
+    seed: int
+    machine: str
+    gold: float
+    low: float
+    high: float
+    seeds: Tuple[int, ...]
+    where: str
+    estimated_on: str
+    step0: float
+    committed_step0: Tuple[float, ...]
+
+    @property
+    def inside(self) -> bool:
+        return self.low <= self.gold <= self.high
+
+
+def unseen_seeds(summaries: Sequence[dict], unseen: Sequence[dict], meta: Optional[dict] = None
+                 ) -> List[UnseenSeed]:
+    """Every unseen seed whose arm has a published interval, by task (short, long), ``ARMS`` order and seed."""
+    found = []
+    for row in sorted(unseen, key=lambda r: (("short", "long").index(r["task"]) if r["task"] in ("short", "long")
+                                             else 2, r["task"], ARMS_ORDER.get(r["arm"], len(ARMS)), r["seed"])):
+        interval = published_arm_interval(summaries, row["task"], row["arm"])
+        if not interval:
+            continue
+        low, high, seeds, where = interval
+        runs = by_arm(summaries, row["task"])[row["arm"]]
+        found.append(UnseenSeed(row["task"], row["arm"], row["seed"], machine_name(row, meta), row["gold"][-1], low,
+                                high, seeds, where,
+                                "; ".join(sorted({machine_name(runs[s], meta) for s in seeds})), row["gold"][0],
+                                tuple(dict.fromkeys(runs[s]["gold"][0] for s in seeds))))
+    return found

@@ -4,6 +4,7 @@ resumable, each run with a time limit, then the report (:mod:`evaluation.study.r
     python -m evaluation.study run --out outputs/study            # train what is missing (two runs at a time)
     python -m evaluation.study report --out outputs/study --report_dir docs/study
     python -m evaluation.study reruns --out outputs/rerun --report_dir docs/study   # committed runs, another machine
+    python -m evaluation.study unseen --out outputs/unseen --report_dir docs/study  # new seeds, another machine
     python -m evaluation.study plan --out outputs/study           # list the runs and which are finished
     python -m evaluation.study verify --out outputs/study-verify  # retrain one run, compare with docs/study
 
@@ -44,7 +45,7 @@ from dschat.core.machine import machine_record
 from evaluation.study.design import (ABLATION_ARMS, ARMS, CONFIRMATION_FLAGS, CONFIRMATION_TIERS, CORE_ARMS, EVAL_SEED,
                                      MODEL_SEED_PAIRS, MODEL_SEED_TASKS, SWEEP_ARMS, TASKS, VERIFY_RUNS,
                                      confirmation_seeds, model_seed_tasks)
-from evaluation.study.report import write_report, write_reruns
+from evaluation.study.report import write_report, write_reruns, write_unseen
 from evaluation.study.summaries import run_summary
 
 
@@ -278,9 +279,11 @@ def verify(out: Path, report_dir: Path, run: Run, model: str) -> List[str]:
 
 def main(argv=None) -> None:
     parser = ArgumentParser(prog="python -m evaluation.study", description=__doc__)
-    parser.add_argument("command", choices=("run", "plan", "report", "reruns", "verify"),
+    parser.add_argument("command", choices=("run", "plan", "report", "reruns", "unseen", "verify"),
                         help="reruns: file OUT's runs of committed (task, arm, seed)s made on another machine kind in "
-                             "REPORT_DIR/machine_reruns.jsonl (the machine component), leaving runs.jsonl as it is")
+                             "REPORT_DIR/machine_reruns.jsonl (the machine component), leaving runs.jsonl as it is; "
+                             "unseen: file OUT's runs of (task, arm, seed)s runs.jsonl does not hold in "
+                             "REPORT_DIR/unseen_seeds.jsonl (checked against the published intervals), likewise")
     parser.add_argument("--out", type=Path, default=Path("outputs/study"), help="where the runs go")
     parser.add_argument("--report_dir", type=Path, default=Path("docs/study"), help="where the report goes")
     parser.add_argument("--seeds", type=int, default=8, help="seeds of the core arms and the sweeps")
@@ -311,11 +314,13 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.ablation_seeds < 0 or args.jobs < 1:
         parser.exit(2, "error: --seeds and --jobs must be >= 1, --ablation_seeds >= 0\n")
-    if args.command in ("report", "reruns"):
-        if not (args.report_dir / "runs.jsonl").is_file() and args.command == "reruns":
-            parser.exit(2, f"error: {args.report_dir}/runs.jsonl: no such file (reruns repeat its runs)\n")
+    if args.command in ("report", "reruns", "unseen"):
+        if not (args.report_dir / "runs.jsonl").is_file() and args.command != "report":
+            parser.exit(2, f"error: {args.report_dir}/runs.jsonl: no such file ({args.command} are filed beside its "
+                           "runs)\n")
         try:
-            (write_report if args.command == "report" else write_reruns)(args.out, args.report_dir)
+            {"report": write_report, "reruns": write_reruns, "unseen": write_unseen}[args.command](args.out,
+                                                                                             args.report_dir)
         except ValueError as err:
             parser.exit(2, f"error: --out {args.out}: {err}\n")
         return

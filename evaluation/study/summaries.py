@@ -139,6 +139,25 @@ def merge_reruns(committed: Sequence[dict], reruns: Sequence[dict], fresh: Seque
     return [merged[key] for key in sorted(merged)]
 
 
+def merge_unseen(committed: Sequence[dict], unseen: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
+    """The unseen seeds (``unseen_seeds.jsonl``): the filed ones with the fresh ones added, sorted by task, arm and
+    seed. Each is a (task, arm, seed) no committed row has, recording its machine, so that the published intervals
+    stay estimated without it; a fresh run whose (task, arm, seed) ``committed`` holds, one without its machine, or
+    one whose (task, arm, seed) the file holds with other numbers is an error (the same row filed again is not)."""
+    held = {run_key(s) for s in committed}
+    filed = {run_key(s): s for s in unseen}
+    for s in fresh:
+        name = "/".join(map(str, run_key(s)))
+        if run_key(s) in held:
+            raise ValueError(f"{name} is a committed row of runs.jsonl, not an unseen seed")
+        if not s.get("machine"):
+            raise ValueError(f"{name} does not record its machine")
+        if filed.get(run_key(s), s) != s:
+            raise ValueError(f"{name} is filed already with other numbers")
+        filed[run_key(s)] = s
+    return [filed[key] for key in sorted(filed)]
+
+
 def merge_runs(committed: Sequence[dict], fresh: Sequence[dict]) -> List[dict]:
     """The committed summaries with the freshly collected ones added or put in their place (same task, arm and
     seed), sorted by task, arm and seed: runs made elsewhere are kept, runs made here win. A fresh run that would

@@ -15,7 +15,8 @@ from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collaps
                                         machine_reruns, machine_rows, missing_model_seed_runs, model_seed_comparisons,
                                         model_seed_values, model_seeds_by_machine, multiplicity, new_machine_checks,
                                         ordering_agreement, pair_seeds, parity_by_stop, plateau, published_new_seed,
-                                        reading, same_lambda_comparisons, unseen_seed_check, unseen_seed_machines)
+                                        reading, same_lambda_comparisons, unseen_seed_check, unseen_seed_machines,
+                                        unseen_seeds)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
 from evaluation.study.stats import (AdjustedTest, COLLAPSE_FRACTION, N_BOOT, Paired, ParityInterval, area_under_curve,
@@ -740,3 +741,42 @@ def new_machine_model_seed_lines(summaries: Sequence[dict], meta=None) -> List[s
                             f"— (none has {check.n} PPO seeds yet)") + " |")
         lines.append("")
     return lines
+
+
+def unseen_seed_lines(summaries: Sequence[dict], unseen: Sequence[dict], meta=None) -> List[str]:
+    """Each unseen seed (``unseen_seeds.jsonl``) against its arm's published 95% interval of a new PPO seed
+    (:func:`evaluation.study.decisions.unseen_seeds`), and how many arms' unseen seeds land inside."""
+    found = unseen_seeds(summaries, unseen, meta)
+    if not found:
+        return []
+    machines = sorted({u.machine for u in found})
+    estimated = sorted({m for u in found for m in u.estimated_on.split("; ")})
+    new_bits = sum(u.step0 not in u.committed_step0 for u in found)
+    arms = len({(u.task, u.arm) for u in found})
+    lines = ["#### Unseen seeds of every published arm", "",
+             "A PPO seed no committed row of the arm has, both tasks: `unseen_seeds.jsonl`, filed by `python -m "
+             "evaluation.study unseen --out OUT --report_dir docs/study` beside `runs.jsonl`, whose rows it never "
+             "joins (it refuses a task, arm and seed `runs.jsonl` holds), so every interval below is estimated "
+             f"without it. The unseen seeds were made on {'; '.join(machines)}; the intervals were estimated on the "
+             f"committed runs of SFT + RM seed {TASKS['long'].model_seed} made on {'; '.join(estimated)} (a run that "
+             "does not record its machine is named by the study's notes, \"Machines\")"
+             + ("; none of those runs was made on the unseen seeds' machine kind" if not set(machines) & set(estimated)
+                else "") + ". The runner trains each task's SFT and reward model under OUT (same SFT + RM seed, "
+             f"{TASKS['long'].model_seed}), so those of the unseen seeds were trained again on their machine: their step-0 "
+             f"gold (the SFT policy under the evaluation's sampling seed) differs from the committed runs' on "
+             f"{new_bits} of {len(found)} rows (other bits), and an unseen seed checks a new PPO seed, a new machine "
+             "kind and the SFT and reward model trained again at once. Each interval: "
+             + "; ".join(dict.fromkeys(u.where for u in found))
+             + " (Student's t over the seeds named, s·√(1 + 1/n); the arms run on the confirmation's seeds only have "
+             "no new-seed interval elsewhere, so this section publishes theirs). Final gold; the long task's unseen "
+             "seeds evaluated every 12 iterations (`CONFIRMATION_FLAGS`: the same training, the same step-48 "
+             "evaluation). Intervals and counts only: this section tests nothing, so it adds no family of tests.", "",
+             f"**{sum(u.inside for u in found)} of {len(found)} unseen seeds ({arms} arms) land inside their arm's "
+             "published interval.**", "",
+             "| task | arm | seed | published interval (where; seeds; made on) | unseen seed's final gold | inside | "
+             "step-0 gold (unseen; committed) |", "|---|---|---|---|---|---|---|"]
+    for u in found:
+        lines.append(f"| {u.task} | {u.arm} | {u.seed} | {_interval(u.low, u.high)} ({u.where}; "
+                     f"{_seed_text(list(u.seeds))}; {u.estimated_on}) | {u.gold:.4f} | {'yes' if u.inside else 'no'} | "
+                     f"{u.step0:.5f}; {', '.join(f'{v:.5f}' for v in u.committed_step0)} |")
+    return lines + [""]
