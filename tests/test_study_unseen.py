@@ -91,8 +91,10 @@ def test_each_unseen_seed_against_its_arms_published_interval_by_hand():
     assert f"**{inside} of {len(UNSEEN)} unseen seeds ({len(UNSEEN)} arms) land inside" in text
     assert (f"were made on {machine_line(XEON)}; the intervals were estimated on the committed runs of SFT + RM seed "
             "1234 made on the exploration's machine (not recorded) (") in text
-    assert "; none of those runs was made on the unseen seeds' machine kind." in text
-    assert f"differs from the committed runs' on {len(UNSEEN)} of {len(UNSEEN)} rows" in text
+    assert "; none of those runs records the unseen seeds' machine." in text
+    assert f"that of the committed runs the interval comes from on 0 of {len(UNSEEN)} rows" in text
+    same = [*UNSEEN_ROWS[:-1], run("ppo", 17, 0.150, "short", machine=XEON, step0=0.068)]  # the committed step 0
+    assert f"comes from on 1 of {len(UNSEEN)} rows" in "\n".join(unseen_seed_lines(COMMITTED, same, META))
 
 
 def test_no_unseen_seed_no_section():

@@ -556,7 +556,8 @@ class UnseenSeed:
     """One unseen seed (``unseen_seeds.jsonl``: a (task, arm, seed) no committed row has, made on ``machine``) against
     its arm's published interval (:func:`published_arm_interval`), estimated on ``estimated_on`` from ``seeds``;
     the step-0 gold (the SFT policy under the evaluation's sampling seed) of the unseen run and of the committed runs
-    the interval comes from (one value each where their bits agree)."""
+    the interval comes from (one value each where their bits agree), and whether the unseen run's step-0 evaluation
+    (RM, gold, length) equals one of theirs bit for bit."""
 
     task: str
     arm: str
@@ -570,6 +571,7 @@ class UnseenSeed:
     estimated_on: str
     step0: float
     committed_step0: Tuple[float, ...]
+    step0_equal: bool
 
     @property
     def inside(self) -> bool:
@@ -590,5 +592,6 @@ def unseen_seeds(summaries: Sequence[dict], unseen: Sequence[dict], meta: Option
         found.append(UnseenSeed(row["task"], row["arm"], row["seed"], machine_name(row, meta), row["gold"][-1], low,
                                 high, seeds, where,
                                 "; ".join(sorted({machine_name(runs[s], meta) for s in seeds})), row["gold"][0],
-                                tuple(dict.fromkeys(runs[s]["gold"][0] for s in seeds))))
+                                tuple(dict.fromkeys(runs[s]["gold"][0] for s in seeds)),
+                                any(bits_equal(runs[s], row, upto=0) for s in seeds)))
     return found

@@ -82,7 +82,8 @@ def cost_lines(summaries: Sequence[dict]) -> List[str]:
     return lines + [""]
 
 
-def provenance_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = ()) -> List[str]:
+def provenance_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = (),
+                     unseen: Sequence[dict] = ()) -> List[str]:
     """Which code made the runs (the commits in their markers) and how the runner was started."""
     commits: Dict[str, int] = {}
     for s in summaries:
@@ -93,22 +94,27 @@ def provenance_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Se
         packages = ", ".join(f"{k} {v}" for k, v in start["packages"].items() if v)
         lines += [f"Runner: `{start['command']}` (last of {len(meta['starts'])} starts, commit `{start['commit']}`), "
                   f"Python {start['python']}, {packages}."]
-    return lines + [""] + machine_lines(summaries, meta, reruns) + history_lines(meta)
+    return lines + [""] + machine_lines(summaries, meta, reruns, unseen) + history_lines(meta)
 
 
-def machine_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = ()) -> List[str]:
+def runs_by_machine(rows: Sequence[dict]) -> str:
+    """How many of ``rows`` (each recording its machine) were made on each machine: "N on LINE; ..."."""
+    made: Dict[str, int] = {}
+    for s in rows:
+        made[machine_line(s["machine"])] = made.get(machine_line(s["machine"]), 0) + 1
+    return "; ".join(f"{n} on {line}" for line, n in made.items())
+
+
+def machine_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = (),
+                  unseen: Sequence[dict] = ()) -> List[str]:
     """The machines the runs were made on: the record a run row carries (``machine``, written by the runner since
     it records :func:`dschat.core.machine.machine_record`), and for the rows without one what the study's notes
     know (``study_meta.json``'s ``machines``)."""
-    recorded: Dict[str, int] = {}
-    for s in summaries:
-        if s.get("machine"):
-            recorded[machine_line(s["machine"])] = recorded.get(machine_line(s["machine"]), 0) + 1
+    recorded = runs_by_machine([s for s in summaries if s.get("machine")])
     bare = [s for s in summaries if not s.get("machine")]
     lines = ["#### Machines", ""]
     if recorded:
-        lines += ["Runs that record their machine: " + "; ".join(f"{n} on {line}" for line, n in recorded.items())
-                  + "."]
+        lines += ["Runs that record their machine: " + recorded + "."]
     if bare:
         known = []
         for entry in (meta or {}).get("machines", []):
@@ -118,11 +124,11 @@ def machine_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Seque
         lines += [f"{len(bare)} of {len(summaries)} runs do not record their machine (the runner records it with "
                   "every run since this report's commit). What the study's notes know: " + "; ".join(known) + "."]
     if reruns:
-        made: Dict[str, int] = {}
-        for s in reruns:
-            made[machine_line(s["machine"])] = made.get(machine_line(s["machine"]), 0) + 1
         lines += [f"Machine reruns (`{RERUNS}`: committed runs' task, arm and seed trained again on another machine "
-                  "kind, beside the rows they repeat): " + "; ".join(f"{n} on {line}" for line, n in made.items()) + "."]
+                  "kind, beside the rows they repeat): " + runs_by_machine(reruns) + "."]
+    if unseen:
+        lines += [f"Unseen seeds (`{UNSEEN}`: a task, arm and seed no row of `runs.jsonl` has, beside them and never in "
+                  "an interval, \"Unseen seeds of every published arm\"): " + runs_by_machine(unseen) + "."]
     spans = [f"{m} − {b}" for b, m in MODEL_SEED_PAIRS["long"] if len(model_seeds_by_machine(summaries, (b, m), meta)) > 1]
     if reruns or spans:
         lines += ["The bits of a run differ by machine kind (the confirmation section). Every interval over the PPO "
@@ -159,7 +165,7 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
              "and requires their first evaluations to equal the committed ones (bit for bit: on the machine and "
              "packages that made them; the exploration's bits did not reproduce on the confirmation's machine, see "
              "the confirmation section).", "",
-             *provenance_lines(summaries, meta, reruns),
+             *provenance_lines(summaries, meta, reruns, unseen),
              "Cells: seed mean, then 95% intervals: *t CI* (Student's t over seeds, for the mean), *bootstrap CI* "
              "(percentile, 10k resamples; narrower, it under-covers with few seeds), *new seed* (the t prediction "
              "interval of one further seed). *rm*: the learned reward model's score; *gold*: the task's ground-truth "

@@ -751,21 +751,24 @@ def unseen_seed_lines(summaries: Sequence[dict], unseen: Sequence[dict], meta=No
         return []
     machines = sorted({u.machine for u in found})
     estimated = sorted({m for u in found for m in u.estimated_on.split("; ")})
-    new_bits = sum(u.step0 not in u.committed_step0 for u in found)
+    same_bits = sum(u.step0_equal for u in found)
     arms = len({(u.task, u.arm) for u in found})
     lines = ["#### Unseen seeds of every published arm", "",
              "A PPO seed no committed row of the arm has, both tasks: `unseen_seeds.jsonl`, filed by `python -m "
              "evaluation.study unseen --out OUT --report_dir docs/study` beside `runs.jsonl`, whose rows it never "
              "joins (it refuses a task, arm and seed `runs.jsonl` holds), so every interval below is estimated "
              f"without it. The unseen seeds were made on {'; '.join(machines)}; the intervals were estimated on the "
-             f"committed runs of SFT + RM seed {TASKS['long'].model_seed} made on {'; '.join(estimated)} (a run that "
+             f"committed runs of SFT + RM seed {', '.join(sorted({str(TASKS[u.task].model_seed) for u in found}))} "
+             f"made on {'; '.join(estimated)} (a run that "
              "does not record its machine is named by the study's notes, \"Machines\")"
-             + ("; none of those runs was made on the unseen seeds' machine kind" if not set(machines) & set(estimated)
+             + ("; none of those runs records the unseen seeds' machine" if not set(machines) & set(estimated)
                 else "") + ". The runner trains each task's SFT and reward model under OUT (same SFT + RM seed, "
-             f"{TASKS['long'].model_seed}), so those of the unseen seeds were trained again on their machine: their step-0 "
-             f"gold (the SFT policy under the evaluation's sampling seed) differs from the committed runs' on "
-             f"{new_bits} of {len(found)} rows (other bits), and an unseen seed checks a new PPO seed, a new machine "
-             "kind and the SFT and reward model trained again at once. Each interval: "
+             f"{', '.join(sorted({str(TASKS[u.task].model_seed) for u in found}))}), so those of the unseen seeds "
+             "were trained again on their machine: their step-0 "
+             "evaluation (RM, gold and length of the SFT policy under the evaluation's sampling seed) equals, bit for "
+             f"bit, that of the committed runs the interval comes from on {same_bits} of {len(found)} rows (gold "
+             "below), and an unseen seed checks a new PPO seed, a new machine and the SFT and reward model trained "
+             "again at once. Each interval: "
              + "; ".join(dict.fromkeys(u.where for u in found))
              + " (Student's t over the seeds named, s·√(1 + 1/n); the arms run on the confirmation's seeds only have "
              "no new-seed interval elsewhere, so this section publishes theirs). Final gold; the long task's unseen "
