@@ -7,6 +7,7 @@ import socket
 import torch
 
 from .compile_lock import check_compile_locks
+from .launch import local_rank
 
 SHM_COMM_OP = "deepspeed_shm_comm"
 
@@ -34,10 +35,9 @@ def init_distributed() -> tuple:
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(local_rank())
+        device = torch.device("cuda", local_rank())
         backend = "nccl"
     else:
         device = torch.device("cpu")

@@ -118,10 +118,10 @@ def apply_thread_default() -> int:
 
 def release_process_group() -> None:
     """Destroy torch.distributed's process groups when a process whose run ended well exits (``atexit``, while the
-    interpreter is still whole). Left to the interpreter's teardown,
-    gloo's worker threads can abort the process (SIGABRT, "terminate called without an active exception",
-    pytorch/pytorch#190489: seen in one rank of a two-process run on loaded cores). Not after an error: a rank that
-    failed while another waits in a collective could hang in the teardown (pytorch/torchtitan#1342)."""
+    interpreter is still whole). Left to the interpreter's teardown, gloo's worker threads can abort the process
+    (SIGABRT, "terminate called without an active exception", pytorch/pytorch#190489: seen in one rank of a
+    two-process run on loaded cores). Not after an error: a rank that failed while another waits in a collective
+    could hang in the teardown (pytorch/torchtitan#1342)."""
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
         distributed.destroy_process_group()

@@ -16,6 +16,11 @@ def launch_world_size() -> int:
     return int(text)
 
 
+def local_rank() -> int:
+    """This process's rank on its node: ``$LOCAL_RANK`` (set by deepspeed and torchrun), else 0."""
+    return int(os.environ.get("LOCAL_RANK", 0))
+
+
 def local_world_size(world_size: int) -> int:
     """The processes on this node: ``$LOCAL_WORLD_SIZE`` (set by deepspeed and torchrun), else all of them."""
     text = os.environ.get("LOCAL_WORLD_SIZE", str(world_size))

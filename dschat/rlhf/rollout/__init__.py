@@ -10,7 +10,6 @@ measure and correct the gap (``--rollout_is``, :mod:`dschat.rlhf.macro_action.co
 from __future__ import annotations
 
 import logging
-import os
 
 from .base import PlainModel, Rollout, RolloutEngine
 
@@ -23,7 +22,7 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
     current = _synchronous_engine(args, actor, tokenizer, world_size, "hf" if args.rollout_gpus else args.rollout_engine)
     if not args.async_rollout:
         return current
-    from dschat.core.launch import local_world_size
+    from dschat.core.launch import local_rank, local_world_size
 
     from .producer import AsyncRolloutEngine, ProducerSpec, producer_devices
 
@@ -39,7 +38,7 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                         logprob_temperature=1.0 if args.logprobs_at_unit_temperature else args.temperature,
                         threads=args.rollout_threads, seed=args.seed + rank,
                         max_model_len=args.max_prompt_seq_len + args.max_new_tokens,
-                        devices=producer_devices(args.rollout_gpus, int(os.environ.get("LOCAL_RANK", 0)),
+                        devices=producer_devices(args.rollout_gpus, local_rank(),
                                                  local_world_size(world_size)),
                         gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                         transport=rollout_transport(args), timeout=args.rollout_timeout)

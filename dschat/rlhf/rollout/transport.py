@@ -38,8 +38,6 @@ its imports done; a busy machine takes tens of seconds): ``--rollout_timeout`` i
 class QueueWeights:
     """Tensors through the request queue (module docstring)."""
 
-    name = "queue"
-
     def __init__(self, requests):
         self.requests = requests
 
@@ -91,8 +89,6 @@ class CollectiveWeights:
     """Tensors by broadcast in a trainer-producer process group (module docstring). ``device`` is where the
     trainer's tensors are sent from: a CUDA device for NCCL, CPU for gloo."""
 
-    name = "collective"
-
     def __init__(self, requests, backend: str, timeout: float, device: torch.device):
         self.requests, self.backend, self.timeout, self.device = requests, backend, timeout, device
         self.join = max(timeout, JOIN_SECONDS)
@@ -140,6 +136,3 @@ class CollectiveReceiver:
             received.append((name, tensor))
         return received
 
-
-TRANSPORTS = ("queue", "collective")
-"""``--rollout_transport``'s choices beside ``auto`` (queue on CPU, collective with ``--rollout_gpus``)."""
