@@ -81,9 +81,6 @@ CASES = [
     Case("resolve_objective", "ppo", REWARD + ("--rollout_is_mode", "mask"),
          "--rollout_is_mode: a setting of the rollout correction; it needs --rollout_is token | macro | sequence"),
     Case("resolve_objective", "ppo", REWARD + ("--rollout_engine", "vllm", "--rollout_is", "token",
-                                               "--rollout_is_low", "0.5"),
-         "--rollout_is_low 0.5 bounds --rollout_is_mode mask (truncate only caps at --rollout_is_cap)"),
-    Case("resolve_objective", "ppo", REWARD + ("--rollout_engine", "vllm", "--rollout_is", "token",
                                                "--rollout_is_mode", "mask", "--rollout_is_low", "4"),
          "--rollout_is_low 4 must be below --rollout_is_cap 3"),
 ]

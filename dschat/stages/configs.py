@@ -444,7 +444,8 @@ class PPOConfig:
     """What a unit's weight w outside its bounds becomes: truncate (min(w, C), TIS) | mask (0 outside
     [--rollout_is_low, C]: MIS / IcePop; TRL vllm_importance_sampling_mode *_mask)."""
     rollout_is_low: NonNegativeFloat = 0.0
-    """Lower bound of --rollout_is_mode mask (TRL vllm_importance_sampling_min, IcePop's low)."""
+    """Lower bound of the weights: mask zeroes a weight below it (IcePop's low), truncate raises it to it (TRL
+    vllm_importance_sampling_clip_min)."""
     rollout_is_agg: Literal[ROLLOUT_IS_AGGS] = "product"
     """How a macro's or a sequence's token ratios make its weight: product | geo (geometric mean, veRL's geometric
     rejection)."""

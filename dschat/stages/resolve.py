@@ -94,9 +94,6 @@ def resolve_objective(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
             if value:
                 raise ConfigError(f"--{flag}: a setting of the rollout correction; it needs --rollout_is token | "
                                   "macro | sequence")
-    if args.rollout_is_low and args.rollout_is_mode != "mask":
-        raise ConfigError(f"--rollout_is_low {args.rollout_is_low:g} bounds --rollout_is_mode mask (truncate only "
-                          "caps at --rollout_is_cap)")
     if args.rollout_is_low >= args.rollout_is_cap:
         raise ConfigError(f"--rollout_is_low {args.rollout_is_low:g} must be below --rollout_is_cap "
                           f"{args.rollout_is_cap:g}")
