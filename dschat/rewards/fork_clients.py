@@ -2,7 +2,7 @@
 the children they fork. Trusts: the fork servers it started (they run only their loop and have read no byte a
 program wrote) - but gives each reply a deadline, and a server that dies or misses one is killed and replaced
 (:class:`_ServerLost`: the tests not yet judged run again). Does not trust the children: they are watched
-through the parent's own handles (a pidfd, ``/proc/PID/task`` and ``schedstat`` opened at spawn), killed as a
+through the parent's own handles (a pidfd, ``/proc/PID/task``, ``schedstat`` and ``stat`` opened at spawn), killed as a
 process group and reaped by their server only when the parent asks. Threat model:
 ``docs/sandbox-threat-model.md``.
 """
@@ -20,13 +20,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import fork_server, program_child, verdict_child
 from .sandbox_types import SandboxError
-
-if TYPE_CHECKING:
-    from .task_bounds import _TaskBound
+from .task_bounds import _TaskBound, close_task_bound
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +33,7 @@ SANDBOX_SCRIPT = os.path.abspath(program_child.__file__)  # the children's code,
 VERDICT_SCRIPT = os.path.abspath(verdict_child.__file__)
 _REAP_TIMEOUT_S = 5.0
 _SERVER_REPLY_TIMEOUT_S = 30.0  # a fork server's reply (its first one includes its interpreter's start-up)
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of /proc/PID/stat's CPU times
 
 
 def _child_environment(workdir: str) -> Dict[str, str]:
@@ -209,7 +208,15 @@ class _ForkServers:
 
 
 _FORK_SERVERS = _ForkServers()
-atexit.register(_FORK_SERVERS.close)
+
+
+def _close_at_exit() -> None:
+    """The fork servers first, then the slot cgroups they lived in (which do not empty while a server is there)."""
+    _FORK_SERVERS.close()
+    close_task_bound()
+
+
+atexit.register(_close_at_exit)
 os.register_at_fork(after_in_child=_FORK_SERVERS.forget)
 
 
@@ -229,13 +236,26 @@ class _Child:
             self._tasks = -1
         try:
             self._schedstat = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:  # a kernel without CONFIG_SCHED_INFO: test limits are then plain wall-clock time
+        except OSError:  # a kernel without CONFIG_SCHED_INFO: waits for a CPU then count as running
             self._schedstat = -1
+        try:
+            self._stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # no /proc: the test clock then has only its wall-clock bounds
+            self._stat = -1
 
     def run_delay(self) -> float:
         """Seconds the child's main thread has spent runnable but waiting for a CPU (0 if unknown)."""
         try:
             return int(os.pread(self._schedstat, 128, 0).split()[1]) / 1e9 if self._schedstat >= 0 else 0.0
+        except (OSError, IndexError, ValueError):  # the child is gone
+            return 0.0
+
+    def cpu_time(self) -> float:
+        """CPU seconds the child has used, all its threads together, those that ended included (``/proc/PID/stat``'s
+        utime + stime: the kernel's count for the whole thread group; 0 if unknown)."""
+        try:
+            fields = os.pread(self._stat, 4096, 0).rpartition(b")")[2].split() if self._stat >= 0 else ()
+            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else 0.0
         except (OSError, IndexError, ValueError):  # the child is gone
             return 0.0
 
@@ -276,10 +296,10 @@ class _Child:
             except _ServerLost:  # it died with its server
                 pass
         if self._ended:
-            for fd in (self._pidfd, self._tasks, self._schedstat):
+            for fd in (self._pidfd, self._tasks, self._schedstat, self._stat):
                 if fd >= 0:
                     os.close(fd)
-            self._pidfd = self._tasks = self._schedstat = -1
+            self._pidfd = self._tasks = self._schedstat = self._stat = -1
 
     def _kill_group(self) -> None:
         try:

@@ -8,7 +8,7 @@ reused. The child's side of the same bound is :func:`.isolation._bound_tasks`. T
 """
 from __future__ import annotations
 
-import atexit
+import errno
 import logging
 import os
 import signal
@@ -110,9 +110,9 @@ class _TaskBound:
         return bound
 
     def place(self, slot: int, pid: int) -> None:
-        """Move a fork server of ``slot`` (just started, idle) into the slot's cgroups: its children are born there."""
+        """Move a fork server of ``slot`` (just started, idle) into the slot's cgroups, as :meth:`acquire` prepared
+        them (a missing one is an error, never made again without its limits): its children are born there."""
         for directory in self._directories(slot):
-            os.makedirs(directory, exist_ok=True)
             _write_control(directory, "cgroup.procs", str(pid))
         with self._lock:
             self._residents.setdefault(slot, set()).add(pid)
@@ -134,15 +134,58 @@ class _TaskBound:
             self._free.append(slot)
 
     def close(self) -> None:
-        """Remove the slots' cgroups (at exit, once the fork servers are gone)."""
+        """Remove the slots' cgroups (at exit, once the fork servers are gone: :func:`close_task_bound`)."""
         if self.pid != os.getpid():
             return
         for slot in range(self._slots):
             for directory in self._directories(slot):
-                try:
-                    os.rmdir(directory)
-                except OSError:
-                    pass
+                _remove_cgroup(directory, EXIT_GRACE_S)
+
+
+def _remove_cgroup(directory: str, grace_s: float) -> None:
+    """Remove an empty cgroup, waiting up to ``grace_s`` for the kernel to let go of processes just reaped
+    (EBUSY); a cgroup that is gone already, or still holds a process, stays as it is."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            os.rmdir(directory)
+            return
+        except OSError as error:
+            if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                return
+        time.sleep(0.01)
+
+
+def _remove_stale_slots(directory: str) -> List[str]:
+    """Remove the slot cgroups below the trainer's cgroup ``directory`` that trainers which are no longer running
+    left behind (a trainer killed before its exit handlers ran); the names removed. A live process's slots, and a
+    slot that still holds a process, are left alone."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        owner, _, slot = name[len(_CGROUP_PREFIX):].partition("-")
+        if not (name.startswith(_CGROUP_PREFIX) and owner.isdigit() and slot.isdigit()) or _running(int(owner)):
+            continue
+        _remove_cgroup(os.path.join(directory, name), 0.0)
+        if not os.path.exists(os.path.join(directory, name)):
+            removed.append(name)
+    if removed:
+        logger.info("sandbox: removed %d slot cgroups of trainers no longer running below %s", len(removed),
+                    directory)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        pass
+    return True
 
 
 def _write_control(directory: str, name: str, value: str) -> None:
@@ -265,6 +308,8 @@ def make_task_bound(mechanism: str) -> Optional[_TaskBound]:
         layers = _cgroup_layers(mechanism)
         if layers is None:
             return None
+        for directory in sorted({own for _, own, _ in layers.values()}):
+            _remove_stale_slots(directory)
         bound = _TaskBound(mechanism, layers)
         return bound if _probe(bound) else None
     if mechanism == "uid":
@@ -297,6 +342,12 @@ def task_bound_mechanism() -> str:
     return _task_bound().mechanism
 
 
+def close_task_bound() -> None:
+    """Remove this process's slot cgroups; at exit, after the fork servers that live in them are gone
+    (:mod:`.fork_clients` registers both, in that order)."""
+    if _TASK_BOUND:
+        _TASK_BOUND[0].close()
+
+
 _TASK_BOUND_LOCK = threading.Lock()
-atexit.register(lambda: _TASK_BOUND and _TASK_BOUND[0].close())
 
