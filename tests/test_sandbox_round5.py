@@ -232,30 +232,34 @@ def test_helper_threads_do_not_stretch_the_test_clock(tmp_path):
     assert timed.test_outcomes == (TestOutcome.TIMEOUT,), (timed.outcome, timed.detail)
 
 
-class ThreadedChild:
-    """A stand-in for a program's child as the parent sees it (``fork_clients._Child``): two threads busy since
-    ``start`` (CPU time twice the wall-clock time) and its main thread waiting for a CPU 90 % of the time."""
+class BusyChild:
+    """A stand-in for a program's child as the parent sees it (``fork_clients._Child``): busy since ``start`` on
+    two CPUs - counted by its process (threads) or only by its slot's cgroup (a process it forked) - while its
+    main thread waits for a CPU 90 % of the time."""
 
-    def __init__(self):
+    def __init__(self, counted_by: str):
         self.start = time.monotonic()
+        self.counted_by = counted_by
 
-    def cpu_time(self) -> float:
-        return 2.0 * (time.monotonic() - self.start)
+    def cpu_times(self) -> tuple:
+        used = 2.0 * (time.monotonic() - self.start)
+        return (used, used) if self.counted_by == "process" else (0.0, used)
 
     def run_delay(self) -> float:
         return 0.9 * (time.monotonic() - self.start)
 
 
-def test_the_test_clock_counts_the_cpu_time_of_every_thread():
-    """Class 2, the clock's rule without the scheduler: a child whose threads use 2 CPU-s per second while its
-    main thread waits for a CPU 90 % of the time reaches a 0.5 s limit after 0.25 s of wall-clock time. Before,
-    its clock (wall-clock time less waits) ran at 0.1 s per second: it timed out only at the wall-clock bound
-    (2 s)."""
+@pytest.mark.parametrize("counted_by", ["process", "cgroup"])
+def test_the_test_clock_counts_the_cpu_time_of_every_thread(counted_by):
+    """Class 2, the clock's rule without the scheduler: a child that uses 2 CPU-s per second (its threads, or a
+    process it forked, which only its cgroup counts) while its main thread waits for a CPU 90 % of the time
+    reaches a 0.5 s limit after 0.25 s of wall-clock time. Before, its clock (wall-clock time less waits) ran at
+    0.1 s per second: it timed out only at the wall-clock bound (2 s)."""
     read_end, write_end = os.pipe()
     events = sandbox_protocol._EventReader(read_end, "")
     try:
         started = time.monotonic()
-        event = sandbox_protocol._TestClock((ThreadedChild(),), 0.5).next_event(events)
+        event = sandbox_protocol._TestClock((BusyChild(counted_by),), 0.5).next_event(events)
         elapsed = time.monotonic() - started
     finally:
         events.close()

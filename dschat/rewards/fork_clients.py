@@ -2,7 +2,8 @@
 the children they fork. Trusts: the fork servers it started (they run only their loop and have read no byte a
 program wrote) - but gives each reply a deadline, and a server that dies or misses one is killed and replaced
 (:class:`_ServerLost`: the tests not yet judged run again). Does not trust the children: they are watched
-through the parent's own handles (a pidfd, ``/proc/PID/task``, ``schedstat`` and ``stat`` opened at spawn), killed as a
+through the parent's own handles (a pidfd, ``/proc/PID/task``, ``schedstat``, ``stat`` and the slot's CPU usage
+opened at spawn), killed as a
 process group and reaped by their server only when the parent asks. Threat model:
 ``docs/sandbox-threat-model.md``.
 """
@@ -24,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 from . import fork_server, program_child, verdict_child
 from .sandbox_types import SandboxError
-from .task_bounds import _TaskBound, close_task_bound
+from .task_bounds import _TaskBound, cgroup_cpu_seconds, close_task_bound
 
 logger = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ class _ForkServers:
             pid, pidfd = server.spawn(fds, workdir, stderr_fd)
         finally:
             server.lock.release()
-        return _Child(pid, pidfd, server)
+        return _Child(pid, pidfd, server, slot[0].cpu_usage_file(slot[1]) if slot is not None else None)
 
     def _free_server(self, command: Tuple[str, ...], slot: Optional[Tuple[_TaskBound, int]]) -> _ForkServer:
         """A live server for ``command`` (and ``slot``) that no other thread is using, locked for the caller."""
@@ -220,11 +221,17 @@ atexit.register(_close_at_exit)
 os.register_at_fork(after_in_child=_FORK_SERVERS.forget)
 
 
+def _process_cpu_seconds(stat: bytes) -> float:
+    """utime + stime of a ``/proc/PID/stat`` text (fields 14 and 15; the command name may hold spaces)."""
+    fields = stat.rpartition(b")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
 class _Child:
     """A child forked by a fork server and its process group, waited for with deadlines (a pidfd), killed as a
     group and reaped by its server (until then a zombie: its pid and group id cannot be reused)."""
 
-    def __init__(self, pid: int, pidfd: int, server: _ForkServer):
+    def __init__(self, pid: int, pidfd: int, server: _ForkServer, cpu_usage_file: Optional[str] = None):
         self.pid = pid
         self._pidfd = pidfd
         self._server = server
@@ -242,6 +249,10 @@ class _Child:
             self._stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:  # no /proc: the test clock then has only its wall-clock bounds
             self._stat = -1
+        try:  # the CPU time of its slot's cgroups (a process it forks included; the slot's idle fork server too)
+            self._usage = os.open(cpu_usage_file, os.O_RDONLY | os.O_CLOEXEC) if cpu_usage_file else -1
+        except OSError:
+            self._usage = -1
 
     def run_delay(self) -> float:
         """Seconds the child's main thread has spent runnable but waiting for a CPU (0 if unknown)."""
@@ -250,14 +261,17 @@ class _Child:
         except (OSError, IndexError, ValueError):  # the child is gone
             return 0.0
 
-    def cpu_time(self) -> float:
-        """CPU seconds the child has used, all its threads together, those that ended included (``/proc/PID/stat``'s
-        utime + stime: the kernel's count for the whole thread group; 0 if unknown)."""
-        try:
-            fields = os.pread(self._stat, 4096, 0).rpartition(b")")[2].split() if self._stat >= 0 else ()
-            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else 0.0
-        except (OSError, IndexError, ValueError):  # the child is gone
-            return 0.0
+    def cpu_times(self) -> Tuple[float, float]:
+        """Two counts of the CPU seconds the child has used, all its threads together: its process's
+        (``/proc/PID/stat``'s utime + stime, the kernel's count for the whole thread group, ended threads included)
+        and its slot's cgroups' (0 without one); 0 for what is unknown or gone."""
+        times = []
+        for fd, read in ((self._stat, _process_cpu_seconds), (self._usage, cgroup_cpu_seconds)):
+            try:
+                times.append(read(os.pread(fd, 4096, 0)) if fd >= 0 else 0.0)
+            except (OSError, IndexError, ValueError):  # the child is gone
+                times.append(0.0)
+        return times[0], times[1]
 
     def thread_count(self) -> int:
         """How many threads the child runs now, as the kernel counts them (0 if it cannot tell: the child is
@@ -296,10 +310,10 @@ class _Child:
             except _ServerLost:  # it died with its server
                 pass
         if self._ended:
-            for fd in (self._pidfd, self._tasks, self._schedstat, self._stat):
+            for fd in (self._pidfd, self._tasks, self._schedstat, self._stat, self._usage):
                 if fd >= 0:
                     os.close(fd)
-            self._pidfd = self._tasks = self._schedstat = self._stat = -1
+            self._pidfd = self._tasks = self._schedstat = self._stat = self._usage = -1
 
     def _kill_group(self) -> None:
         try:

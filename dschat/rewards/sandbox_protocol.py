@@ -213,8 +213,10 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
 class _TestClock:
     """One test's time limit, on two clocks that each must stay below it, and a wall-clock bound:
 
-    * the CPU time of the children, all their threads together (``/proc/PID/stat``): work counts however it is
-      spread over threads, so a program's helper threads cannot stretch its clock, whatever the scheduler does;
+    * the CPU time of the children, all their threads together (their slot's cgroup's usage where the task bound
+      is a cgroup, and their process's, ``/proc/PID/stat``, whichever is larger): work counts however it is spread
+      over threads (or processes), so a program's helper threads cannot stretch its clock, whatever the scheduler
+      does;
     * wall-clock time less the time the children's main threads waited for a CPU (their run-queue delay,
       ``/proc/PID/schedstat``): sleeping or blocking counts as it does on a wall clock (APPS' and human-eval's
       limits);
@@ -235,15 +237,21 @@ class _TestClock:
     def _waited(self) -> float:
         return sum(child.run_delay() for child in self._children)
 
-    def _cpu(self) -> float:
-        return sum(child.cpu_time() for child in self._children)
+    def _cpu(self) -> List[Tuple[float, float]]:
+        return [child.cpu_times() for child in self._children]
+
+    def _cpu_used(self) -> float:
+        """The CPU seconds since the test began, each child's by the larger of its two counts (its process's is a
+        floor where a program leaves its cgroup; its cgroup's counts the processes it forks)."""
+        return sum(max(now - before for now, before in zip(times, before_times))
+                   for times, before_times in zip(self._cpu(), self._cpu_before))
 
     def deadline(self) -> float:
         """When the test times out, as far as is known now: the earliest moment the CPU time could reach the
         limit (all CPUs busy; no sooner than ``_CLOCK_STEP_S`` from now while it has not), the moment the
         wall-clock time less waits does, or the wall-clock bound."""
         now = time.monotonic()
-        cpu_left = self._limit - (self._cpu() - self._cpu_before)
+        cpu_left = self._limit - self._cpu_used()
         by_cpu = now + (max(cpu_left / self._cpus, _CLOCK_STEP_S) if cpu_left > 0 else cpu_left)
         by_wall = self._start + self._limit + self._waited() - self._waited_before
         return min(by_cpu, by_wall, self._start + self._limit * _MAX_WALL_FACTOR)

@@ -27,6 +27,7 @@ _SANDBOX_UID_BASE = 61184  # the real uid of slot 0 under the ``uid`` bound (sys
 _MAX_SLOTS = 4096  # programs running at once in one trainer process
 _CPU_PERIOD_US = 100_000
 _CGROUP_PREFIX = "dschat-sandbox-"
+_BOUND_LAYERS = ("tasks_cgroup", "cpu_cgroup")  # the cgroups that bound a program (the child checks it is in them)
 
 
 class _TaskBound:
@@ -70,7 +71,7 @@ class _TaskBound:
     @property
     def layers(self) -> Tuple[str, ...]:
         if self._cgroups:
-            return tuple(layer for layer in ("tasks_cgroup", "cpu_cgroup") if layer in self._cgroups)
+            return tuple(layer for layer in _BOUND_LAYERS if layer in self._cgroups)
         return (f"tasks_{self.mechanism}",)
 
     def acquire(self, limits: "SandboxLimits") -> Tuple[int, dict]:
@@ -101,13 +102,24 @@ class _TaskBound:
             os.makedirs(directory, exist_ok=True)
             if layer == "tasks_cgroup":
                 _write_control(directory, "pids.max", str(limits.max_tasks + 1))
-            elif self._version == 2:
+            elif layer == "cpu_cgroup" and self._version == 2:
                 _write_control(directory, "cpu.max", f"{round(limits.cpu_quota * _CPU_PERIOD_US)} {_CPU_PERIOD_US}")
-            else:
+            elif layer == "cpu_cgroup":
                 _write_control(directory, "cpu.cfs_period_us", str(_CPU_PERIOD_US))
                 _write_control(directory, "cpu.cfs_quota_us", str(round(limits.cpu_quota * _CPU_PERIOD_US)))
-            bound["cgroups"][layer] = [controller, os.path.join(path, self._name(slot))]
+            if layer in _BOUND_LAYERS:  # (cpu_usage only counts: the parent's clock reads it, see cpu_usage_file)
+                bound["cgroups"][layer] = [controller, os.path.join(path, self._name(slot))]
         return bound
+
+    def cpu_usage_file(self, slot: int) -> Optional[str]:
+        """The file in which the kernel counts the CPU time of everything in ``slot``'s cgroups (read with
+        :func:`cgroup_cpu_seconds`), or None without a cgroup that counts it: cgroup v2's ``cpu.stat``, cgroup
+        v1's ``cpuacct.usage`` where the cpuacct controller is mounted."""
+        if self._version == 2 and "tasks_cgroup" in self._cgroups:
+            return os.path.join(self._cgroups["tasks_cgroup"][1], self._name(slot), "cpu.stat")
+        if "cpu_usage" in self._cgroups:
+            return os.path.join(self._cgroups["cpu_usage"][1], self._name(slot), "cpuacct.usage")
+        return None
 
     def place(self, slot: int, pid: int) -> None:
         """Move a fork server of ``slot`` (just started, idle) into the slot's cgroups, as :meth:`acquire` prepared
@@ -188,6 +200,14 @@ def _running(pid: int) -> bool:
     return True
 
 
+def cgroup_cpu_seconds(text: bytes) -> float:
+    """The CPU seconds in the text of a :meth:`_TaskBound.cpu_usage_file`: cgroup v2's ``usage_usec`` line,
+    cgroup v1's nanoseconds."""
+    if text.startswith(b"usage_usec "):
+        return int(text.split(b"\n", 1)[0].split()[1]) / 1e6
+    return int(text) / 1e9
+
+
 def _write_control(directory: str, name: str, value: str) -> None:
     fd = os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -252,8 +272,9 @@ def _cgroup_layers(mechanism: str) -> Optional[Dict[str, Tuple[str, str, str]]]:
     except (OSError, ValueError):
         return None
     wanted = (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
-    if mechanism == "cgroup_v1":
-        layers = {layer: (controller, *own[controller]) for layer, controller in wanted if controller in own}
+    if mechanism == "cgroup_v1":  # and cpuacct, which counts a slot's CPU time (cgroup v2's cpu.stat always does)
+        layers = {layer: (controller, *own[controller]) for layer, controller in (*wanted, ("cpu_usage", "cpuacct"))
+                  if controller in own}
     elif "" in own:
         directory, path = own[""]
         try:
