@@ -268,6 +268,38 @@ def test_the_test_clock_counts_the_cpu_time_of_every_thread(counted_by):
     assert 0.24 <= elapsed < 0.6, elapsed
 
 
+BUSY = textwrap.dedent("""\
+    import time
+    while time.process_time() < 0.5:
+        pass
+    print(input())
+    """)
+
+
+def test_the_clock_reads_the_programs_cpu_from_its_process_and_its_slot_cgroup(tmp_path, monkeypatch):
+    """Class 2, the wiring: the test clock's counts of the CPU the program used during its test (about 0.5 s
+    here, read when its report arrives) come through its process (``/proc/PID/stat``) and, where the task bound
+    is a cgroup, through its slot's cgroup (what also counts a process the program forks without the filters)."""
+    used = []
+    next_event = sandbox_protocol._TestClock.next_event
+
+    def recorded(clock, events):
+        event = next_event(clock, events)
+        (process_before, cgroup_before), = clock._cpu_before
+        (process, cgroup), = clock._cpu()
+        used.append((process - process_before, cgroup - cgroup_before))
+        return event
+
+    monkeypatch.setattr(sandbox_protocol._TestClock, "next_event", recorded)
+    task = CodeTask(task_id="seven", prompt="", inputs=["7\n"], outputs=["7\n"])
+    result = execute_program(task, BUSY, SandboxLimits(test_timeout_s=20.0, tmp_root=str(tmp_path)))
+    assert result.outcome is ProgramOutcome.PASSED, result.detail
+    (process, cgroup), = used
+    assert process >= 0.3, used
+    if task_bounds.task_bound_mechanism().startswith("cgroup"):
+        assert cgroup >= 0.3, used
+
+
 # ------------------------------------------------------------------------ class 4: nothing left behind at exit
 
 EXITING_TRAINER = textwrap.dedent("""\
