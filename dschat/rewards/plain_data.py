@@ -29,9 +29,11 @@ hashes its members, which a program can make collide (5,000 integers that hash a
 so where that cost must stay linear (the trainer, APPS call-based) ``decode(..., hashed=False)`` returns sets and
 mappings as :class:`Unhashed` (their members or pairs, in order, nothing hashed), which the comparison matches
 against the expected value's own table; where the real objects are needed (HumanEval's verdict interpreter) they are
-built under that process's deadline. Anything that is not a
-well-formed encoding raises :class:`NotPlainData`, never another exception. numpy is imported only when a value
-holds numpy data. Imported by the sandbox's child scripts as a top-level module, so standard library only.
+built under that process's deadline. A numpy scalar's or array's elements are atoms of its dtype's kind, never
+containers, whatever ``hashed`` says. Anything that is not a well-formed encoding raises :class:`NotPlainData`,
+never another exception (whatever the error, e.g. ``decimal.InvalidOperation``: one path). numpy is imported
+only when a value holds numpy data. Imported by the sandbox's child scripts as a top-level module, so standard
+library only.
 """
 from __future__ import annotations
 
