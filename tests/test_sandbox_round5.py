@@ -265,7 +265,7 @@ def test_the_test_clock_counts_the_cpu_time_of_every_thread(counted_by):
         events.close()
         os.close(write_end)
     assert event["event"] == "<timeout>"
-    assert 0.24 <= elapsed < 0.6, elapsed
+    assert 0.24 <= elapsed < 1.5, elapsed  # (a loaded machine wakes the parent late; the old rule: 2 s)
 
 
 BUSY = textwrap.dedent("""\
@@ -298,6 +298,21 @@ def test_the_clock_reads_the_programs_cpu_from_its_process_and_its_slot_cgroup(t
     assert process >= 0.3, used
     if task_bounds.task_bound_mechanism().startswith("cgroup"):
         assert cgroup >= 0.3, used
+
+
+def test_a_cgroup_v2_slot_counts_its_cpu_in_cpu_stat(tmp_path, monkeypatch):
+    """cgroup v2 (not usable on the machine these tests were written on: its unified hierarchy has no controllers):
+    the clock reads a slot's ``cpu.stat`` (``usage_usec``, which every v2 cgroup has); cgroup v1 its
+    ``cpuacct.usage`` in nanoseconds."""
+    own = tmp_path / "delegated"
+    own.mkdir()
+    (own / "cgroup.controllers").write_text("cpu pids\n")
+    (own / "cgroup.subtree_control").write_text("")
+    monkeypatch.setattr(task_bounds, "_own_cgroups", lambda: {"": (str(own), "/trainer")})
+    bound = task_bounds._TaskBound("cgroup_v2", task_bounds._cgroup_layers("cgroup_v2"))
+    assert bound.cpu_usage_file(3) == str(own / f"dschat-sandbox-{os.getpid()}-3" / "cpu.stat")
+    assert task_bounds.cgroup_cpu_seconds(b"usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n") == 1.5
+    assert task_bounds.cgroup_cpu_seconds(b"2500000000\n") == 2.5
 
 
 # ------------------------------------------------------------------------ class 4: nothing left behind at exit
