@@ -3,8 +3,7 @@ the children they fork. Trusts: the fork servers it started (they run only their
 program wrote) - but gives each reply a deadline, and a server that dies or misses one is killed and replaced
 (:class:`_ServerLost`: the tests not yet judged run again). Does not trust the children: they are watched
 through the parent's own handles (a pidfd, ``/proc/PID/task``, ``schedstat``, ``stat`` and the slot's CPU usage
-opened at spawn), killed as a
-process group and reaped by their server only when the parent asks. Threat model:
+opened at spawn), killed as a process group and reaped by their server only when the parent asks. Threat model:
 ``docs/sandbox-threat-model.md``.
 """
 from __future__ import annotations
