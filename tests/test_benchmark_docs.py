@@ -13,6 +13,8 @@ OUTPUT = os.path.join("docs", "executor", "bench_executor_humaneval.txt")
 
 ROUND4 = os.path.join("docs", "executor", "bench_executor_humaneval_round4.txt")
 """Issue 39's run (task bounds, CPU quota, the run-queue-aware clock), quoted on the code-RL page."""
+ROUND5 = os.path.join("docs", "executor", "bench_executor_humaneval_round5.txt")
+"""Issue 52's run (the CPU-time test clock) on loaded cores, quoted on the code-RL page with its load."""
 
 
 def runs(output: str = OUTPUT) -> list:
@@ -31,7 +33,7 @@ def runs(output: str = OUTPUT) -> list:
 
 
 def test_each_summary_is_its_repetitions():
-    for ratios, (median, low, high) in runs() + runs(ROUND4):
+    for ratios, (median, low, high) in runs() + runs(ROUND4) + runs(ROUND5):
         assert len(ratios) == 5
         assert abs(statistics.median(ratios) - float(median)) < 0.01
         assert abs(min(ratios) - float(low)) < 0.01 and abs(max(ratios) - float(high)) < 0.01
@@ -51,3 +53,13 @@ def test_code_rl_page_quotes_the_round4_run():
     with open(os.path.join(ROOT, "docs", "code-rl.md")) as handle:
         page = " ".join(handle.read().split())
     assert f"**{median}** [{low}, {high}]" in page and ROUND4 in page and float(median) >= 1.3
+
+
+def test_code_rl_page_quotes_the_round5_run_and_its_load():
+    ((_, (median, low, high)),) = runs(ROUND5)
+    with open(os.path.join(ROOT, ROUND5)) as handle:
+        load = re.search(r"load average ([\d.]+) \(1 min\) before the run, ([\d.]+) after", handle.read()).groups()
+    with open(os.path.join(ROOT, "docs", "code-rl.md")) as handle:
+        page = " ".join(handle.read().split())
+    assert f"{median} [{low}, {high}]" in page and ROUND5 in page
+    assert f"load average {load[0]}-{load[1]}" in page

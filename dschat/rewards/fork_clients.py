@@ -2,8 +2,8 @@
 the children they fork. Trusts: the fork servers it started (they run only their loop and have read no byte a
 program wrote) - but gives each reply a deadline, and a server that dies or misses one is killed and replaced
 (:class:`_ServerLost`: the tests not yet judged run again). Does not trust the children: they are watched
-through the parent's own handles (a pidfd, ``/proc/PID/task`` and ``schedstat`` opened at spawn), killed as a
-process group and reaped by their server only when the parent asks. Threat model:
+through the parent's own handles (a pidfd, ``/proc/PID/task``, ``schedstat``, ``stat`` and the slot's CPU usage
+opened at spawn), killed as a process group and reaped by their server only when the parent asks. Threat model:
 ``docs/sandbox-threat-model.md``.
 """
 from __future__ import annotations
@@ -20,13 +20,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import fork_server, program_child, verdict_child
 from .sandbox_types import SandboxError
-
-if TYPE_CHECKING:
-    from .task_bounds import _TaskBound
+from .task_bounds import _TaskBound, cgroup_cpu_seconds, close_task_bound
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +33,7 @@ SANDBOX_SCRIPT = os.path.abspath(program_child.__file__)  # the children's code,
 VERDICT_SCRIPT = os.path.abspath(verdict_child.__file__)
 _REAP_TIMEOUT_S = 5.0
 _SERVER_REPLY_TIMEOUT_S = 30.0  # a fork server's reply (its first one includes its interpreter's start-up)
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")  # the unit of /proc/PID/stat's CPU times
 
 
 def _child_environment(workdir: str) -> Dict[str, str]:
@@ -168,7 +167,7 @@ class _ForkServers:
             pid, pidfd = server.spawn(fds, workdir, stderr_fd)
         finally:
             server.lock.release()
-        return _Child(pid, pidfd, server)
+        return _Child(pid, pidfd, server, slot[0].cpu_usage_file(slot[1]) if slot is not None else None)
 
     def _free_server(self, command: Tuple[str, ...], slot: Optional[Tuple[_TaskBound, int]]) -> _ForkServer:
         """A live server for ``command`` (and ``slot``) that no other thread is using, locked for the caller."""
@@ -209,15 +208,29 @@ class _ForkServers:
 
 
 _FORK_SERVERS = _ForkServers()
-atexit.register(_FORK_SERVERS.close)
+
+
+def _close_at_exit() -> None:
+    """The fork servers first, then the slot cgroups they lived in (which do not empty while a server is there)."""
+    _FORK_SERVERS.close()
+    close_task_bound()
+
+
+atexit.register(_close_at_exit)
 os.register_at_fork(after_in_child=_FORK_SERVERS.forget)
+
+
+def _process_cpu_seconds(stat: bytes) -> float:
+    """utime + stime of a ``/proc/PID/stat`` text (fields 14 and 15; the command name may hold spaces)."""
+    fields = stat.rpartition(b")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
 
 class _Child:
     """A child forked by a fork server and its process group, waited for with deadlines (a pidfd), killed as a
     group and reaped by its server (until then a zombie: its pid and group id cannot be reused)."""
 
-    def __init__(self, pid: int, pidfd: int, server: _ForkServer):
+    def __init__(self, pid: int, pidfd: int, server: _ForkServer, cpu_usage_file: Optional[str] = None):
         self.pid = pid
         self._pidfd = pidfd
         self._server = server
@@ -229,8 +242,16 @@ class _Child:
             self._tasks = -1
         try:
             self._schedstat = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:  # a kernel without CONFIG_SCHED_INFO: test limits are then plain wall-clock time
+        except OSError:  # a kernel without CONFIG_SCHED_INFO: waits for a CPU then count as running
             self._schedstat = -1
+        try:
+            self._stat = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # no /proc: the test clock then has only its wall-clock bounds
+            self._stat = -1
+        try:  # the CPU time of its slot's cgroups (a process it forks included; the slot's idle fork server too)
+            self._usage = os.open(cpu_usage_file, os.O_RDONLY | os.O_CLOEXEC) if cpu_usage_file else -1
+        except OSError:
+            self._usage = -1
 
     def run_delay(self) -> float:
         """Seconds the child's main thread has spent runnable but waiting for a CPU (0 if unknown)."""
@@ -238,6 +259,18 @@ class _Child:
             return int(os.pread(self._schedstat, 128, 0).split()[1]) / 1e9 if self._schedstat >= 0 else 0.0
         except (OSError, IndexError, ValueError):  # the child is gone
             return 0.0
+
+    def cpu_times(self) -> Tuple[float, float]:
+        """Two counts of the CPU seconds the child has used, all its threads together: its process's
+        (``/proc/PID/stat``'s utime + stime, the kernel's count for the whole thread group, ended threads included)
+        and its slot's cgroups' (0 without one); 0 for what is unknown or gone."""
+        times = []
+        for fd, read in ((self._stat, _process_cpu_seconds), (self._usage, cgroup_cpu_seconds)):
+            try:
+                times.append(read(os.pread(fd, 4096, 0)) if fd >= 0 else 0.0)
+            except (OSError, IndexError, ValueError):  # the child is gone
+                times.append(0.0)
+        return times[0], times[1]
 
     def thread_count(self) -> int:
         """How many threads the child runs now, as the kernel counts them (0 if it cannot tell: the child is
@@ -276,10 +309,10 @@ class _Child:
             except _ServerLost:  # it died with its server
                 pass
         if self._ended:
-            for fd in (self._pidfd, self._tasks, self._schedstat):
+            for fd in (self._pidfd, self._tasks, self._schedstat, self._stat, self._usage):
                 if fd >= 0:
                     os.close(fd)
-            self._pidfd = self._tasks = self._schedstat = -1
+            self._pidfd = self._tasks = self._schedstat = self._stat = self._usage = -1
 
     def _kill_group(self) -> None:
         try:

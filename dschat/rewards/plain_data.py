@@ -29,9 +29,11 @@ hashes its members, which a program can make collide (5,000 integers that hash a
 so where that cost must stay linear (the trainer, APPS call-based) ``decode(..., hashed=False)`` returns sets and
 mappings as :class:`Unhashed` (their members or pairs, in order, nothing hashed), which the comparison matches
 against the expected value's own table; where the real objects are needed (HumanEval's verdict interpreter) they are
-built under that process's deadline. Anything that is not a
-well-formed encoding raises :class:`NotPlainData`, never another exception. numpy is imported only when a value
-holds numpy data. Imported by the sandbox's child scripts as a top-level module, so standard library only.
+built under that process's deadline. A numpy scalar's or array's elements are atoms of its dtype's kind, never
+containers, whatever ``hashed`` says. Anything that is not a well-formed encoding raises :class:`NotPlainData`,
+never another exception (whatever the error, e.g. ``decimal.InvalidOperation``: one path). numpy is imported
+only when a value holds numpy data. Imported by the sandbox's child scripts as a top-level module, so standard
+library only.
 """
 from __future__ import annotations
 
@@ -162,11 +164,11 @@ def decode(text: bytes, max_depth: int = MAX_DEPTH, hashed: bool = True):
         return _value(json.loads(text), max_depth, hashed)
     except NotPlainData:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, RecursionError, OverflowError, MemoryError) as error:
+    except Exception as error:  # ValueError, RecursionError, decimal.InvalidOperation, numpy's...: one path
         raise NotPlainData(f"malformed plain data ({type(error).__name__})") from None
 
 
-def _value(node, depth: int, hashed: bool = True):
+def _value(node, depth: int, hashed: bool):
     if type(node) is not list or not node or type(node[0]) is not str:
         raise NotPlainData("malformed plain data")
     tag, payload = node[0], node[1:]
@@ -184,7 +186,7 @@ def _value(node, depth: int, hashed: bool = True):
     if tag == _DECIMAL_TAG and len(payload) == 1 and type(payload[0]) is str:
         return _decimal(payload[0])
     if tag == "n" and len(payload) == 2 and payload[0] in NUMPY_DTYPES:
-        return _numpy_scalar(payload[0], _value(payload[1], depth))
+        return importlib.import_module("numpy").dtype(payload[0]).type(_numpy_element(payload[1], payload[0]))
     if depth <= 0:
         raise NotPlainData(f"nested more than {MAX_DEPTH} deep")
     if tag == _ITERATOR_TAG and len(payload) == 1 and type(payload[0]) is list:
@@ -201,7 +203,7 @@ def _value(node, depth: int, hashed: bool = True):
         return collections.defaultdict(_DEFAULT_FACTORIES.get(payload[0]), dict(pairs)) if hashed \
             else Unhashed(collections.defaultdict, tuple(pairs))
     if tag == "A" and len(payload) == 3 and payload[0] in NUMPY_DTYPES:
-        return _numpy_array(payload[0], payload[1], payload[2], depth)
+        return _numpy_array(payload[0], payload[1], payload[2])
     raise NotPlainData("malformed plain data")
 
 
@@ -220,21 +222,22 @@ def _decimal(text: str):
     return value
 
 
-def _numpy_scalar(dtype: str, value):
-    if type(value) is not {"B": bool, "i": int, "f": float, "c": complex}[NUMPY_DTYPES[dtype]]:
+def _numpy_element(node, dtype: str):
+    """An element of a numpy scalar or array of ``dtype``: an atom node of the dtype's kind (:data:`NUMPY_DTYPES`),
+    never a container - so nothing a numpy node holds is hashed, rebuilt or nested, whatever ``hashed`` says."""
+    if type(node) is not list or not node or node[0] != NUMPY_DTYPES[dtype]:
         raise NotPlainData("malformed plain data")
-    return importlib.import_module("numpy").dtype(dtype).type(value)
+    return _value(node, 0, hashed=False)
 
 
-def _numpy_array(dtype: str, shape, items, depth: int):
+def _numpy_array(dtype: str, shape, items):
     if type(shape) is not list or len(shape) > MAX_ARRAY_DIMENSIONS or type(items) is not list \
             or not all(type(size) is int and 0 <= size <= max(len(items), 1) for size in shape):
         raise NotPlainData("malformed plain data")
     count = 1
     for size in shape:
         count *= size
-    element = {"B": bool, "i": int, "f": float, "c": complex}[NUMPY_DTYPES[dtype]]
-    values = [_value(item, depth - 1) for item in items]
-    if count != len(values) or not all(type(value) is element for value in values):
+    if count != len(items):
         raise NotPlainData("malformed plain data")
+    values = [_numpy_element(item, dtype) for item in items]
     return importlib.import_module("numpy").array(values, dtype=dtype).reshape(shape)

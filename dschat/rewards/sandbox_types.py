@@ -34,8 +34,9 @@ class RunStatus(str, Enum):
 class SandboxLimits:
     """Resource limits of one sandboxed program; ``docs/sandbox-threat-model.md`` says what each one enforces.
 
-    test_timeout_s: wall-clock seconds per test (APPS' harness uses 4, HumanEval's 3); compiling the program
-        gets the same budget.
+    test_timeout_s: seconds per test (APPS' harness uses 4, HumanEval's 3) on the test clock: the program's CPU
+        time across its threads, and wall-clock time less its waits for a CPU, each below it; at most 4 times it
+        of wall-clock time (``sandbox_protocol._TestClock``). Compiling the program gets the same budget.
     startup_timeout_s: seconds for the interpreter to start and harden itself (not the program's time: on
         expiry the program's run is a sandbox error).
     memory_bytes: address-space limit (``RLIMIT_AS``) of the child.

@@ -8,7 +8,7 @@ reused. The child's side of the same bound is :func:`.isolation._bound_tasks`. T
 """
 from __future__ import annotations
 
-import atexit
+import errno
 import logging
 import os
 import signal
@@ -27,6 +27,7 @@ _SANDBOX_UID_BASE = 61184  # the real uid of slot 0 under the ``uid`` bound (sys
 _MAX_SLOTS = 4096  # programs running at once in one trainer process
 _CPU_PERIOD_US = 100_000
 _CGROUP_PREFIX = "dschat-sandbox-"
+_BOUND_LAYERS = ("tasks_cgroup", "cpu_cgroup")  # the cgroups that bound a program (the child checks it is in them)
 
 
 class _TaskBound:
@@ -70,7 +71,7 @@ class _TaskBound:
     @property
     def layers(self) -> Tuple[str, ...]:
         if self._cgroups:
-            return tuple(layer for layer in ("tasks_cgroup", "cpu_cgroup") if layer in self._cgroups)
+            return tuple(layer for layer in _BOUND_LAYERS if layer in self._cgroups)
         return (f"tasks_{self.mechanism}",)
 
     def acquire(self, limits: "SandboxLimits") -> Tuple[int, dict]:
@@ -101,18 +102,29 @@ class _TaskBound:
             os.makedirs(directory, exist_ok=True)
             if layer == "tasks_cgroup":
                 _write_control(directory, "pids.max", str(limits.max_tasks + 1))
-            elif self._version == 2:
+            elif layer == "cpu_cgroup" and self._version == 2:
                 _write_control(directory, "cpu.max", f"{round(limits.cpu_quota * _CPU_PERIOD_US)} {_CPU_PERIOD_US}")
-            else:
+            elif layer == "cpu_cgroup":
                 _write_control(directory, "cpu.cfs_period_us", str(_CPU_PERIOD_US))
                 _write_control(directory, "cpu.cfs_quota_us", str(round(limits.cpu_quota * _CPU_PERIOD_US)))
-            bound["cgroups"][layer] = [controller, os.path.join(path, self._name(slot))]
+            if layer in _BOUND_LAYERS:  # (cpu_usage only counts: the parent's clock reads it, see cpu_usage_file)
+                bound["cgroups"][layer] = [controller, os.path.join(path, self._name(slot))]
         return bound
 
+    def cpu_usage_file(self, slot: int) -> Optional[str]:
+        """The file in which the kernel counts the CPU time of everything in ``slot``'s cgroups (read with
+        :func:`cgroup_cpu_seconds`), or None without a cgroup that counts it: cgroup v2's ``cpu.stat``, cgroup
+        v1's ``cpuacct.usage`` where the cpuacct controller is mounted."""
+        if self._version == 2 and "tasks_cgroup" in self._cgroups:
+            return os.path.join(self._cgroups["tasks_cgroup"][1], self._name(slot), "cpu.stat")
+        if "cpu_usage" in self._cgroups:
+            return os.path.join(self._cgroups["cpu_usage"][1], self._name(slot), "cpuacct.usage")
+        return None
+
     def place(self, slot: int, pid: int) -> None:
-        """Move a fork server of ``slot`` (just started, idle) into the slot's cgroups: its children are born there."""
+        """Move a fork server of ``slot`` (just started, idle) into the slot's cgroups, as :meth:`acquire` prepared
+        them (a missing one is an error, never made again without its limits): its children are born there."""
         for directory in self._directories(slot):
-            os.makedirs(directory, exist_ok=True)
             _write_control(directory, "cgroup.procs", str(pid))
         with self._lock:
             self._residents.setdefault(slot, set()).add(pid)
@@ -134,15 +146,66 @@ class _TaskBound:
             self._free.append(slot)
 
     def close(self) -> None:
-        """Remove the slots' cgroups (at exit, once the fork servers are gone)."""
+        """Remove the slots' cgroups (at exit, once the fork servers are gone: :func:`close_task_bound`)."""
         if self.pid != os.getpid():
             return
         for slot in range(self._slots):
             for directory in self._directories(slot):
-                try:
-                    os.rmdir(directory)
-                except OSError:
-                    pass
+                _remove_cgroup(directory, EXIT_GRACE_S)
+
+
+def _remove_cgroup(directory: str, grace_s: float) -> None:
+    """Remove an empty cgroup, waiting up to ``grace_s`` for the kernel to let go of processes just reaped
+    (EBUSY); a cgroup that is gone already, or still holds a process, stays as it is."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        try:
+            os.rmdir(directory)
+            return
+        except OSError as error:
+            if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                return
+        time.sleep(0.01)
+
+
+def _remove_stale_slots(directory: str) -> List[str]:
+    """Remove the slot cgroups below the trainer's cgroup ``directory`` that trainers which are no longer running
+    left behind (a trainer killed before its exit handlers ran); the names removed. A live process's slots, and a
+    slot that still holds a process, are left alone."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        owner, _, slot = name[len(_CGROUP_PREFIX):].partition("-")
+        if not (name.startswith(_CGROUP_PREFIX) and owner.isdigit() and slot.isdigit()) or _running(int(owner)):
+            continue
+        _remove_cgroup(os.path.join(directory, name), 0.0)
+        if not os.path.exists(os.path.join(directory, name)):
+            removed.append(name)
+    if removed:
+        logger.info("sandbox: removed %d slot cgroups of trainers no longer running below %s", len(removed),
+                    directory)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        pass
+    return True
+
+
+def cgroup_cpu_seconds(text: bytes) -> float:
+    """The CPU seconds in the text of a :meth:`_TaskBound.cpu_usage_file`: cgroup v2's ``usage_usec`` line,
+    cgroup v1's nanoseconds."""
+    if text.startswith(b"usage_usec "):
+        return int(text.split(b"\n", 1)[0].split()[1]) / 1e6
+    return int(text) / 1e9
 
 
 def _write_control(directory: str, name: str, value: str) -> None:
@@ -209,8 +272,9 @@ def _cgroup_layers(mechanism: str) -> Optional[Dict[str, Tuple[str, str, str]]]:
     except (OSError, ValueError):
         return None
     wanted = (("tasks_cgroup", "pids"), ("cpu_cgroup", "cpu"))
-    if mechanism == "cgroup_v1":
-        layers = {layer: (controller, *own[controller]) for layer, controller in wanted if controller in own}
+    if mechanism == "cgroup_v1":  # and cpuacct, which counts a slot's CPU time (cgroup v2's cpu.stat always does)
+        layers = {layer: (controller, *own[controller]) for layer, controller in (*wanted, ("cpu_usage", "cpuacct"))
+                  if controller in own}
     elif "" in own:
         directory, path = own[""]
         try:
@@ -265,6 +329,8 @@ def make_task_bound(mechanism: str) -> Optional[_TaskBound]:
         layers = _cgroup_layers(mechanism)
         if layers is None:
             return None
+        for directory in sorted({own for _, own, _ in layers.values()}):
+            _remove_stale_slots(directory)
         bound = _TaskBound(mechanism, layers)
         return bound if _probe(bound) else None
     if mechanism == "uid":
@@ -297,6 +363,12 @@ def task_bound_mechanism() -> str:
     return _task_bound().mechanism
 
 
+def close_task_bound() -> None:
+    """Remove this process's slot cgroups; at exit, after the fork servers that live in them are gone
+    (:mod:`.fork_clients` registers both, in that order)."""
+    if _TASK_BOUND:
+        _TASK_BOUND[0].close()
+
+
 _TASK_BOUND_LOCK = threading.Lock()
-atexit.register(lambda: _TASK_BOUND and _TASK_BOUND[0].close())
 
