@@ -11,24 +11,27 @@ from the same summaries as the report (:mod:`evaluation.study.report`): every nu
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from scipy import stats as scipy_stats
+
 from dschat.core.entrypoint import ArgumentParser
-from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, confirmation_verdicts,
-                                        exploration_verdicts, machine_reruns, machine_rows, missing_model_seed_runs,
-                                        model_seed_comparisons, model_seed_values, multiplicity, new_machine_checks,
-                                        ordering_agreement, parity_by_stop, plateau, published_new_seed, reading,
-                                        unseen_seed_check, unseen_seed_machines)
-from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS,
-                                     VARIATION_COVERED, confirmation_seeds)
+from evaluation.study.decisions import (adjusted_test, bits_equal, collapse_sensitivity, confirmation_verdicts,
+                                        exploration_verdicts, model_seed_comparisons, model_seed_values, multiplicity,
+                                        new_machine_checks, ordering_agreement, parity_by_stop, plateau,
+                                        published_new_seed, reading)
+from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS, VARIATION_COVERED,
+                                     model_seed_tasks)
 from evaluation.study.position_report import (position_groups, positions_against_runs, sampling_noise,
                                               sampling_seed_comparison, sampling_seed_text)
-from evaluation.study.report import RERUNS, read_jsonl
-from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, format_p, mean_estimate, new_model_seed_interval
-from evaluation.study.summaries import arm_lambda, by_arm, collapses, common_seeds, mappo_family, seed_split
+from evaluation.study.report import ASYNC_RUNS, RERUNS, ROOT, read_jsonl
+from evaluation.study.stats import (ALPHA, FAILED_RULE, adjust_families, failure, few_df, format_p, mean_estimate,
+                                    new_model_seed_interval)
+from evaluation.study.summaries import arm_lambda, by_arm, common_seeds, failures, mappo_family, seed_split
 from evaluation.study.tables import confirmation_table, readme_table
 
 
@@ -85,7 +88,8 @@ def verdict_bullet(groups, tests) -> Optional[str]:
     else:
         text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
                  "MA-PPO): ")
-    text += (f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p "
+    text += (f"exploratory by the pre-registration check (report, \"Pre-registration, checked\"): "
+             f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p "
              f"{format_p(adjusted['gold'].p_holm)}; {adjusted['gold'].equivalence.text()}), RM {rm.diff.text()} "
              f"({rm.ahead}/{rm.diff.n}, Holm p {format_p(adjusted['rm'].p_holm)}; "
              f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')})"
@@ -213,11 +217,31 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
             cells.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, "
                          f"{c.across.high:.{digits}f}] ({reading_text}; {per_seed})")
         gold = metrics["gold"]
+        tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
+        failed = [f"SFT + RM seed {m}: {arm} seed {seed} ({why}; final RM {by_arm(summaries, tasks[m])[arm][seed]['rm'][-1]:.2f}"
+                  f", gold {by_arm(summaries, tasks[m])[arm][seed]['gold'][-1]:.3f})"
+                  for m, seeds in zip(gold.model_seeds, gold.seeds)
+                  for arm, runs in failures({a: {s: by_arm(summaries, tasks[m])[a][s] for s in seeds}
+                                             for a in pair}).items() for seed, why in runs.items()]
+        spread = [statistics.stdev(d) for d in model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"]]
+        wild = max(range(len(spread)), key=spread.__getitem__)
+        kept = [i for i in range(len(spread)) if i != wild]
+        values = model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"]
+        without = scipy_stats.f_oneway(*(values[i] for i in kept)).pvalue if len(kept) > 1 else math.nan
+        own = adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m]) for m, c in metrics.items()}})
         parts.append(f"{gold.method} − {gold.baseline} at λ = {arm_lambda(gold.method):g} on SFT + RM seeds "
-                     f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each): "
-                     + ", ".join(cells) + f"; the gold difference's standard deviation across model seeds "
-                     f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f} (that the model "
-                     f"seeds' mean gold differences are equal: one-way ANOVA p {format_p(gold.across.p_differ)})")
+                     f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each"
+                     f"{few_df(len(gold.model_seeds) - 1)}; failed runs: {'; '.join(failed) or 'none'}): "
+                     + ", ".join(cells) + f"; that the model seeds' mean gold differences are equal: Kruskal-Wallis "
+                     f"rank test p {format_p(gold.across.p_rank)}, one-way ANOVA p {format_p(gold.across.p_differ)}"
+                     + (f" — the ANOVA is moved by SFT + RM seed {gold.model_seeds[wild]}'s within-seed standard "
+                        f"deviation {spread[wild]:.3f} (the others {min(spread[i] for i in kept):.3f}-"
+                        f"{max(spread[i] for i in kept):.3f}); without that seed, ANOVA p {format_p(without)}"
+                        if 0 < 3 * statistics.median(spread) < spread[wild] else "")
+                     + f"; in the pair's own family of its two tests (instead of the {2 * len(found)}-test family "
+                     f"\"across SFT + RM seeds\", set after the 3-seed data), Holm-adjusted TOST p gold "
+                     f"{format_p(own['gold'].equivalence.p)}, RM {format_p(own['rm'].equivalence.p)}"
+                     + (" — equivalent there" if own["gold"].equivalence.equivalent else ""))
     golds = [metrics["gold"] for metrics in found.values()]
     leads = []
     for gold, text in zip(golds, gold_readings):
@@ -225,68 +249,73 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
                 f"seeds: gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, {gold.across.high:.3f}], "
                 + ("not decided" if text.startswith("undecided") else text))
         if (gold.baseline, gold.method) == tuple(MODEL_SEED_PAIRS["long"][0]):
+            own = adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m])
+                                           for m, c in found[tuple(MODEL_SEED_PAIRS["long"][0])].items()}})["gold"]
+            if own.equivalence.equivalent:
+                lead += (f" in the {2 * len(found)}-test family chosen after the 3-seed data, equivalent within "
+                         f"±{own.equivalence.margin:g} in the pair's own 2-test family (TOST p "
+                         f"{format_p(own.equivalence.p)})")
             new = new_model_seed_interval(model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"])
             lead += (f"; on a new SFT + RM seed its mean over {len(gold.seeds[0])} PPO seeds is predicted in "
                      f"[{new.mean_low:.3f}, {new.mean_high:.3f}]")
-            missing = missing_model_seed_runs(summaries, MODEL_SEED_PAIRS["long"][0],
-                                              confirmation_seeds(len(seed_split(by_arm(summaries, "long"))[0])))
-            if missing:
-                lead += (f" ({len(missing)} of its planned runs on the further SFT + RM seeds not trained yet: "
-                         "report, \"What was not run\")")
         leads.append(lead)
     headline = "; ".join(leads)
-    if all(gold.across.p_differ < ALPHA for gold in golds):
-        headline += ("; the SFT + RM seed changes the gap (one-way ANOVA p < 0.05 for every pair): the bullets "
+    if all(gold.across.p_rank < ALPHA for gold in golds):
+        headline += ("; the SFT + RM seed changes the gap (rank test p < 0.05 for every pair): the bullets "
                      f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
     return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
             "SFT + RM seed as well as the PPO seed (and the machine kinds the SFT + RM seeds were made on: report, "
             "\"Two pairs on several SFT + RM seeds\"); differences and equivalences Holm-adjusted over these "
-            "comparisons (family \"across SFT + RM seeds\"). " + "; ".join(parts) + ".")
+            "comparisons (family \"across SFT + RM seeds\"); exploratory (report, \"Pre-registration, checked\"). "
+            "RM differences are each SFT + RM seed's own reward model's scale, averaged against one margin set on "
+            f"seed {TASKS['long'].model_seed}'s. " + "; ".join(parts) + ".")
 
 
-def machine_bullet(summaries, reruns, meta=None) -> Optional[str]:
-    """The machine component of the pre-registered pair: the same seeds on another machine kind, and the SFT + RM
-    seeds made there, against the intervals estimated without that machine kind."""
-    rows = machine_rows([r for r in machine_reruns(summaries, reruns, meta=meta)
-                         if r.arm in MODEL_SEED_PAIRS["long"][0]])
+def machine_bullet(summaries, reruns, meta=None, async_runs=()) -> Optional[str]:
+    """The machine component of the pre-registered pair, said as what it measured and what it cannot show: its seeds
+    rerun on another machine kind (with the SFT and reward model trained again there), and the SFT + RM seeds made
+    there against intervals estimated without them."""
+    pair = MODEL_SEED_PAIRS["long"][0]
+    committed = {(s["task"], s["arm"], s["seed"]): s for s in summaries}
+    again = [(committed[r["task"], r["arm"], r["seed"]], r) for r in reruns
+             if (r["task"], r["arm"], r["seed"]) in committed and r["arm"] in pair]
     checks = new_machine_checks(summaries, meta)
-    if not rows and not checks:
+    if not again and not checks:
         return None
     leads, parts = [], []
-    published = {}
-    for (task, name, machine), (seeds, committed, rerun, step0, every) in rows.items():
-        diffs = [n - c for c, n in zip(committed, rerun)]
-        found = published_new_seed(summaries, task, name)
-        if found:
-            published[name] = (sum(found[0] <= v <= found[1] for v in rerun), len(rerun))
-        parts.append(f"{name}: rerun − committed {mean_estimate(diffs).text(4) if len(diffs) > 1 else f'{diffs[0]:+.4f}'}"
-                     + (f" (SD {statistics.stdev(diffs):.4f} against {statistics.stdev(committed):.4f} across the "
-                        "committed seeds)" if len(diffs) > 1 else "")
-                     + f", bits equal at step 0 on {sum(step0)} of {len(seeds)} seeds and throughout on {sum(every)}"
-                     + (f", {published[name][0]} of {published[name][1]} reruns inside the published new-seed interval "
-                        f"[{found[0]:.3f}, {found[1]:.3f}]" if found else ""))
-    if published:
-        inside, total = (sum(x[i] for x in published.values()) for i in (0, 1))
-        leads.append(f"{inside} of {total} final golds of same-seed reruns on another machine kind (each arm's and the "
-                     "pair's difference) land inside the published new-seed intervals")
+    if again:
+        inside = 0
+        for arm in pair:
+            published = published_new_seed(summaries, "long", arm)
+            inside += sum(published[0] <= r["gold"][-1] <= published[1] for c, r in again if c["arm"] == arm)
+        same = sum(any(bits_equal(r, k) and (k["arm"], k["seed"]) == (r["arm"], r["seed"]) for k in async_runs
+                       if not k.get("async_rollout")) for _, r in again)
+        leads.append(f"{len(again)} same-seed reruns on another machine kind, with the SFT and reward model trained "
+                     f"again there: {inside} of {len(again)} land inside their arm's published new-seed interval; "
+                     f"{sum(bool(failure(r)) for _, r in again)} of them failed, against "
+                     f"{sum(bool(failure(c)) for c, _ in again)} of the {len(again)} committed runs")
+        parts.append(f"the reruns' step-0 RM {again[0][1]['rm'][0]:.3f} against the committed "
+                     f"{again[0][0]['rm'][0]:.3f} (another SFT and reward model's bits, so machine and models are "
+                     "confounded); the pair's per-seed differences are derived from the same runs, no further evidence"
+                     + (f"; {same} of the {len(again)} reruns equal, bit for bit, the K = 0 runs of the "
+                        "asynchronous-rollout check (another commit and thread count, in the repository before the "
+                        "reruns were filed), so they are not a further draw" if same else ""))
     for check in checks:
-        counts = {name: (sum(fitted.run_low <= v <= fitted.run_high for v in values), len(values),
-                         sum(fitted.mean_low <= m <= fitted.mean_high for m in means.values()), len(means))
-                  for name, (fitted, values, means) in check.values.items()}
-        inside, total, means_inside, means_total = (sum(c[i] for c in counts.values()) for i in range(4))
-        leads.append(f"{inside} of {total} final golds (each arm's runs and the pair's per-seed differences) on SFT + "
-                     f"RM seeds {', '.join(map(str, check.checked))}, made on another machine kind, land inside the "
-                     "intervals of a new SFT + RM seed estimated without them"
-                     + (f", and {means_inside} of {means_total} of their {check.n}-seed means" if means_total else ""))
-        parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))} (made on {check.machine}) against the "
-                     f"intervals of a new SFT + RM seed estimated on {', '.join(map(str, check.estimated))} (made on "
-                     f"{check.home}): " + "; ".join(
-                         f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]: {c[0]} of {c[1]} inside"
-                         + (f", mean of {check.n} [{fitted.mean_low:.3f}, {fitted.mean_high:.3f}]: {c[2]} of {c[3]}"
-                            if c[3] else "")
-                         for (name, (fitted, _, _)), c in zip(check.values.items(), counts.values())))
-    return (f"- **The machine component (the pre-registered pair): {'; '.join(leads)}.** Final gold; report, \"The "
-            "machine component\" (every rerun, and intervals with the machine kind in them). " + "; ".join(parts) + ".")
+        arms = [(name, v) for name, v in check.values.items() if name in pair]
+        runs = sum(len(values) for _, (_, values, _, _) in arms)
+        inside = sum(f.run_low <= x <= f.run_high for _, (f, values, _, _) in arms for x in values)
+        failed = sum(sum(flags) for _, (_, _, _, flags) in arms)
+        failed_inside = sum(f.run_low <= x <= f.run_high and bad for _, (f, values, _, flags) in arms
+                            for x, bad in zip(values, flags))
+        leads.append(f"on SFT + RM seeds {', '.join(map(str, check.checked))} (made there), {inside} of {runs} runs "
+                     f"land inside the intervals of a new SFT + RM seed, estimated from {len(check.estimated)} SFT + RM "
+                     f"seeds ({len(check.estimated) - 1} degrees of freedom) and wide enough to hold {failed_inside} of "
+                     f"the {failed} failed runs")
+        parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))}: " + "; ".join(
+            f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]" for name, (fitted, _, _, _) in arms))
+    return (f"- **The machine component (the pre-registered pair), what was measured: {'; '.join(leads)}. Neither "
+            "check can show that the machine kind moves nothing.** Final gold; report, \"The machine component\"; "
+            "exploratory (\"Pre-registration, checked\"). " + "; ".join(parts) + ".")
 
 
 def n_sweep_bullet(groups, tests) -> Optional[str]:
@@ -318,24 +347,23 @@ def positions_bullet(groups, positions) -> Optional[str]:
             + "; ".join(cells) + ".")
 
 
-def collapse_bullet(groups) -> str:
-    found = collapses(groups)
-    parts = []
-    for arm, events in found.items():
-        finals = {s: groups[arm][s]["gold"][-1] for s in groups[arm]}
-        ranked = sorted(finals, key=finals.get, reverse=True)
-        described = []
-        for seed, event in events.items():
-            note = f"seed {seed}: {event.text()}"
-            if event.ends_collapsed:
-                note += f", final gold {finals[seed]:.3f} (rank {ranked.index(seed) + 1} of {len(ranked)} in its arm)"
-            described.append(note)
-        parts.append(f"{arm} {len(events)} of {len(groups[arm])} ({'; '.join(described)})")
-    quiet = [arm for arm in groups if arm not in found]
-    return (f"- **Collapses** (eval response length below {COLLAPSE_FRACTION:.0%} of its step-0 length at some "
-            "evaluation; every run listed in the report): " + "; ".join(parts)
-            + (f"; none in {', '.join(quiet)}" if quiet else "") + ". A collapsed run can still score well on gold: "
-            "length alone moves it (next point).")
+def failure_bullet(summaries) -> str:
+    """Every failed run (:data:`evaluation.study.stats.FAILED_RULE`) of every task of ``runs.jsonl``, by arm."""
+    parts, total = [], 0
+    for task in dict.fromkeys(s["task"] for s in summaries):
+        groups = by_arm(summaries, task)
+        for arm, runs in failures(groups).items():
+            finals = {s: groups[arm][s]["gold"][-1] for s in groups[arm]}
+            ranked = sorted(finals, key=finals.get, reverse=True)
+            total += len(runs)
+            parts.append(f"{task}/{arm} {len(runs)} of {len(groups[arm])} (" + "; ".join(
+                f"seed {seed}: {why}, final RM {groups[arm][seed]['rm'][-1]:.2f} from {groups[arm][seed]['rm'][0]:.2f}, "
+                f"gold {finals[seed]:.3f} from {groups[arm][seed]['gold'][0]:.3f} (rank {ranked.index(seed) + 1} of "
+                f"{len(ranked)} in its arm), length {groups[arm][seed]['length'][-1]:.0f}" for seed, why in runs.items())
+                         + ")")
+    return (f"- **{total} of {len(summaries)} runs failed** ({FAILED_RULE}; every one listed in the report, \"Failed "
+            "runs\", and counted in every table's *failed* column; they stay in every figure): " + "; ".join(parts)
+            + ". A collapsed run can still score well on gold: length alone moves it (next point).")
 
 
 def length_bullet(groups, positions) -> Optional[str]:
@@ -385,17 +413,6 @@ def plateau_bullet(groups) -> str:
             + ". Every comparison here is at the stopping step.")
 
 
-def unseen_bullet(groups, meta=None) -> Optional[str]:
-    found = unseen_seed_check(groups)
-    if not found:
-        return None
-    estimated, checked = unseen_seed_machines(groups, meta)
-    return ("- **Fresh seeds against the published prediction intervals** (final gold, 95% interval of one new seed "
-            f"from seeds 1-8, estimated on {estimated}; the fresh seeds made on {checked}): "
-            + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
-                        for arm, (inside, runs, (low, high)) in found.items()) + ".")
-
-
 def short_bullet(summaries, tests) -> Optional[str]:
     groups = by_arm(summaries, "short")
     if not {"ppo", "mappo", "mappo-entropy"} <= set(groups):
@@ -438,15 +455,15 @@ def findings_by_name(summaries: Sequence[dict], positions: Sequence[dict], rerun
     """The study page's bullets by name, in order (those the data has)."""
     groups = by_arm(summaries, "long")
     tests = multiplicity(summaries)
-    machine = machine_bullet(summaries, reruns, meta)
+    machine = machine_bullet(summaries, reruns, meta, read_jsonl(ROOT / "docs" / ASYNC_RUNS))
     bullets = {"verdict": verdict_bullet(groups, tests),
                "same λ": same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
                "paper's λ": paper_lambda_bullet(groups, summaries, tests),
                "SFT + RM seeds": model_seed_bullet(summaries, tests),
                "same weight": same_weight_bullet(groups, positions, tests), "n sweep": n_sweep_bullet(groups, tests),
-               "positions": positions_bullet(groups, positions), "collapses": collapse_bullet(groups),
+               "positions": positions_bullet(groups, positions), "failed runs": failure_bullet(summaries),
                "length": length_bullet(groups, positions), "plateau": plateau_bullet(groups),
-               "unseen seeds": unseen_bullet(groups, meta), "short task": short_bullet(summaries, tests),
+               "short task": short_bullet(summaries, tests),
                "machine": machine, "scope": scope_bullet(summaries, positions, bool(machine))}
     return {name: bullet for name, bullet in bullets.items() if bullet}
 

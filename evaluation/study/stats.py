@@ -33,7 +33,6 @@ from scipy import stats as scipy_stats
 
 from evaluation.curves import Series, ema, first_crossing_step
 
-
 ALPHA = 0.05
 
 
@@ -114,16 +113,18 @@ def tost(diffs: Sequence[float], margin: float) -> Equivalence:
     return Equivalence(mean, mean - half, mean + half, margin, float(max(p_low, p_high)))
 
 
-def seeds_for_equivalence(diffs: Sequence[float], margin: float, limit: int = 1000) -> Optional[int]:
+def seeds_for_equivalence(diffs: Sequence[float], margin: float, alpha: float = ALPHA,
+                          limit: int = 1000) -> Optional[int]:
     """The smallest number of seeds at which :func:`tost` would show equivalence if further seeds kept the observed
-    mean and standard deviation of ``diffs`` (the 90% t half-width below margin − |mean|); None when the observed
-    mean is not inside the margin or ``limit`` seeds would not do."""
+    mean and standard deviation of ``diffs`` (the (1 − 2·alpha) t half-width below margin − |mean|; ``alpha`` below α
+    for a test Holm-adjusted in a family: α/m is enough whatever the others); None when the observed mean is not
+    inside the margin or ``limit`` seeds would not do."""
     mean, se, n = _standard_error(diffs)
     room, sd = margin - abs(mean), se * math.sqrt(n)
     if room <= 0:
         return None
     for seeds in range(2, limit + 1):
-        if scipy_stats.t.ppf(1 - ALPHA, seeds - 1) * sd / math.sqrt(seeds) < room:
+        if scipy_stats.t.ppf(1 - alpha, seeds - 1) * sd / math.sqrt(seeds) < room:
             return seeds
     return None
 
@@ -212,7 +213,8 @@ class AcrossModelSeeds:
     the spread of those S means estimates without bias, so its t interval (S − 1 degrees of freedom) covers both
     seeds. ``within_sd``: the PPO seeds' standard deviation of d (pooled over model seeds); ``between_sd``: the model
     seed's, by the method of moments (var of the means − within² / n, floored at 0); ``p_differ``: one-way ANOVA
-    that the model seeds' true means are equal."""
+    that the model seeds' true means are equal; ``p_rank``: the Kruskal-Wallis rank test of the same (one wild run
+    inflates the ANOVA's within-seed variance, not the ranks)."""
 
     means: Tuple[float, ...]
     mean: float
@@ -221,6 +223,7 @@ class AcrossModelSeeds:
     within_sd: float
     between_sd: float
     p_differ: float
+    p_rank: float
     equivalence: Equivalence
 
 
@@ -235,7 +238,8 @@ def across_model_seeds(diffs: Sequence[Sequence[float]], margin: float, level: f
     return AcrossModelSeeds(tuple(float(m) for m in means), float(means.mean()), *t_interval(means, level),
                             math.sqrt(within),
                             math.sqrt(max(0.0, float(means.var(ddof=1)) - within / n)),
-                            float(scipy_stats.f_oneway(*groups).pvalue), tost(means, margin))
+                            float(scipy_stats.f_oneway(*groups).pvalue), float(scipy_stats.kruskal(*groups).pvalue),
+                            tost(means, margin))
 
 
 @dataclass(frozen=True)
@@ -295,6 +299,32 @@ def collapse_floored(gold: Sequence[float], lengths: Sequence[float]) -> float:
     :data:`COLLAPSE_FRACTION` of its step-0 length) scores its step-0 gold (the SFT policy's: no gain), since a
     policy that answers in a few tokens has stopped doing the task even where the share of sentiment words is high."""
     return float(gold[0] if lengths[-1] < COLLAPSE_FRACTION * lengths[0] else gold[-1])
+
+
+FAILED_RULE = ("a run *failed* when it ends collapsed (final eval length below half its step-0 length) or diverged "
+               "(final RM score or final gold below its own step 0's, the SFT policy's): each is a final policy worse "
+               "than the one it started from — on the score it optimised, on the task, or no longer doing the task "
+               "— and the RM's own step 0 is the only baseline that holds across reward models; both scores count, "
+               "since a reward model can be exploited while gold falls, and gold can rise while a run has collapsed")
+
+
+def failure(run: Mapping) -> str:
+    """Why a run (a summary: ``length``, ``rm``, ``gold`` at every evaluation) failed (:data:`FAILED_RULE`): the
+    reasons joined ("collapsed", "RM below step 0", "gold below step 0"), "" when it did not."""
+    return ", ".join(reason for reason, hit in (
+        ("collapsed", run["length"][-1] < COLLAPSE_FRACTION * run["length"][0]),
+        ("RM below step 0", run["rm"][-1] < run["rm"][0]),
+        ("gold below step 0", run["gold"][-1] < run["gold"][0])) if hit)
+
+
+def failed_count(runs: Sequence[Mapping]) -> str:
+    """"k failed" of ``runs`` (:func:`failure`)."""
+    return f"{sum(bool(failure(r)) for r in runs)} failed"
+
+
+def few_df(df: int) -> str:
+    """The label of an interval with fewer than 5 degrees of freedom ("" otherwise)."""
+    return f" ({df} degrees of freedom, fewer than 5: wide and fragile)" if df < 5 else ""
 
 
 def collapse(steps: Sequence[int], lengths: Sequence[float]) -> Optional[Collapse]:
