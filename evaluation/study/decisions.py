@@ -252,13 +252,13 @@ def comparison_families(summaries: Sequence[dict]) -> Dict[str, Tuple[str, Dict[
             seeds = common_seeds(groups[task][arm], groups[task]["mappo"])
             if len(seeds) >= 2:
                 tests.update(_paired(groups[task], task, arm, "mappo", seeds))
-    add("against MA-PPO n = 5", "every other arm of the λ / n table − MA-PPO n = 5 not already above, both tasks "
-        "and metrics", tests)
+    add("against MA-PPO n = 5", "every other arm of token PPO's λ and MA-PPO's n sweeps − MA-PPO n = 5 not "
+        "already above, both tasks and metrics (the study page's n-sweep point)", tests)
     add("exploration verdict", "the exploration's MA-PPO best − token PPO best, gold and RM (not pre-registered)",
         {("verdict", "exploration", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
          for m, v in exploration_verdicts(long).items()})
     add("collapse sensitivity", "the pre-registered verdict's gold with collapsed runs floored, and without the seeds "
-        "of collapsed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
+        "of failed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
                                                          EQUIVALENCE_MARGINS["gold"])
                               for name, v in collapse_sensitivity(long).items()})
     add("across SFT + RM seeds", "each pair of `MODEL_SEED_PAIRS` over the SFT + RM seeds' means, both metrics",

@@ -2,7 +2,7 @@
 
 :func:`study_history`: every commit that touched the study's design, data or report (:data:`PATHS`), oldest first,
 with its time, what kind of change it made — *design* (the arms, seeds, margins or a plan: :data:`DESIGN`), *runs
-added* / *runs replaced* (a run file's rows, :data:`RUN_FILES`), *analysis* (the study's code), *wording* (only the
+added* / *runs replaced* (the rows of a run file, :func:`run_files`), *analysis* (the study's code), *wording* (only the
 report's text) — how many runs the run files held after it, and whether it was an *interim look*: a report written
 while a group of runs it showed (file, task, seed block of 8) was still incomplete, i.e. a later commit added runs to
 that group and kept every row this one showed. ``study_meta.json``'s ``notes`` may annotate a commit; they never
@@ -222,7 +222,8 @@ def study_registrations(root: Path, meta: Optional[dict], summaries: Sequence[di
     for plan in (meta or {}).get("plans", []):
         rows = [r for r in files.get(plan["file"], summaries) if r["task"] in plan["tasks"]
                 and (not plan.get("arms") or r["arm"] in plan["arms"]) and plan["seeds"][0] <= r["seed"] <= plan["seeds"][1]]
-        starts = [utc(r["finished"]).timestamp() - r["wall_s"] for r in rows if r.get("finished")]
+        starts = [utc(r["started_at"]).timestamp() if r.get("started_at") else
+                  utc(r["finished"]).timestamp() - r["wall_s"] for r in rows if r.get("started_at") or r.get("finished")]
         first = datetime.fromtimestamp(min(starts), timezone.utc) if starts else None
         elements = {k: (commit_time(root, plan["elements"][k]) if plan["elements"].get(k) else None)
                     for k in PLAN_ELEMENTS}

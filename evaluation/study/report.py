@@ -28,9 +28,8 @@ from evaluation.study.position_report import position_lines
 from evaluation.study.summaries import (by_arm, collect, merge_meta, merge_reruns, merge_runs, merge_unseen,
                                         other_machine_runs, seed_split)
 from evaluation.study.tables import (confirmation_lines, confirmation_table, convergence_lines, failure_lines,
-                                     family_lines, length_lines, machine_component_lines, mappo_lambda_lines,
-                                     model_seed_lines, new_seed_lines, not_run_lines, readme_table, stopping_lines,
-                                     sweep_lines, table, unseen_seed_lines, verdict_lines)
+                                     family_lines, machine_component_lines, model_seed_lines, new_seed_lines,
+                                     not_run_lines, readme_table, table, unseen_seed_lines, verdict_lines)
 
 ASYNC_RUNS = "async/runs.jsonl"
 """The asynchronous-rollout check's runs, beside the study's folder (``docs/async/runs.jsonl``)."""
@@ -179,8 +178,9 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
              "(`--logprobs_at_unit_temperature`); constant learning rate after 5 warmup iterations. Differences are "
              "paired by seed (method − baseline), with the seeds on which the method is ahead. AUC: area under the "
              "eval curve over the step range (mean level). Parity: on the seed-averaged, EMA-smoothed (0.6) curves, "
-             "(first step the baseline reaches its final smoothed level) / (first step the arm does), CI over paired "
-             "seed resamples. Last-quarter change: how far each seed's curve still moved over the last quarter of "
+             "(first step the baseline reaches its final smoothed level) / (first step the arm does), a point "
+             "estimate that depends on where training stopped (the study page's plateau point). Last-quarter change: "
+             "how far each seed's curve still moved over the last quarter of "
              "training (least-squares slope × span); an interval above 0 means the arm had not converged.", "",
              "**What the intervals cover.** " + VARIATION_COVERED, "",
              *registration_lines(root, meta, summaries, {"runs.jsonl": summaries, "machine_reruns.jsonl": reruns,
@@ -198,18 +198,14 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
         core = [a for a in CORE_ARMS[task] + SWEEP_ARMS.get(task, ()) if a in groups]
         lines += table(summaries, task, "ppo", core,
                        "Core arms and sweeps (λ = 0.95 unless named; each arm paired with PPO on its seeds)")
-        lines += sweep_lines(summaries, task)
         if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
             tests = multiplicity(summaries)
-            lines += (family_lines(summaries) + mappo_lambda_lines(groups, tests) + verdict_lines(groups, tests)
+            lines += (family_lines(summaries) + verdict_lines(groups, tests)
                       + confirmation_lines(summaries, meta) + model_seed_lines(summaries, meta) + new_seed_lines(summaries, meta)
                       + machine_component_lines(summaries, reruns, meta, async_runs)
                       + unseen_seed_lines(summaries, unseen, meta))
-        lines += length_lines(summaries, task)
         lines += failure_lines(summaries, task)
         lines += convergence_lines(groups)
-        if task in MAPPO_LAMBDA_ARMS:
-            lines += stopping_lines(groups)
         ablations = [a for a in ABLATION_ARMS if a in groups]
         if ablations:
             lines += table(summaries, task, "ppo", ablations, "Further ablations (fewer seeds; paired with PPO)")

@@ -19,8 +19,7 @@ Convergence: the change of each seed's curve over the last quarter of its steps 
 quarter's length), t-interval over seeds. Parity (paper §4.2, Fig. 2), made robust: on the seed-averaged curves,
 EMA-smoothed (:func:`evaluation.curves.ema`), the target is the baseline's final smoothed level; the speed-up is
 the first step the baseline's smoothed curve reaches it over the first step the method's does (interpolated
-between evaluations); its interval comes from resampling seeds (paired) and recomputing it. A resample in which
-the method never reaches the target counts as speed-up 0 (and is counted); one where a step is 0 is dropped."""
+between evaluations), a point estimate (its stopping-step dependence: :func:`evaluation.study.decisions.parity_by_stop`)."""
 from __future__ import annotations
 
 import math
@@ -443,37 +442,6 @@ def parity(steps: Sequence[float], baseline: Sequence[Sequence[float]], method: 
     base_step, method_step = first_crossing_step(base, target), first_crossing_step(meth, target)
     speedup = base_step / method_step if method_step else None
     return ParityResult(target, base_step, method_step, speedup)
-
-
-@dataclass(frozen=True)
-class ParityInterval:
-    point: ParityResult
-    low: float
-    high: float
-    never: int
-    """Resamples in which the method never reaches the target (counted as speed-up 0)."""
-    dropped: int
-    """Resamples with an undefined speed-up (a curve reaches the target at step 0)."""
-
-
-def parity_interval(steps: Sequence[float], baseline: Sequence[Sequence[float]],
-                    method: Sequence[Sequence[float]], indices: Optional[np.ndarray] = None,
-                    smoothing: float = SMOOTHING) -> ParityInterval:
-    """:func:`parity` and its percentile interval over paired seed resamples."""
-    baseline, method = np.asarray(baseline, dtype=float), np.asarray(method, dtype=float)
-    indices = resample_indices(len(baseline)) if indices is None else indices
-    samples, never, dropped = [], 0, 0
-    for row in indices:
-        result = parity(steps, baseline[row], method[row], smoothing)
-        if result.method_step is None:
-            never += 1
-            samples.append(0.0)
-        elif result.speedup is None:
-            dropped += 1
-        else:
-            samples.append(result.speedup)
-    low, high = percentile_interval(samples) if samples else (math.nan, math.nan)
-    return ParityInterval(parity(steps, baseline, method, smoothing), low, high, never, dropped)
 
 
 def last_quarter_change(steps: Sequence[float], values: Sequence[float]) -> float:

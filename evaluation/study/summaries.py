@@ -21,6 +21,8 @@ def run_summary(run_dir: Path) -> dict:
     records = latest_run(read_metrics(str(run_dir)))
     evals = [r for r in records if METRICS["rm"] in r]
     summary = {key: marker.get(key) for key in ("task", "arm", "seed", "wall_s", "cpu_s", "commit", "finished")}
+    if marker.get("started_at"):  # what the pre-registration check reads (evaluation.study.history)
+        summary["started_at"] = marker["started_at"]
     if marker.get("machine"):
         summary["machine"] = marker["machine"]
     summary["steps"] = [r["step"] for r in evals]

@@ -7,23 +7,21 @@ from __future__ import annotations
 import statistics
 from typing import Dict, List, Sequence
 
-import numpy as np
 from scipy import stats as scipy_stats
 
 from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, bits_equal, collapse_sensitivity,
                                         comparison_families, confirmation_pairs, confirmation_verdicts,
                                         exploration_verdicts, model_seed_comparisons, model_seed_values,
-                                        model_seeds_by_machine, multiplicity, new_machine_checks, ordering_agreement,
-                                        pair_seeds, parity_by_stop, plateau, published_new_seed, reading, rerun_pairs,
-                                        same_lambda_comparisons, unseen_seeds)
+                                        model_seeds_by_machine, multiplicity, new_machine_checks, pair_seeds, plateau,
+                                        published_new_seed, reading, rerun_pairs, unseen_seeds)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
-from evaluation.study.stats import (ALPHA, COLLAPSE_FRACTION, FAILED_RULE, N_BOOT, AdjustedTest, Paired, ParityInterval,
+from evaluation.study.stats import (ALPHA, COLLAPSE_FRACTION, FAILED_RULE, AdjustedTest, Paired, ParityResult,
                                     adjust_families, area_under_curve, collapse, failure, few_df, format_p,
                                     last_quarter_change, mean_estimate, new_model_seed_interval, paired_difference,
-                                    parity_interval, resample_indices, seeds_for_equivalence, t_interval)
+                                    parity, resample_indices, seeds_for_equivalence, t_interval)
 from evaluation.study.summaries import (arm_lambda, by_arm, common_seeds, failed_cell, failures, machine_name,
-                                        mappo_family, seed_split, sweep_arms, token_ppo_family)
+                                        mappo_family, seed_split, token_ppo_family)
 
 
 def _seed_text(seeds: Sequence[int]) -> str:
@@ -52,19 +50,12 @@ def arm_row(runs: Dict[int, dict], base: Dict[int, dict], seeds: Sequence[int], 
         baseline = [base[s][metric] for s in seeds]
         row["final_diff"] = paired_difference([c[-1] for c in baseline], finals, indices)
         row["auc_diff"] = paired_difference([area_under_curve(steps, c) for c in baseline], aucs, indices)
-        row["parity"] = parity_interval(steps, baseline, method, indices)
+        row["parity"] = parity(steps, baseline, method)
     return row
 
 
-def format_parity(p: ParityInterval) -> str:
-    if p.point.method_step is None:
-        point = "never"
-    elif p.point.speedup is None:
-        point = "n/a"
-    else:
-        point = f"{p.point.speedup:.2f}x"
-    note = f"; never in {100 * p.never / N_BOOT:.0f}% of resamples" if p.never else ""
-    return f"{point} [{p.low:.2f}, {p.high:.2f}]{note}"
+def format_parity(p: ParityResult) -> str:
+    return "never" if p.method_step is None else "n/a" if p.speedup is None else f"{p.speedup:.2f}x"
 
 
 def format_paired(paired: Paired) -> str:
@@ -99,61 +90,6 @@ def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[st
                 diff, auc, par = "— | | | | ", "—", "—"
             lines.append(f"| {arm} | {row['n']} | {metric} | {row['final'].cells()} | {diff} | {auc} | {par} | "
                          f"{row['late'].text()} |")
-    return lines + [""]
-
-
-def length_lines(summaries: Sequence[dict], task: str) -> List[str]:
-    """Eval response length per arm: at step 0 (the SFT policy), lowest seed-mean point of the curve, final."""
-    groups = by_arm(summaries, task)
-    lines = ["#### Response length (eval, tokens)", "",
-             "| arm | seeds | step 0 | lowest point of the seed-mean curve (step) | final [t CI] |",
-             "|---|---|---|---|---|"]
-    for arm in (a for a in ARMS if a in groups):
-        runs = groups[arm]
-        seeds = common_seeds(runs)
-        curves = np.asarray([runs[s]["length"] for s in seeds], dtype=float)
-        mean = curves.mean(axis=0)
-        low = int(mean.argmin())
-        steps = runs[seeds[0]]["steps"]
-        lines.append(f"| {arm} | {len(seeds)} | {mean[0]:.1f} | {mean[low]:.1f} ({steps[low]}) | "
-                     f"{mean_estimate(curves[:, -1].tolist()).text(1)} |")
-    return lines + [""]
-
-
-def sweep_lines(summaries: Sequence[dict], task: str = "long") -> List[str]:
-    """Token PPO's λ sweep beside MA-PPO's n sweep, the entropy rule and MA-PPO's λ arms: final gold and RM, each
-    arm against MA-PPO n = 5 at λ = 0.95 (paired, t CI, equivalence by TOST within the margins)."""
-    groups = by_arm(summaries, task)
-    arms = sweep_arms(groups, task)
-    if not arms:
-        return []
-    tests = multiplicity(summaries)
-    margins = ", ".join(f"{m} ±{v:g}" for m, v in EQUIVALENCE_MARGINS.items())
-    lines = ["#### Token PPO's λ against MA-PPO's n (λ = 0.95 unless named)", "",
-             "With γ = 1 and a terminal reward, MA-PPO with n-token macros at λ weights a token d tokens before the "
-             "end by λ^(d/n) (§3.2.3): n = 5 at λ = 0.95 gives the opening of a 115-token response the weight "
-             f"token PPO gives it at λ = 0.95^(1/5) = {0.95 ** 0.2:.4f}. Paired with MA-PPO n = 5 on the same seeds; "
-             f"'equivalent' = two one-sided tests at 5% within the margins ({margins}; {MARGIN_RULE}), Holm-adjusted "
-             "within the test's family (see \"Families of tests\"), not a CI that contains 0.", "",
-             "| arm | seeds | final gold [t CI] | final RM [t CI] | gold − mappo [t CI] | RM − mappo [t CI] | "
-             "equivalent to mappo (gold, RM) |", "|---|---|---|---|---|---|---|"]
-    for arm in arms:
-        seeds = common_seeds(groups[arm], groups["mappo"])
-        if len(seeds) < 2:
-            continue
-        cells, matches = [], []
-        finals = {m: [groups[arm][s][m][-1] for s in seeds] for m in METRICS}
-        for metric in ("gold", "rm"):
-            cells.append(mean_estimate(finals[metric]).text())
-        for metric in ("gold", "rm"):
-            if arm == "mappo":
-                cells.append("—")
-                continue
-            diffs = [f - groups["mappo"][s][metric][-1] for f, s in zip(finals[metric], seeds)]
-            cells.append(mean_estimate(diffs).text())
-            found = adjusted_test(tests, task, arm, "mappo", metric, seeds)
-            matches.append("yes" if found.equivalence.equivalent else "no")
-        lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {', '.join(matches) or '—'} |")
     return lines + [""]
 
 
@@ -194,7 +130,8 @@ def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, Adjus
                   f"{len(commits)} commit{'s' if len(commits) > 1 else ''} — {made} — on a machine the runs do not "
                   "record (\"Machines\"), after the margin and candidates were fixed; the selection procedure below "
                   "was committed after the first of these runs had finished, and an interim result was published "
-                  f"before the last: \"Order of decisions\"): token PPO {best} (its best "
+                  "before the last: \"Order of decisions\"; exploratory by \"Pre-registration, checked\"): token "
+                  f"PPO {best} (its best "
                   f"λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's best of "
                   f"{', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
                   f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "
@@ -344,7 +281,7 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
                             "× the median, which inflates the ANOVA's within-seed variance; the rank test is not moved "
                             "by one wild run" if 0 < 3 * statistics.median(spread) < spread[wild] else "") + ".")
         if len(gold.model_seeds) - 1 < 5:
-            notes.append(f"- {name}: the *across* interval has{few_df(len(gold.model_seeds) - 1)}.")
+            notes.append(f"- {name}: the *across* interval{few_df(len(gold.model_seeds) - 1)}.")
     own = {}
     for pair, metrics in found.items():
         own[pair] = adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m])
@@ -389,28 +326,6 @@ def new_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
             lines.append(f"| {method} − {baseline} | {name} | {', '.join(map(str, gold.model_seeds))} "
                          f"(n = {len(gold.seeds[0])}) | [{at_home[0]:.3f}, {at_home[1]:.3f}] | {new.mean:.3f} "
                          f"[{new.mean_low:.3f}, {new.mean_high:.3f}] | [{new.run_low:.3f}, {new.run_high:.3f}] |")
-    return lines + [""]
-
-
-def mappo_lambda_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
-    """MA-PPO's own λ sweep beside token PPO's: finals per arm and MA-PPO − token PPO at the same λ."""
-    found = same_lambda_comparisons(groups)
-    if not any(arm_lambda(arm) != 0.95 for arm, _, _ in found):
-        return []
-    lines = ["#### MA-PPO's λ beside token PPO's λ", "",
-             "Each MA-PPO arm paired by seed with token PPO at the same λ; p: two-sided paired t test; Holm p and the "
-             "TOST p: Holm-adjusted within the test's family (named in the row; \"Families of tests\"); equivalence: "
-             f"TOST against ±Δ ({MARGIN_RULE}).", "",
-             "| MA-PPO arm | vs | seeds | metric | MA-PPO final | token PPO final | difference [95% t CI] | ahead | "
-             "family | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (arm, base, metric), c in found.items():
-        seeds = common_seeds(groups[arm], groups[base])
-        own, other = (mean_estimate([groups[a][s][metric][-1] for s in seeds]).text() for a in (arm, base))
-        d = c["diff"]
-        test = adjusted_test(tests, "long", arm, base, metric, seeds)
-        lines.append(f"| {arm} | {base} | {len(seeds)} | {metric} | {own} | {other} | {d.diff.text()} | "
-                     f"{d.ahead}/{d.diff.n} | {test.family} | {format_p(test.p_holm)} | {test.equivalence.text()} | "
-                     f"{reading(d.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
     return lines + [""]
 
 
@@ -543,25 +458,6 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
               "--sample_seeds ...` (report, \"The evaluation's own sampling noise\", for the actors kept on the "
               "machine that ran them).", ""]
     return lines
-
-
-def stopping_lines(groups: Dict[str, Dict[int, dict]], stops: Sequence[int] = (32, 40, 48)) -> List[str]:
-    """How much the final-score readings depend on where training stopped: Kendall's τ between the arms' order by
-    final gold and by gold AUC, and MA-PPO's gold parity against PPO on the curves cut at each of ``stops``."""
-    if "ppo" not in groups or "mappo" not in groups or len(groups) < 3:
-        return []
-    exploration, _ = seed_split(groups)
-    groups = {arm: {s: runs[s] for s in exploration} for arm, runs in groups.items() if set(exploration) <= set(runs)}
-    steps = groups["ppo"][exploration[0]]["steps"]
-    stops = [stop for stop in stops if stop in steps]
-    tau, arms = ordering_agreement(groups)
-    by_stop = parity_by_stop(groups, "ppo", "mappo", stops)
-    parities = ", ".join(f"{r.speedup:.2f}× at step {stop}" if r.speedup else f"never by step {stop}"
-                         for stop, r in by_stop.items())
-    return ["#### Where training stopped", "",
-            f"Arms ordered by mean final gold and by mean gold AUC: Kendall's τ = {tau:.2f} over {arms} arms (1 = the "
-            f"same order). MA-PPO's gold parity against PPO (seed-mean smoothed curves cut at each step): {parities}:"
-            " the speed-up depends on where training stopped, because PPO's gold is still rising.", ""]
 
 
 def readme_table(summaries: Sequence[dict]) -> List[str]:
