@@ -150,6 +150,28 @@ def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
                                across_model_seeds(diffs, EQUIVALENCE_MARGINS[metric]))
 
 
+def model_seed_failures(summaries: Sequence[dict], comparison: ModelSeedComparison) -> List[Tuple[int, dict, str]]:
+    """(SFT + RM seed, run, why) of every failed run behind ``comparison`` (both arms, its PPO seeds)."""
+    tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
+    runs = [(m, by_arm(summaries, tasks[m])[arm][seed]) for m, seeds in zip(comparison.model_seeds, comparison.seeds)
+            for arm in (comparison.baseline, comparison.method) for seed in seeds]
+    return [(m, run, failure(run)) for m, run in runs if failure(run)]
+
+
+def within_spread(summaries: Sequence[dict], comparison: ModelSeedComparison) -> Tuple[List[float], Optional[int]]:
+    """Each SFT + RM seed's standard deviation of the difference over its PPO seeds, and the index of one more than
+    3× their median (a wild seed, which inflates the ANOVA's pooled within-seed variance), None when none is."""
+    spread = [statistics.stdev(d) for d in
+              model_seed_values(summaries, comparison)[f"{comparison.method} − {comparison.baseline}"]]
+    wild = max(range(len(spread)), key=spread.__getitem__)
+    return spread, wild if 0 < 3 * statistics.median(spread) < spread[wild] else None
+
+
+def own_family(metrics: Dict[str, ModelSeedComparison]) -> Dict[str, AdjustedTest]:
+    """A pair's tests across SFT + RM seeds (gold, RM) Holm-adjusted as a family of their own."""
+    return adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m]) for m, c in metrics.items()}})
+
+
 def pair_seeds(summaries: Sequence[dict], pair: Sequence[str]) -> Dict[str, List[int]]:
     """Per task of the long task's SFT + RM seeds on which both arms of ``pair`` ran, the PPO seeds they share."""
     found = {}

@@ -21,15 +21,14 @@ from scipy import stats as scipy_stats
 
 from dschat.core.entrypoint import ArgumentParser
 from evaluation.study.decisions import (adjusted_test, bits_equal, collapse_sensitivity, confirmation_verdicts,
-                                        exploration_verdicts, model_seed_comparisons, model_seed_values, multiplicity,
-                                        new_machine_checks, ordering_agreement, parity_by_stop, plateau,
-                                        published_new_seed, reading)
-from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS, VARIATION_COVERED,
-                                     model_seed_tasks)
+                                        exploration_verdicts, model_seed_comparisons, model_seed_failures,
+                                        model_seed_values, multiplicity, new_machine_checks, ordering_agreement,
+                                        own_family, parity_by_stop, plateau, published_new_seed, reading, within_spread)
+from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS, VARIATION_COVERED)
 from evaluation.study.position_report import (position_groups, positions_against_runs, sampling_noise,
                                               sampling_seed_comparison, sampling_seed_text)
 from evaluation.study.report import ASYNC_RUNS, RERUNS, ROOT, read_jsonl
-from evaluation.study.stats import (ALPHA, FAILED_RULE, adjust_families, failure, few_df, format_p, mean_estimate,
+from evaluation.study.stats import (ALPHA, FAILED_RULE, failure, few_df, format_p, mean_estimate,
                                     new_model_seed_interval)
 from evaluation.study.summaries import arm_lambda, by_arm, common_seeds, failures, mappo_family, seed_split
 from evaluation.study.tables import confirmation_table, readme_table
@@ -45,6 +44,12 @@ def _diff(groups, arm, base, metric, tests, digits: int = 3, task: str = "long")
     diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
     return (mean_estimate(diffs).text(digits), sum(d > 0 for d in diffs), len(seeds),
             adjusted_test(tests, task, arm, base, metric, seeds))
+
+
+def _failed(groups, arms, seeds) -> str:
+    """How many of the runs of ``arms`` on ``seeds`` failed (:func:`evaluation.study.stats.failure`)."""
+    runs = [groups[a][s] for a in arms for s in seeds]
+    return f"{sum(bool(failure(r)) for r in runs)} of its {len(runs)} runs failed"
 
 
 def _seed_range(seeds: Sequence[int]) -> str:
@@ -89,7 +94,8 @@ def verdict_bullet(groups, tests) -> Optional[str]:
         text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
                  "MA-PPO): ")
     text += (f"exploratory by the pre-registration check (report, \"Pre-registration, checked\"): "
-             f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p "
+             f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, "
+             f"{_failed(groups, (best, *mappo_family(groups, gold.seeds)), gold.seeds) if confirmed else ''}, Holm p "
              f"{format_p(adjusted['gold'].p_holm)}; {adjusted['gold'].equivalence.text()}), RM {rm.diff.text()} "
              f"({rm.ahead}/{rm.diff.n}, Holm p {format_p(adjusted['rm'].p_holm)}; "
              f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')})"
@@ -138,7 +144,8 @@ def paper_lambda_bullet(groups, summaries, tests) -> Optional[str]:
             f"{m}: {p.diff.mean:+.3f} ({p.ahead}/{p.diff.n})" for m, p in zip(others.model_seeds, others.per_model_seed)
             if m != TASKS["long"].model_seed)
     return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds of one "
-            f"SFT + RM seed ({TASKS['long'].model_seed}){elsewhere}**: on seed {TASKS['long'].model_seed} "
+            f"SFT + RM seed ({TASKS['long'].model_seed}; {_failed(groups, ('ppo', 'mappo'), seeds)}){elsewhere}**: "
+            f"on seed {TASKS['long'].model_seed} "
             f"{gold} (Holm p {format_p(gold_test.p_holm)}, family \"{gold_test.family}\"), a new PPO seed's difference "
             f"predicted in [{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} "
             f"seeds, and the mean difference {rm} (Holm p {format_p(rm_test.p_holm)}) is pulled down by "
@@ -158,7 +165,8 @@ def same_weight_bullet(groups, positions, tests) -> Optional[str]:
     length = [statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("mappo", "ppo-lam0.99")]
     text = (f"- **MA-PPO n = 5 (λ = 0.95) is not token PPO at λ = 0.99.** With γ = 1 and a terminal reward, n-token "
             f"macros at λ weight a token d tokens before the end by λ^(d/n), so n = 5 at λ = 0.95 weights the opening "
-            f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds: "
+            f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds "
+            f"({_failed(groups, ('mappo', 'ppo-lam0.99'), seeds)}): "
             f"gold {gold} ({'equivalent' if gold_tost.equivalent else 'not shown equivalent'} within "
             f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.3f}, {gold_tost.high:.3f}]), RM {rm} "
             f"({rm_ahead}/{n} ahead; {'equivalent' if rm_tost.equivalent else 'not shown equivalent'} within "
@@ -189,7 +197,8 @@ def same_lambda_bullet(groups, tests) -> Optional[str]:
         for metric in ("gold", "rm"):
             diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
             test = adjusted_test(tests, "long", arm, base, metric, seeds)
-            cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}; "
+            cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}, "
+                         f"{_failed(groups, (arm, base), seeds)}; "
                          f"{reading(test.equivalence.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
         parts.append(f"{arm} − {base} at λ = {arm_lambda(arm):g} (family \"{test.family}\"): " + ", ".join(cells))
     return (f"- **At the same λ, on the fresh seeds** (SFT + RM seed {TASKS['long'].model_seed}; differences and "
@@ -217,18 +226,13 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
             cells.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, "
                          f"{c.across.high:.{digits}f}] ({reading_text}; {per_seed})")
         gold = metrics["gold"]
-        tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
-        failed = [f"SFT + RM seed {m}: {arm} seed {seed} ({why}; final RM {by_arm(summaries, tasks[m])[arm][seed]['rm'][-1]:.2f}"
-                  f", gold {by_arm(summaries, tasks[m])[arm][seed]['gold'][-1]:.3f})"
-                  for m, seeds in zip(gold.model_seeds, gold.seeds)
-                  for arm, runs in failures({a: {s: by_arm(summaries, tasks[m])[a][s] for s in seeds}
-                                             for a in pair}).items() for seed, why in runs.items()]
-        spread = [statistics.stdev(d) for d in model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"]]
-        wild = max(range(len(spread)), key=spread.__getitem__)
+        failed = [f"SFT + RM seed {m}: {run['arm']} seed {run['seed']} ({why}; final RM {run['rm'][-1]:.2f}, gold "
+                  f"{run['gold'][-1]:.3f})" for m, run, why in model_seed_failures(summaries, gold)]
+        spread, wild = within_spread(summaries, gold)
         kept = [i for i in range(len(spread)) if i != wild]
         values = model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"]
-        without = scipy_stats.f_oneway(*(values[i] for i in kept)).pvalue if len(kept) > 1 else math.nan
-        own = adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m]) for m, c in metrics.items()}})
+        without = scipy_stats.f_oneway(*(values[i] for i in kept)).pvalue if wild is not None else math.nan
+        own = own_family(metrics)
         parts.append(f"{gold.method} − {gold.baseline} at λ = {arm_lambda(gold.method):g} on SFT + RM seeds "
                      f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each"
                      f"{few_df(len(gold.model_seeds) - 1)}; failed runs: {'; '.join(failed) or 'none'}): "
@@ -237,7 +241,7 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
                      + (f" — the ANOVA is moved by SFT + RM seed {gold.model_seeds[wild]}'s within-seed standard "
                         f"deviation {spread[wild]:.3f} (the others {min(spread[i] for i in kept):.3f}-"
                         f"{max(spread[i] for i in kept):.3f}); without that seed, ANOVA p {format_p(without)}"
-                        if 0 < 3 * statistics.median(spread) < spread[wild] else "")
+                        if wild is not None else "")
                      + f"; in the pair's own family of its two tests (instead of the {2 * len(found)}-test family "
                      f"\"across SFT + RM seeds\", set after the 3-seed data), Holm-adjusted TOST p gold "
                      f"{format_p(own['gold'].equivalence.p)}, RM {format_p(own['rm'].equivalence.p)}"
@@ -249,8 +253,7 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
                 f"seeds: gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, {gold.across.high:.3f}], "
                 + ("not decided" if text.startswith("undecided") else text))
         if (gold.baseline, gold.method) == tuple(MODEL_SEED_PAIRS["long"][0]):
-            own = adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m])
-                                           for m, c in found[tuple(MODEL_SEED_PAIRS["long"][0])].items()}})["gold"]
+            own = own_family(found[tuple(MODEL_SEED_PAIRS["long"][0])])["gold"]
             if own.equivalence.equivalent:
                 lead += (f" in the {2 * len(found)}-test family chosen after the 3-seed data, equivalent within "
                          f"±{own.equivalence.margin:g} in the pair's own 2-test family (TOST p "
@@ -326,7 +329,8 @@ def n_sweep_bullet(groups, tests) -> Optional[str]:
     parts = []
     for arm in arms:
         gold, ahead, n, test = _diff(groups, arm, "mappo", "gold", tests)
-        parts.append(f"{arm} {gold} ({'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
+        parts.append(f"{arm} {gold} ({_failed(groups, (arm, 'mappo'), common_seeds(groups[arm], groups['mappo']))}; "
+                     f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
                      f"TOST p {format_p(test.equivalence.p)} after Holm within family \"{test.family}\")")
     return ("- **MA-PPO's termination settings at λ = 0.95, gold against n = 5** (paired, equivalence within "
             f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
@@ -420,7 +424,9 @@ def short_bullet(summaries, tests) -> Optional[str]:
     parts = []
     for arm in ("mappo", "mappo-entropy"):
         gold, ahead, n, test = _diff(groups, arm, "ppo", "gold", tests, task="short")
-        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, Holm p {format_p(test.p_holm)}; "
+        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, "
+                     f"{_failed(groups, (arm, 'ppo'), common_seeds(groups[arm], groups['ppo']))}, Holm p "
+                     f"{format_p(test.p_holm)}; "
                      f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'} within "
                      f"±{test.equivalence.margin:g})")
     return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."

@@ -11,15 +11,16 @@ from scipy import stats as scipy_stats
 
 from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, bits_equal, collapse_sensitivity,
                                         comparison_families, confirmation_pairs, confirmation_verdicts,
-                                        exploration_verdicts, model_seed_comparisons, model_seed_values,
-                                        model_seeds_by_machine, multiplicity, new_machine_checks, pair_seeds, plateau,
-                                        published_new_seed, reading, rerun_pairs, unseen_seeds)
+                                        exploration_verdicts, model_seed_comparisons, model_seed_failures,
+                                        model_seed_values, model_seeds_by_machine, multiplicity, new_machine_checks,
+                                        own_family, pair_seeds, plateau, published_new_seed, reading, rerun_pairs,
+                                        unseen_seeds, within_spread)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
-from evaluation.study.stats import (ALPHA, COLLAPSE_FRACTION, FAILED_RULE, AdjustedTest, Paired, ParityResult,
-                                    adjust_families, area_under_curve, collapse, failure, few_df, format_p,
-                                    last_quarter_change, mean_estimate, new_model_seed_interval, paired_difference,
-                                    parity, resample_indices, seeds_for_equivalence, t_interval)
+from evaluation.study.stats import (ALPHA, AdjustedTest, COLLAPSE_FRACTION, FAILED_RULE, Paired, ParityResult,
+                                    area_under_curve, collapse, failure, few_df, format_p, last_quarter_change,
+                                    mean_estimate, new_model_seed_interval, paired_difference, parity, resample_indices,
+                                    seeds_for_equivalence, t_interval)
 from evaluation.study.summaries import (arm_lambda, by_arm, common_seeds, failed_cell, failures, machine_name,
                                         mappo_family, seed_split, token_ppo_family)
 
@@ -260,32 +261,26 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
                          "them has; PPO seeds the pair has on each SFT + RM seed where that differs: "
                          + ", ".join(f"{m}: {n}" for m, n in more.items())
                          + " (a model seed with fewer than 2 is left out; runs still missing: \"What was not run\").")
-        tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
-        failed = [f"SFT + RM seed {m} {arm} seed {seed} ({why})" for m, seeds in zip(gold.model_seeds, gold.seeds)
-                  for arm, runs in failures({a: {s: by_arm(summaries, tasks[m])[a][s] for s in seeds}
-                                             for a in (baseline, method)}).items() for seed, why in runs.items()]
+        failed = [f"SFT + RM seed {m} {run['arm']} seed {run['seed']} ({why})"
+                  for m, run, why in model_seed_failures(summaries, gold)]
         notes.append(f"- {name}, failed runs ({len(failed)} of {2 * sum(map(len, gold.seeds))}; evaluated every 12 "
                      "iterations on the fresh seeds): " + ("; ".join(failed) or "none") + ". They stay in every "
                      "figure above (a failure is an outcome of the method).")
         notes.append(f"- {name}, made on: {machines_text(summaries, (baseline, method), meta)}.")
         for m in (gold, rm):
-            spread = [statistics.stdev(d) for d in model_seed_values(summaries, m)[name]]
-            wild = max(range(len(spread)), key=spread.__getitem__)
+            spread, wild = within_spread(summaries, m)
             notes.append(f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model "
                          f"seed, pooled) {m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method "
                          f"of moments); that the model seeds' mean differences are equal: one-way ANOVA p "
                          f"{format_p(m.across.p_differ)}, Kruskal-Wallis rank test p {format_p(m.across.p_rank)}. "
                          f"Within-seed standard deviations: " + ", ".join(
                              f"{seed} {sd:.3f}" for seed, sd in zip(m.model_seeds, spread))
-                         + (f" — SFT + RM seed {m.model_seeds[wild]}'s is {spread[wild] / statistics.median(spread):.0f}"
-                            "× the median, which inflates the ANOVA's within-seed variance; the rank test is not moved "
-                            "by one wild run" if 0 < 3 * statistics.median(spread) < spread[wild] else "") + ".")
+                         + (f" — SFT + RM seed {m.model_seeds[wild]}'s is over 3× their median, which inflates the "
+                            "ANOVA's within-seed variance; the rank test is not moved by one wild run"
+                            if wild is not None else "") + ".")
         if len(gold.model_seeds) - 1 < 5:
             notes.append(f"- {name}: the *across* interval{few_df(len(gold.model_seeds) - 1)}.")
-    own = {}
-    for pair, metrics in found.items():
-        own[pair] = adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m])
-                                             for m, c in metrics.items()}})
+    own = {pair: own_family(metrics) for pair, metrics in found.items()}
     notes.append("- The family: these rows are Holm-adjusted over the " + f"{2 * len(found)} tests of \"across SFT + "
                  "RM seeds\" (every pair, both metrics), a family set after the 3-seed data had been seen (\"Order of "
                  "decisions\"). In each pair's own family (its gold and RM tests only) the TOST p would be: "
