@@ -58,12 +58,6 @@ def verdicts(groups: Dict[str, Dict[int, dict]], ppo: Sequence[str], mappo: Sequ
     return result
 
 
-def exploration_verdicts(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
-    """On the exploration seeds: every token-PPO λ against every MA-PPO arm they all ran."""
-    exploration, _ = seed_split(groups)
-    return verdicts(groups, token_ppo_family(groups, exploration), mappo_family(groups, exploration), exploration)
-
-
 def confirmation_verdicts(groups: Dict[str, Dict[int, dict]]) -> Tuple[Optional[str], Dict[str, Verdict]]:
     """On the confirmation's fresh seeds (those every candidate ran): token PPO at the λ that was best on the
     exploration seeds against MA-PPO's confirmation arms (its best chosen on the other half); (token PPO's arm,
@@ -276,9 +270,6 @@ def comparison_families(summaries: Sequence[dict]) -> Dict[str, Tuple[str, Dict[
                 tests.update(_paired(groups[task], task, arm, "mappo", seeds))
     add("against MA-PPO n = 5", "every other arm of token PPO's λ and MA-PPO's n sweeps − MA-PPO n = 5 not "
         "already above, both tasks and metrics (the study page's n-sweep point)", tests)
-    add("exploration verdict", "the exploration's MA-PPO best − token PPO best, gold and RM (not pre-registered)",
-        {("verdict", "exploration", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
-         for m, v in exploration_verdicts(long).items()})
     add("collapse sensitivity", "the pre-registered verdict's gold with collapsed runs floored, and without the seeds "
         "of failed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
                                                          EQUIVALENCE_MARGINS["gold"])

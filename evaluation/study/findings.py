@@ -21,7 +21,7 @@ from scipy import stats as scipy_stats
 
 from dschat.core.entrypoint import ArgumentParser
 from evaluation.study.decisions import (adjusted_test, bits_equal, collapse_sensitivity, confirmation_verdicts,
-                                        exploration_verdicts, model_seed_comparisons, model_seed_failures,
+                                        model_seed_comparisons, model_seed_failures,
                                         model_seed_values, multiplicity, new_machine_checks, ordering_agreement,
                                         own_family, parity_by_stop, plateau, published_new_seed, reading, within_spread)
 from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS, VARIATION_COVERED)
@@ -60,13 +60,10 @@ def verdict_bullet(groups, tests) -> Optional[str]:
     """The answer to the study's question: MA-PPO's best against token PPO's best, each chosen on other seeds."""
     exploration, _ = seed_split(groups)
     best, confirmed = confirmation_verdicts(groups)
-    explored = exploration_verdicts(groups)
-    primary = confirmed or explored
-    if not primary:
+    if not confirmed:
         return None
-    procedure = "confirmation" if confirmed else "exploration"
-    adjusted = {m: tests["verdict", procedure, m] for m in primary}
-    gold, rm = primary["gold"], primary["rm"]
+    adjusted = {m: tests["verdict", "confirmation", m] for m in confirmed}
+    gold, rm = confirmed["gold"], confirmed["rm"]
     gold_reading = reading(gold.diff.mean, adjusted["gold"].p_holm, adjusted["gold"].equivalence, "MA-PPO",
                            "token PPO")
     if gold_reading.startswith("equivalent"):
@@ -80,29 +77,24 @@ def verdict_bullet(groups, tests) -> Optional[str]:
                   f"±{gold.equivalence.margin:g} is not shown either")
     chosen = ", ".join(dict.fromkeys(f.best_b for f in gold.folds))
     text = f"- **Does MA-PPO beat token PPO when both use their best λ? {answer}.** "
-    if confirmed:
-        candidates = mappo_family(groups, gold.seeds)
-        mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
-                 if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
-        text += (f"On fresh seeds {_seed_range(gold.seeds)} (SFT + RM seed {TASKS['long'].model_seed}; "
-                 f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed; this selection "
-                 "procedure was committed after the first of these runs had finished, and an interim result on 5 seed "
-                 f"pairs was published before the last: report, \"Order of decisions\"), {mappo} − "
-                 f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
-                 f"{_seed_range(exploration)}): ")
-    else:
-        text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
-                 "MA-PPO): ")
+    candidates = mappo_family(groups, gold.seeds)
+    mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
+             if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
+    text += (f"On fresh seeds {_seed_range(gold.seeds)} (SFT + RM seed {TASKS['long'].model_seed}; "
+             f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed; this selection "
+             "procedure was committed after the first of these runs had finished, and an interim result on 5 seed "
+             f"pairs was published before the last: report, \"Order of decisions\"), {mappo} − "
+             f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds {_seed_range(exploration)}): ")
     text += (f"exploratory by the pre-registration check (report, \"Pre-registration, checked\"): "
              f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, "
-             f"{_failed(groups, (best, *mappo_family(groups, gold.seeds)), gold.seeds) if confirmed else ''}, Holm p "
+             f"{_failed(groups, (best, *candidates), gold.seeds)}, Holm p "
              f"{format_p(adjusted['gold'].p_holm)}; {adjusted['gold'].equivalence.text()}), RM {rm.diff.text()} "
              f"({rm.ahead}/{rm.diff.n}, Holm p {format_p(adjusted['rm'].p_holm)}; "
              f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')})"
              ". The margin Δ (gold ±{:g}, RM ±{:g}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on "
              "seeds 1-8, fixed before round 3's runs (a first round, 2026-11-23, had run both methods at λ = 1 on 5 "
              "seeds per task).".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
-    sensitivity = collapse_sensitivity(groups) if confirmed else {}
+    sensitivity = collapse_sensitivity(groups)
     if sensitivity:
         parts = []
         for name, v in sensitivity.items():
@@ -111,16 +103,9 @@ def verdict_bullet(groups, tests) -> Optional[str]:
                          f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
         text += (" Collapse-robust, beside it (Holm over the two; report, \"Collapse sensitivity\"): "
                  + "; ".join(parts) + ".")
-    if confirmed and all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
+    if all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
         text += (" At λ = 1 (γ = 1) neither method discounts the terminal reward along the response, so what is left "
                  "between them is the macro itself: its value estimates and its per-macro update.")
-    if confirmed and explored:
-        e = explored["gold"]
-        e_test = tests["verdict", "exploration", "gold"]
-        text += (f" On the exploration seeds {_seed_range(e.seeds)} (every λ of token PPO against every MA-PPO arm "
-                 "run there at λ = 0.95, bests chosen on the other half; the margin was derived from these seeds, so "
-                 f"this test was not fixed in advance): gold {e.diff.text()} "
-                 f"({reading(e.diff.mean, e_test.p_holm, e_test.equivalence, 'MA-PPO', 'token PPO')}).")
     return text
 
 

@@ -1,19 +1,13 @@
 """The study's history and pre-registration, read from git rather than written by hand.
 
-:func:`study_history`: every commit that touched the study's design, data or report (:data:`PATHS`), oldest first,
-with its time, what kind of change it made — *design* (the arms, seeds, margins or a plan: :data:`DESIGN`), *runs
-added* / *runs replaced* (the rows of a run file, :func:`run_files`), *analysis* (the study's code), *wording* (only the
-report's text) — how many runs the run files held after it, and whether it was an *interim look*: a report written
-while a group of runs it showed (file, task, seed block of 8) was still incomplete, i.e. a later commit added runs to
-that group and kept every row this one showed. ``study_meta.json``'s ``notes`` may annotate a commit; they never
-replace one.
-
-:func:`registration`: a comparison is *confirmatory* only if every element of its plan (arms, seeds, metric,
-margin, analysis, family) was committed before the first of its runs started, and *exploratory* otherwise. Two sources:
-``docs/study/plans/<comparison>.md`` (with ``-amendment-N.md`` files) beside ``docs/study/<comparison>.jsonl``
-whose rows carry ``started_at`` (the convention of new comparisons), and ``study_meta.json``'s ``plans`` for the
-comparisons made before it, which name the commit that fixed each element (checked here against git's times).
-"""
+:func:`study_history`: every commit touching the study (:data:`PATHS`), oldest first, with its time, its kind of
+change (from the files and rows it changed), the runs the run files held after it, and whether it was an *interim
+look* (a report written while a group of runs it showed was still incomplete); ``study_meta.json``'s ``notes``
+annotate commits, never replace them. :func:`registration` / :func:`study_registrations`: a comparison is
+*confirmatory* only if every element of its plan (:data:`PLAN_ELEMENTS`) was committed before its first run started,
+*exploratory* otherwise: ``docs/study/plans/<comparison>.md`` (and ``-amendment-N.md``) beside
+``docs/study/<comparison>.jsonl`` whose rows carry ``started_at``, or for the comparisons made before that convention,
+``study_meta.json``'s ``plans`` naming the commit that fixed each element (its time read from git here)."""
 from __future__ import annotations
 
 import json
@@ -83,7 +77,7 @@ class Commit:
 def study_history(root: Path, notes: Optional[Dict[str, str]] = None) -> Tuple[List[Commit], str]:
     """(the commits touching :data:`PATHS`, oldest first, each classified; a line on how complete the history is)."""
     log = git(root, "log", "--reverse", "--format=@%H %cI %P%x09%s", "--name-only", "--", *PATHS)
-    if log is None:
+    if not log:
         return [], "No git history here: the history of decisions cannot be generated."
     shallow = (git(root, "rev-parse", "--is-shallow-repository") or "").strip() == "true"
     commits = []

@@ -51,40 +51,6 @@ each (machine recorded), never joining the rows the intervals are estimated from
 published intervals (:func:`evaluation.study.tables.unseen_seed_lines`)."""
 
 
-def study_span_hours(summaries: Sequence[dict]) -> Optional[float]:
-    """Wall time from the first run's start to the last run's end (from the markers' finish times)."""
-    import datetime
-
-    times = [(datetime.datetime.strptime(s["finished"], "%Y-%m-%d %H:%M:%S").timestamp(), s["wall_s"])
-             for s in summaries if s.get("finished")]
-    if not times:
-        return None
-    return (max(end for end, _ in times) - min(end - wall for end, wall in times)) / 3600
-
-
-def cost_lines(summaries: Sequence[dict]) -> List[str]:
-    """Runs per hour per task from the runner's markers (wall and CPU seconds of each step-3 process)."""
-    lines = ["## Cost: runs per hour", "",
-             "Wall and CPU seconds per run come from the runner's markers (`study_run.json`; CPU = user + system "
-             "time of the step-3 process). Runs per hour = 3600 / mean CPU seconds × 2 cores (the runs were "
-             "trained two at a time on cores shared with other jobs, so wall times are noisy; CPU seconds are the "
-             "steadier measure).", "",
-             "| task | runs | mean wall s | mean CPU s | runs / hour (2 cores, by CPU s) |", "|---|---|---|---|---|"]
-    for task in ("short", "long"):
-        runs = [s for s in summaries if s["task"] == task]
-        cpus = [s["cpu_s"] for s in runs if s.get("cpu_s")]
-        if not cpus:
-            continue
-        wall = statistics.fmean(s["wall_s"] for s in runs)
-        cpu = statistics.fmean(cpus)
-        lines.append(f"| {task} | {len(runs)} | {wall:.0f} | {cpu:.0f} | {2 * 3600 / cpu:.1f} |")
-    span = study_span_hours(summaries)
-    if span:
-        lines += ["", f"Study wall time (first run's start to last run's end, SFT and RM excluded): {span:.2f} h for "
-                      f"{len(summaries)} runs ({len(summaries) / span:.1f} runs per hour)."]
-    return lines + [""]
-
-
 def provenance_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = (),
                      unseen: Sequence[dict] = ()) -> List[str]:
     """Which code made the runs (the commits in their markers) and how the runner was started."""
@@ -139,11 +105,8 @@ def machine_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Seque
                   "component; " + (f"the intervals across SFT + RM seeds of {', '.join(spans)} span the machines their "
                                    "SFT + RM seeds were made on (\"Two pairs on several SFT + RM seeds\"); "
                                    if spans else "")
-                  + "the machine component is measured in \"The machine component\".", ""]
-    else:
-        lines += ["Every interval in this report is estimated on these machines only: the bits of a run differ by "
-                  "machine kind (the confirmation section), and no interval contains a machine component.", ""]
-    return lines
+                  + "the machine component is measured in \"The machine component\"."]
+    return lines + [""]
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,7 +178,7 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
         missing = [arm for arm in ARMS if arm not in groups]
         if missing:
             lines += [f"Arms without runs on this task: {', '.join(missing)}.", ""]
-    return lines + cost_lines(summaries) + not_run_lines(summaries)
+    return lines + not_run_lines(summaries)
 
 
 def write_report(out: Path, report_dir: Path) -> None:

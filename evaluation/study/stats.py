@@ -1,25 +1,13 @@
-"""The study's tests (pure functions over per-seed values): equivalence within a margin fixed before the deciding
-runs, Holm's correction across the comparisons a verdict rests on, "best against best" with the best arms chosen
-on other seeds than they are compared on, a paired difference over PPO seeds nested in SFT + RM seeds, and the
-collapse detector.
-
-Every interval but the last covers one source of variation only: the PPO seed (the sampling of rollouts, the value
-head's and the optimizer's randomness), with one SFT model and one reward model shared by every run, and one
-evaluation sampling seed (``--eval_seed``) over 128 samples of 32 distinct held-out prompts
-(:data:`evaluation.study.design.VARIATION_COVERED`); :func:`across_model_seeds` covers the SFT + RM seed as well.
-
-The report's estimates (:mod:`evaluation.study.report`) live here too; :mod:`evaluation.pipeline_record` uses them
-for its seed table. Per arm and metric (the RM score and the gold score of 128 held-out prompts, sampled with the same noise at
-every evaluation): the final score and the area under the eval curve (trapezoid over the step range: the mean
-level over training), each as the seed mean with two 95% intervals for the mean — Student's t over seeds and the
-percentile bootstrap (which under-covers with 8 seeds: it ignores the uncertainty of the spread) — and a 95%
-prediction interval for one new seed (t with s·√(1 + 1/n)). Against the baseline arm, the paired difference
-(method − baseline on the same seed) with the same three intervals and the number of seeds it is ahead.
-Convergence: the change of each seed's curve over the last quarter of its steps (least-squares slope × the
-quarter's length), t-interval over seeds. Parity (paper §4.2, Fig. 2), made robust: on the seed-averaged curves,
-EMA-smoothed (:func:`evaluation.curves.ema`), the target is the baseline's final smoothed level; the speed-up is
-the first step the baseline's smoothed curve reaches it over the first step the method's does (interpolated
-between evaluations), a point estimate (its stopping-step dependence: :func:`evaluation.study.decisions.parity_by_stop`)."""
+"""The study's statistics, pure functions over per-seed values: equivalence (TOST) within a margin fixed before the
+deciding runs, Holm's correction within a family, "best against best" with the best arms chosen on other seeds than
+they are compared on, a paired difference over PPO seeds nested in SFT + RM seeds (:func:`across_model_seeds`, the one
+interval that covers the SFT + RM seed: :data:`evaluation.study.design.VARIATION_COVERED`), the failed-run rule, and
+the report's estimates (also :mod:`evaluation.pipeline_record`'s): per arm and metric the seed mean with Student's t
+and the percentile-bootstrap interval (which under-covers with 8 seeds) and the t prediction interval of one new seed
+(s·√(1 + 1/n)); paired differences (method − baseline, same seed) likewise, with the seeds ahead; the area under the
+eval curve (trapezoid, the mean level); the last quarter's change (least-squares slope × its length); and parity
+(paper §4.2, Fig. 2) on the seed-averaged EMA-smoothed curves (:func:`evaluation.curves.ema`): the first step the
+baseline reaches its final smoothed level over the first step the method does, a point estimate."""
 from __future__ import annotations
 
 import math
@@ -314,11 +302,6 @@ def failure(run: Mapping) -> str:
         ("collapsed", run["length"][-1] < COLLAPSE_FRACTION * run["length"][0]),
         ("RM below step 0", run["rm"][-1] < run["rm"][0]),
         ("gold below step 0", run["gold"][-1] < run["gold"][0])) if hit)
-
-
-def failed_count(runs: Sequence[Mapping]) -> str:
-    """"k failed" of ``runs`` (:func:`failure`)."""
-    return f"{sum(bool(failure(r)) for r in runs)} failed"
 
 
 def few_df(df: int) -> str:

@@ -11,9 +11,9 @@ from scipy import stats as scipy_stats
 
 from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, bits_equal, collapse_sensitivity,
                                         comparison_families, confirmation_pairs, confirmation_verdicts,
-                                        exploration_verdicts, model_seed_comparisons, model_seed_failures,
+                                        model_seed_comparisons, model_seed_failures,
                                         model_seed_values, model_seeds_by_machine, multiplicity, new_machine_checks,
-                                        own_family, pair_seeds, plateau, published_new_seed, reading, rerun_pairs,
+                                        own_family, plateau, published_new_seed, reading, rerun_pairs,
                                         unseen_seeds, within_spread)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
@@ -21,8 +21,8 @@ from evaluation.study.stats import (ALPHA, AdjustedTest, COLLAPSE_FRACTION, FAIL
                                     area_under_curve, collapse, failure, few_df, format_p, last_quarter_change,
                                     mean_estimate, new_model_seed_interval, paired_difference, parity, resample_indices,
                                     seeds_for_equivalence, t_interval)
-from evaluation.study.summaries import (arm_lambda, by_arm, common_seeds, failed_cell, failures, machine_name,
-                                        mappo_family, seed_split, token_ppo_family)
+from evaluation.study.summaries import (by_arm, common_seeds, failed_cell, failures, machine_name,
+                                        mappo_family, seed_split)
 
 
 def _seed_text(seeds: Sequence[int]) -> str:
@@ -112,15 +112,14 @@ VERDICT_HEADER = ["| metric | chosen (by gold, on the other half) | MA-PPO best 
 
 def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
     exploration, confirmation = seed_split(groups)
-    explored = exploration_verdicts(groups)
     best, confirmed = confirmation_verdicts(groups)
-    if not explored and not confirmed:
+    if not confirmed:
         return []
     lines = ["#### The verdict: MA-PPO's best against token PPO's best, each chosen on other seeds", "",
              "Equivalence margin Δ: " + MARGIN_RULE + ". p: two-sided paired t test; Holm p and the TOST p: "
              "Holm-adjusted within the test's family (\"Families of tests\": each verdict's two metrics are a family "
              "of their own); equivalence: two one-sided tests at 5%.", ""]
-    if confirmed:
+    if confirmed:  # the exploration's own best-against-best is not run: its margin was derived from its seeds
         v = confirmed["gold"]
         commits: Dict[str, int] = {}
         for arm in (best, *mappo_family(groups, v.seeds)):
@@ -138,12 +137,6 @@ def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, Adjus
                   f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "
                   "other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed, tests, "confirmation"), "",
                   *sensitivity_lines(groups, tests)]
-    if explored:
-        ppo, mappo = token_ppo_family(groups, exploration), mappo_family(groups, exploration)
-        lines += [f"**Exploration** (seeds {exploration[0]}-{exploration[-1]}; the margin was fixed after them): "
-                  f"token PPO at λ ∈ {{{', '.join(f'{arm_lambda(a):g}' for a in ppo)}}} against MA-PPO's "
-                  f"{', '.join(mappo)}, each family's best chosen on one half of the seeds and compared on the other, "
-                  "both ways.", "", *VERDICT_HEADER, *verdict_rows(explored, tests, "exploration"), ""]
     return lines
 
 
@@ -183,22 +176,17 @@ def confirmation_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     if not table:
         return []
     groups = by_arm(summaries, "long")
-    exploration, confirmation = seed_split(groups)
-    first = CONFIRMATION_TIERS["long"][0][0]
-    step0 = {name: (groups["ppo"][seeds[0]]["rm"][0], groups["ppo"][seeds[0]]["gold"][0]) if name == "exploration"
-             else (groups[first][seeds[0]]["rm"][0], groups[first][seeds[0]]["gold"][0])
-             for name, seeds in (("exploration", exploration), ("confirmation", confirmation))}
-    lines = ["#### Confirmation: every arm on the fresh seeds against token PPO at its exploration-best λ", "",
-             "Evaluated every 12 iterations (`CONFIRMATION_FLAGS`; the evaluations at 12, 24, 36 and 48 equal an "
-             "every-4 run's), so a collapse between evaluations can go unseen here. Holm p over this table's "
-             "comparisons (both metrics). The confirmation ran on another machine than the exploration, and its bits "
-             "differ: the step-0 evaluation every run shares (the SFT policy, the same sampling seed) scores RM "
-             f"{step0['confirmation'][0]:.4f}, gold {step0['confirmation'][1]:.5f} there against "
-             f"{step0['exploration'][0]:.4f}, {step0['exploration'][1]:.5f} in the exploration (with the same code; "
-             "the SFT and reward-model weights trained there were bit-identical under transformers 5.19/numpy 2.3.5 "
-             "and 5.23/2.4.6). So fresh and exploration seeds are never paired: the fresh seeds are compared among "
-             "themselves.", "", *table, ""]
-    return lines
+    step0 = [(groups[a][seeds[0]]["rm"][0], groups[a][seeds[0]]["gold"][0])
+             for a, seeds in zip(("ppo", CONFIRMATION_TIERS["long"][0][0]), seed_split(groups))]
+    return ["#### Confirmation: every arm on the fresh seeds against token PPO at its exploration-best λ", "",
+            "Evaluated every 12 iterations (`CONFIRMATION_FLAGS`; the evaluations at 12, 24, 36 and 48 equal an "
+            "every-4 run's), so a collapse between evaluations can go unseen here. Holm p over this table's "
+            "comparisons (both metrics). The confirmation ran on another machine than the exploration, and its bits "
+            "differ: the step-0 evaluation every run shares (the SFT policy, the same sampling seed) scores RM "
+            f"{step0[1][0]:.4f}, gold {step0[1][1]:.5f} there against {step0[0][0]:.4f}, {step0[0][1]:.5f} in the "
+            "exploration (with the same code; the SFT and reward-model weights trained there were bit-identical under "
+            "transformers 5.19/numpy 2.3.5 and 5.23/2.4.6). So fresh and exploration seeds are never paired: the "
+            "fresh seeds are compared among themselves.", "", *table, ""]
 
 
 def machines_text(summaries: Sequence[dict], pair: Sequence[str], meta=None) -> str:
@@ -254,13 +242,6 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
                  for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
-        more = {TASKS[t].model_seed: len(seeds) for t, seeds in pair_seeds(summaries, (baseline, method)).items()
-                if len(seeds) > len(gold.seeds[0]) or len(seeds) < 2}
-        if more:
-            notes.append(f"- {name}: each SFT + RM seed counts the first {len(gold.seeds[0])} PPO seeds every one of "
-                         "them has; PPO seeds the pair has on each SFT + RM seed where that differs: "
-                         + ", ".join(f"{m}: {n}" for m, n in more.items())
-                         + " (a model seed with fewer than 2 is left out; runs still missing: \"What was not run\").")
         failed = [f"SFT + RM seed {m} {run['arm']} seed {run['seed']} ({why})"
                   for m, run, why in model_seed_failures(summaries, gold)]
         notes.append(f"- {name}, failed runs ({len(failed)} of {2 * sum(map(len, gold.seeds))}; evaluated every 12 "
@@ -363,7 +344,7 @@ def convergence_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
     lines = ["#### Plateau: is the final gold a plateau or a stopping point?", "",
              f"{len(still)} of {len(arms)} arms' gold still rises over the last quarter of training (t CI above 0): "
              f"{', '.join(still) or 'none'}. A plateau test needs longer runs: the cost of a run grows with its "
-             "steps (report, Cost), so doubling every arm's steps doubles the study's CPU time.", "",
+             "steps (\"What was not run\"), so doubling every arm's steps doubles the study's CPU time.", "",
              "| arm | seeds | gold change over the last quarter [t CI] | share of the whole rise |", "|---|---|---|---|"]
     for arm, (late, share) in rows.items():
         lines.append(f"| {arm} | {late.n} | {late.text(4)} | {share:.0%} |")
