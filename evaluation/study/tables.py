@@ -288,7 +288,9 @@ def new_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
              "seed, mean of n PPO seeds*: t over the model seeds' means (model seeds − 1 degrees of freedom), "
              "s_m·√(1 + 1/S). *One run on a new SFT + RM seed*: the same t with s_m²(1 + 1/S) + s_w²(1 − 1/n) (s_w² "
              "the pooled within-model-seed variance). Degrees of freedom and machines: "
-             + "; ".join(f"{m} − {b}: {len(c['gold'].model_seeds) - 1} ({machines_text(summaries, (b, m), meta)})"
+             + "; ".join(f"{m} − {b}: {len(c['gold'].model_seeds) - 1}"
+                         + ("" if len(c["gold"].model_seeds) > 5 else ", fewer than 5: wide and fragile")
+                         + f" ({machines_text(summaries, (b, m), meta)})"
                          for (b, m), c in found.items())
              + ". A machine kind none of them ran on adds a component these intervals contain only as far as their "
              "machines differ (\"The machine component\").", "",
