@@ -23,7 +23,7 @@ from evaluation.study.decisions import model_seeds_by_machine, multiplicity
 from evaluation.study.design import (ABLATION_ARMS, ARMS, CORE_ARMS, MAPPO_LAMBDA_ARMS, MINI_BATCH_ARMS,
                                      MODEL_SEED_PAIRS, SWEEP_ARMS, TASK_TITLES, VARIATION_COVERED)
 from evaluation.study.history import history_lines, registration_lines
-from evaluation.study.plots import plot_ablations, plot_main, plot_sweeps
+from evaluation.study.plots import plot_ablations, plot_main
 from evaluation.study.position_report import position_lines
 from evaluation.study.summaries import (by_arm, collect, merge_meta, merge_reruns, merge_runs, merge_unseen,
                                         other_machine_runs, seed_split)
@@ -242,8 +242,6 @@ def render(summaries: Sequence[dict], report_dir: Path) -> None:
                                 seed_split(by_arm(summaries, "long"))[1], summaries)
     if plot_main(summaries, report_dir / "main.png"):
         lines += ["![core arms](main.png)", ""]
-    if plot_sweeps(summaries, report_dir / "sweeps.png"):
-        lines += ["![token PPO's λ and MA-PPO's n](sweeps.png)", ""]
     for task in ("long", "short"):
         if plot_ablations(summaries, report_dir / f"ablations_{task}.png", task):
             lines += [f"![{task}-task ablations](ablations_{task}.png)", ""]
