@@ -21,7 +21,7 @@ from typing import Dict, List, Sequence, Tuple
 from dschat.core.entrypoint import ArgumentParser, run_cli
 from evaluation.study.design import CONFIRMATION_FLAGS, EQUIVALENCE_MARGINS
 from evaluation.study.runner import Run, ensure_models, is_finished, train_run
-from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, holm, paired_t_p, t_interval, tost
+from evaluation.study.stats import ALPHA, FAILED_RULE, failure, holm, paired_t_p, t_interval, tost
 
 TASK = "long"
 ARMS = ("ppo-lam1", "mappo-lam1")
@@ -76,16 +76,11 @@ def collect(out: Path, seeds: Sequence[int]) -> List[dict]:
             if is_finished(run.directory(run_dir(out, ahead)))]
 
 
-def collapsed(summary: dict) -> bool:
-    """The study's collapse (:data:`evaluation.study.stats.COLLAPSE_FRACTION`): the final evaluation's response
-    length below that fraction of step 0's."""
-    return summary["length"][-1] < COLLAPSE_FRACTION * summary["length"][0]
-
-
-def comparison(summaries: Sequence[dict], drop_collapsed: bool = False) -> Dict[str, dict]:
+def comparison(summaries: Sequence[dict], drop_failed: bool = False) -> Dict[str, dict]:
     """Per arm: the paired final-gold differences K1 − K0 by seed, their mean and 95% t interval, the paired t
-    test and TOST within the study's gold margin, each Holm-adjusted over the arms. ``drop_collapsed``: without
-    the seeds on which either run ended collapsed (the collapse-robust sensitivity: a collapsed run's gold is
+    test and TOST within the study's gold margin, each Holm-adjusted over the arms (``p_all``/``tost_p_all``: over
+    both arms of both tables). ``drop_failed``: without the seeds on which either run failed (the study's
+    :func:`~evaluation.study.stats.failure`; a sensitivity chosen after the primary table: a collapsed run's gold is
     the gold of a few words)."""
     runs: Dict[Tuple[str, int], Dict[int, dict]] = {}
     for s in summaries:
@@ -94,7 +89,7 @@ def comparison(summaries: Sequence[dict], drop_collapsed: bool = False) -> Dict[
     for arm in ARMS:
         k0, k1 = runs.get((arm, 0), {}), runs.get((arm, 1), {})
         seeds = sorted(seed for seed in set(k0) & set(k1)
-                       if not (drop_collapsed and (collapsed(k0[seed]) or collapsed(k1[seed]))))
+                       if not (drop_failed and (failure(k0[seed]) or failure(k1[seed]))))
         if len(seeds) < 2:
             continue
         diffs = [k1[seed]["gold"][-1] - k0[seed]["gold"][-1] for seed in seeds]
@@ -106,6 +101,13 @@ def comparison(summaries: Sequence[dict], drop_collapsed: bool = False) -> Dict[
         adjusted = holm({arm: row[key] for arm, row in result.items()})
         for arm, row in result.items():
             row[f"{key}_holm"] = adjusted[arm]
+    if drop_failed:  # the same tests Holm-adjusted over both tables' four (the family the sensitivity joins)
+        primary = comparison(summaries)
+        for key in ("p", "tost_p"):
+            adjusted = holm({**{(arm, 0): row[key] for arm, row in primary.items()},
+                             **{(arm, 1): row[key] for arm, row in result.items()}})
+            for arm, row in result.items():
+                row[f"{key}_all"] = adjusted[arm, 1]
     return result
 
 
@@ -118,25 +120,38 @@ def reading(row: dict) -> str:
     return f"not decided: no difference shown, and equivalence within ±{margin} not shown either"
 
 
-def report_lines(summaries: Sequence[dict]) -> List[str]:
-    """The report: the primary comparison and its collapse-robust sensitivity, the collapsed runs, the machine."""
+def report_lines(summaries: Sequence[dict], study_reruns: Sequence[dict] = ()) -> List[str]:
+    """The report: the primary comparison and its sensitivity without failed runs, the failed runs, the machine, and
+    which K = 0 runs are, bit for bit, the study's machine reruns (``study_reruns``)."""
     machines = sorted({json.dumps(s.get("machine"), sort_keys=True) for s in summaries})
     lines = []
     for title, drop in (("Final gold, K = 1 against K = 0, paired by PPO seed", False),
-                        ("Sensitivity: without the seeds on which either run ended collapsed", True)):
+                        ("Sensitivity, chosen after the table above: without the seeds on which either run failed",
+                         True)):  # its reading: Holm over both tables' four tests
         lines += [f"{title} (Holm over the two arms):", "",
                   "| arm | seeds | final gold K = 0 | K = 1 | K1 − K0 [95% t CI] | t p (Holm) | TOST p (Holm) | reading |",
                   "|---|---|---|---|---|---|---|---|"]
         for arm, row in comparison(summaries, drop).items():
             low, high = row["ci"]
+            shown = {**row, "p_holm": row["p_all"], "tost_p_holm": row["tost_p_all"]} if drop else row
             lines.append(f"| {arm} | {len(row['seeds'])} | {row['k0']:.4f} | {row['k1']:.4f} | {row['mean']:+.4f} "
                          f"[{low:+.4f}, {high:+.4f}] | {row['p']:.3f} ({row['p_holm']:.3f}) | {row['tost_p']:.3f} "
-                         f"({row['tost_p_holm']:.3f}) | {reading(row)} |")
+                         f"({row['tost_p_holm']:.3f}) | {reading(shown)} |")
         lines.append("")
-    ended = [f"{s['arm']} K = {s['async_rollout']} seed {s['seed']} (length {s['length'][0]:.0f} → "
-             f"{s['length'][-1]:.0f}, gold {s['gold'][-1]:.3f})" for s in summaries if collapsed(s)]
-    lines += [f"Ended collapsed: {'; '.join(ended) or 'none'}.", "", f"Machine(s): {'; '.join(machines)}"]
-    return lines
+        if drop:
+            lines += ["Its reading: Holm over both tables' four tests (the family the sensitivity joins): " + "; ".join(
+                f"{arm} t p {row['p_all']:.3f}, TOST p {row['tost_p_all']:.3f}"
+                for arm, row in comparison(summaries, drop).items()) + ".", ""]
+    ended = [f"{s['arm']} K = {s['async_rollout']} seed {s['seed']} ({failure(s)}; length {s['length'][0]:.0f} → "
+             f"{s['length'][-1]:.0f}, gold {s['gold'][-1]:.3f})" for s in summaries if failure(s)]
+    same = [s for s in summaries if any(all(s[m] == r[m] for m in ("rm", "gold", "length"))
+                                        and (s["arm"], s["seed"]) == (r["arm"], r["seed"]) for r in study_reruns)]
+    lines += [f"Failed ({FAILED_RULE}): {'; '.join(ended) or 'none'}.", ""]
+    if same:
+        lines += [f"{len(same)} of the K = 0 runs equal, bit for bit at every evaluation, the study's machine reruns of "
+                  "the same arm and seed (`docs/study/machine_reruns.jsonl`): they are the same runs, not a second "
+                  "sample.", ""]
+    return lines + [f"Machine(s): {'; '.join(machines)}"]
 
 
 def clocked(summaries: Sequence[dict], seconds: Dict[int, float]) -> List[dict]:
@@ -199,7 +214,9 @@ def main(argv=None) -> None:
     args.report_dir.mkdir(parents=True, exist_ok=True)
     with open(args.report_dir / RUNS_FILE, "w") as handle:
         handle.writelines(json.dumps(s) + "\n" for s in summaries)
-    lines = report_lines(summaries)
+    reruns = args.report_dir.parent / "study" / "machine_reruns.jsonl"
+    lines = report_lines(summaries, [json.loads(line) for line in reruns.read_text().splitlines() if line.strip()]
+                         if reruns.is_file() else [])
     (args.report_dir / "report.md").write_text("\n".join(lines) + "\n")
     clock = dict(enumerate(args.seconds_per_iteration)) if args.seconds_per_iteration else {}
     plot(clocked(summaries, clock), args.report_dir / "gold_vs_hours.png")

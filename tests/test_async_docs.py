@@ -61,7 +61,9 @@ def test_the_learning_report_is_generated_from_the_committed_runs():
 
     runs = [json.loads(line) for line in (DOCS / "async" / "runs.jsonl").read_text().splitlines()]
     report = (DOCS / "async" / "report.md").read_text()
-    assert report == "\n".join(report_lines(runs)) + "\n"
+    reruns = [json.loads(line) for line in (DOCS / "study/machine_reruns.jsonl").read_text().splitlines()]
+    assert report == "\n".join(report_lines(runs, reruns)) + "\n"
+    assert "16 of the K = 0 runs equal, bit for bit at every evaluation, the study's machine reruns" in report
     text = " ".join(PAGE.read_text().split())
     for line in report.splitlines():
         if line.startswith("| ppo") or line.startswith("| mappo"):

@@ -9,7 +9,7 @@ from evaluation.async_learning import comparison, report_lines
 
 def summary(arm, ahead, seed, gold, length=110.0):
     return {"task": "long", "arm": arm, "seed": seed, "async_rollout": ahead, "gold": [0.06, gold],
-            "steps": [0, 48], "hours": [0.0, 0.01], "length": [116.0, length], "machine": {"cpu": "test"}}
+            "steps": [0, 48], "rm": [2.5, 3.0], "hours": [0.0, 0.01], "length": [116.0, length], "machine": {"cpu": "test"}}
 
 
 def test_paired_difference_interval_and_tost_by_hand():
@@ -32,15 +32,18 @@ def test_paired_difference_interval_and_tost_by_hand():
 
 
 def test_the_sensitivity_drops_the_seeds_on_which_either_run_collapsed():
-    """A run whose final length is below half its step-0 length (116 -> 50) takes its seed out of the
-    sensitivity table on both sides, and the report names it."""
+    """A run that failed — final length below half its step-0 length (116 -> 57), or final gold below step 0's —
+    takes its seed out of the sensitivity table on both sides, and the report names it."""
     runs = [summary("ppo-lam1", k, s, 0.14 + 0.001 * s + 0.002 * k) for s in (9, 10, 11) for k in (0, 1)]
     runs.append(summary("ppo-lam1", 0, 12, 0.10, length=57.0))
     runs.append(summary("ppo-lam1", 1, 12, 0.20))
-    assert comparison(runs)["ppo-lam1"]["seeds"] == [9, 10, 11, 12]
-    kept = comparison(runs, drop_collapsed=True)["ppo-lam1"]
+    runs += [summary("ppo-lam1", 0, 13, 0.15), summary("ppo-lam1", 1, 13, 0.05)]  # gold below step 0's 0.06
+    assert comparison(runs)["ppo-lam1"]["seeds"] == [9, 10, 11, 12, 13]
+    kept = comparison(runs, drop_failed=True)["ppo-lam1"]
     assert kept["seeds"] == [9, 10, 11] and kept["diffs"] == pytest.approx([0.002] * 3)
-    assert "ppo-lam1 K = 0 seed 12 (length 116 → 57, gold 0.100)" in "\n".join(report_lines(runs))
+    text = "\n".join(report_lines(runs))
+    assert "ppo-lam1 K = 0 seed 12 (collapsed; length 116 → 57, gold 0.100)" in text
+    assert "ppo-lam1 K = 1 seed 13 (gold below step 0; length 116 → 110, gold 0.050)" in text
 
 
 def test_the_figures_clock_is_step_times_the_measured_seconds_of_its_k():

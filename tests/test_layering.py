@@ -112,7 +112,7 @@ def test_every_package_of_dschat_has_a_floor():
     assert packages - {package for floor in LAYERS for package in floor} == set()
 
 
-STUDY = ("design", "stats", "summaries", "decisions", "tables", "position_report", "plots", "report", "findings",
+STUDY = ("design", "history", "stats", "summaries", "decisions", "tables", "position_report", "plots", "report", "findings",
          "positions", "runner", "__main__")
 """``evaluation.study``'s modules in the order its ``__init__`` lists them: each imports only modules before it."""
 

@@ -13,7 +13,7 @@ import pytest
 from evaluation.study import design, runner
 from evaluation.study.report import report_lines
 from evaluation.study.stats import (area_under_curve, bootstrap_mean_ci, last_quarter_change, paired_difference,
-                                    parity, parity_interval, t_interval)
+                                    parity, t_interval)
 from evaluation.study.summaries import collect, run_summary
 
 
@@ -63,17 +63,6 @@ def test_parity_on_the_smoothed_seed_mean():
     assert result.target == pytest.approx(2.125 / 0.9375)
     assert result.method_step == pytest.approx(10 + (2.125 / 0.9375 - 2) / (2.75 / 0.875 - 2) * 10)
     assert result.speedup == pytest.approx(30 / result.method_step)
-
-
-def test_parity_interval_resamples_seeds_in_pairs_and_counts_never():
-    steps = [0, 10, 20]
-    baseline = [[0, 1, 2], [0, 1, 2]]
-    method = [[0, 2, 2], [0, 0, 0]]  # seed 1 reaches 2 at step 10; seed 2 never improves
-    result = parity_interval(steps, baseline, method, np.asarray([[0, 0], [1, 1], [0, 1]]), smoothing=0.0)
-    # resamples: (1, 1) -> 20 / 10 = 2; (2, 2) -> never (0); (1, 2) -> mean (0, 1, 1) never reaches 2 -> 0
-    assert result.never == 2 and result.dropped == 0
-    assert result.point.method_step is None
-    assert result.low == pytest.approx(0.0) and result.high == pytest.approx(np.percentile([2, 0, 0], 97.5))
 
 
 # ---- runner: skip / resume ---------------------------------------------------------------------------------------

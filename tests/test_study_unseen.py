@@ -77,24 +77,33 @@ def test_each_unseen_seed_against_its_arms_published_interval_by_hand():
     text = "\n".join(unseen_seed_lines(COMMITTED, UNSEEN_ROWS, META))
     pair, core = "\"Where a new seed would land\"", "the core arms' table's *new seed*"
     where = {("long", BASE): pair, ("long", METHOD): pair, ("long", "mappo-lam0.99"): "this section"}
-    inside = 0
+    inside, residuals = 0, []
     for key, gold in UNSEEN.items():
         low, high = t_prediction(list(FINALS[key].values()))
         ok = low <= gold <= high
         inside += ok
         seeds = sorted(FINALS[key])
+        values = list(FINALS[key].values())
+        residual = (gold - statistics.fmean(values)) / (statistics.stdev(values) * math.sqrt(1 + 1 / len(values)))
+        residuals.append(residual)
         assert (f"| {key[0]} | {key[1]} | 17 | [{low:.3f}, {high:.3f}] ("
                 f"{where.get(key, core)}; seeds {seeds[0]}-{seeds[-1]}; the exploration's machine (not recorded)) | "
                 f"{gold:.4f} | "
-                f"{'yes' if ok else 'no'} | 0.07000; 0.06800 |") in text
+                f"{'yes' if ok else 'no'} | {residual:+.2f} | no | 0.07000; 0.06800 |") in text
     assert 0 < inside < len(UNSEEN)  # both outcomes occur in this fixture
-    assert f"**{inside} of {len(UNSEEN)} unseen seeds ({len(UNSEEN)} arms) land inside" in text
-    assert (f"were made on {machine_line(XEON)}; the intervals were estimated on the committed runs of SFT + RM seed "
-            "1234 made on the exploration's machine (not recorded) (") in text
-    assert "; none of those runs records the unseen seeds' machine." in text
-    assert f"that of the committed runs the interval comes from on 0 of {len(UNSEEN)} rows" in text
+    assert f"**{inside} of {len(UNSEEN)} land inside** (0 failed: none)" in text
+    below = sum(r < 0 for r in residuals)
+    assert (f"{below} of {len(UNSEEN)} fall below their interval's centre (mean standardised residual "
+            f"{statistics.fmean(residuals):+.2f})") in text
+    assert (f"made on {machine_line(XEON)}, whose final gold is set against the arm's published new-seed interval, "
+            "estimated on the committed runs made on the exploration's machine (not recorded)") in text
+    assert f"equals the committed runs' bit for bit on 0 of {len(UNSEEN)} rows" in text
     same = [*UNSEEN_ROWS[:-1], run("ppo", 17, 0.150, "short", machine=XEON, step0=0.068)]  # the committed step 0
-    assert f"comes from on 1 of {len(UNSEEN)} rows" in "\n".join(unseen_seed_lines(COMMITTED, same, META))
+    assert f"bit for bit on 1 of {len(UNSEEN)} rows" in "\n".join(unseen_seed_lines(COMMITTED, same, META))
+    # a failed unseen run (ended collapsed) is counted as failed, inside or not
+    collapsed = [{**r, "length": [*r["length"][:-1], 10.0]} if r["arm"] == "mappo-lam0.99" else r for r in UNSEEN_ROWS]
+    text = "\n".join(unseen_seed_lines(COMMITTED, collapsed, META))
+    assert "(1 failed: long/mappo-lam0.99 (collapsed, inside))" in text
 
 
 def test_no_unseen_seed_no_section():
@@ -178,4 +187,4 @@ def test_the_committed_unseen_seeds_recompute_from_the_jsonl_files():
         assert (f"| {row['task']} | {row['arm']} | {row['seed']} | [{low:.3f}, {high:.3f}] (") in report
         assert f"| {gold:.4f} | {'yes' if low <= gold <= high else 'no'} |" in report
     if unseen:
-        assert f"**{inside} of {len(unseen)} unseen seeds (" in report
+        assert f"**{inside} of {len(unseen)} land inside** (" in report

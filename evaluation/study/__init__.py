@@ -1,7 +1,9 @@
 """The PPO vs MA-PPO study, one module per concern; each imports only the ones listed before it:
 
 - :mod:`~evaluation.study.design`: the tasks, arms, groups of arms and pre-registered constants (data, no imports);
-- :mod:`~evaluation.study.stats`: the statistics (intervals, tests, Holm, equivalence, collapse), pure functions;
+- :mod:`~evaluation.study.history`: the order of decisions and the pre-registration check, read from git;
+- :mod:`~evaluation.study.stats`: the statistics (intervals, tests, Holm, equivalence, the failed-run rule), pure
+  functions;
 - :mod:`~evaluation.study.summaries`: the runs as data (one summary per run, grouped by task, arm and seed);
 - :mod:`~evaluation.study.decisions`: what the study decides from them (verdicts, families of tests, checks);
 - :mod:`~evaluation.study.tables`, :mod:`~evaluation.study.position_report`, :mod:`~evaluation.study.plots`: the

@@ -14,11 +14,10 @@ from scipy import stats as scipy_stats
 
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, LAMBDA_SWEEP, MAPPO_LAMBDAS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, model_seed_tasks)
-from evaluation.study.stats import (ALPHA, AcrossModelSeeds, AdjustedTest, COLLAPSE_FRACTION, Equivalence, Estimate,
-                                    NewModelSeed, Paired, ParityResult, across_model_seeds, adjust_families,
-                                    area_under_curve, best_arm, held_out_best_vs_best, last_quarter_change,
-                                    mean_estimate, new_model_seed_interval, paired_difference, paired_t_p, parity,
-                                    t_interval, tost)
+from evaluation.study.stats import (ALPHA, AcrossModelSeeds, AdjustedTest, Equivalence, Estimate, NewModelSeed, Paired,
+                                    ParityResult, across_model_seeds, adjust_families, area_under_curve, best_arm,
+                                    failure, held_out_best_vs_best, last_quarter_change, mean_estimate,
+                                    new_model_seed_interval, paired_difference, paired_t_p, parity, t_interval, tost)
 from evaluation.study.summaries import (arm_lambda, by_arm, common_seeds, floored_groups, machine_name, mappo_family,
                                         run_key, seed_split, sweep_arms, token_ppo_family)
 
@@ -59,12 +58,6 @@ def verdicts(groups: Dict[str, Dict[int, dict]], ppo: Sequence[str], mappo: Sequ
     return result
 
 
-def exploration_verdicts(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
-    """On the exploration seeds: every token-PPO λ against every MA-PPO arm they all ran."""
-    exploration, _ = seed_split(groups)
-    return verdicts(groups, token_ppo_family(groups, exploration), mappo_family(groups, exploration), exploration)
-
-
 def confirmation_verdicts(groups: Dict[str, Dict[int, dict]]) -> Tuple[Optional[str], Dict[str, Verdict]]:
     """On the confirmation's fresh seeds (those every candidate ran): token PPO at the λ that was best on the
     exploration seeds against MA-PPO's confirmation arms (its best chosen on the other half); (token PPO's arm,
@@ -94,19 +87,19 @@ def reading(mean: float, p_holm: float, equivalence: Equivalence, better: str, w
     return f"undecided: no difference shown, and equivalence within ±{equivalence.margin:g} not shown either"
 
 
-SENSITIVITY = ("collapse-floored gold", "seeds without a collapsed run")
+SENSITIVITY = ("collapse-floored gold", "seeds without a failed run")
 
 
 def collapse_sensitivity(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
     """The pre-registered verdict on gold, done again two ways that a collapsed run cannot win: every run's final
     gold floored for collapse (the whole procedure, token PPO's λ choice included), and the fresh seeds on which no
-    run of the verdict's arms ends collapsed (the same choice of arms, halves of the seeds left)."""
+    run of the verdict's arms failed (:func:`evaluation.study.stats.failure`; the same choice of arms, halves of the
+    seeds left)."""
     best, primary = confirmation_verdicts(groups)
     if not primary:
         return {}
     seeds, family = primary["gold"].seeds, mappo_family(groups, primary["gold"].seeds)
-    kept = [s for s in seeds if not any(groups[a][s]["length"][-1] < COLLAPSE_FRACTION * groups[a][s]["length"][0]
-                                        for a in (best, *family))]
+    kept = [s for s in seeds if not any(failure(groups[a][s]) for a in (best, *family))]
     found = {SENSITIVITY[0]: confirmation_verdicts(floored_groups(groups))[1].get("gold"),
              SENSITIVITY[1]: verdicts(groups, [best], family, kept).get("gold")}
     return {name: v for name, v in found.items() if v}
@@ -151,6 +144,28 @@ def model_seed_comparison(summaries: Sequence[dict], pair: Sequence[str],
                                across_model_seeds(diffs, EQUIVALENCE_MARGINS[metric]))
 
 
+def model_seed_failures(summaries: Sequence[dict], comparison: ModelSeedComparison) -> List[Tuple[int, dict, str]]:
+    """(SFT + RM seed, run, why) of every failed run behind ``comparison`` (both arms, its PPO seeds)."""
+    tasks = {TASKS[t].model_seed: t for t in ("long", *model_seed_tasks("long"))}
+    runs = [(m, by_arm(summaries, tasks[m])[arm][seed]) for m, seeds in zip(comparison.model_seeds, comparison.seeds)
+            for arm in (comparison.baseline, comparison.method) for seed in seeds]
+    return [(m, run, failure(run)) for m, run in runs if failure(run)]
+
+
+def within_spread(summaries: Sequence[dict], comparison: ModelSeedComparison) -> Tuple[List[float], Optional[int]]:
+    """Each SFT + RM seed's standard deviation of the difference over its PPO seeds, and the index of one more than
+    3× their median (a wild seed, which inflates the ANOVA's pooled within-seed variance), None when none is."""
+    spread = [statistics.stdev(d) for d in
+              model_seed_values(summaries, comparison)[f"{comparison.method} − {comparison.baseline}"]]
+    wild = max(range(len(spread)), key=spread.__getitem__)
+    return spread, wild if 0 < 3 * statistics.median(spread) < spread[wild] else None
+
+
+def own_family(metrics: Dict[str, ModelSeedComparison]) -> Dict[str, AdjustedTest]:
+    """A pair's tests across SFT + RM seeds (gold, RM) Holm-adjusted as a family of their own."""
+    return adjust_families({"own": {m: (list(c.across.means), EQUIVALENCE_MARGINS[m]) for m, c in metrics.items()}})
+
+
 def pair_seeds(summaries: Sequence[dict], pair: Sequence[str]) -> Dict[str, List[int]]:
     """Per task of the long task's SFT + RM seeds on which both arms of ``pair`` ran, the PPO seeds they share."""
     found = {}
@@ -168,21 +183,6 @@ def model_seed_comparisons(summaries: Sequence[dict]) -> Dict[Tuple[str, str], D
         metrics = {metric: model_seed_comparison(summaries, pair, metric) for metric in ("gold", "rm")}
         if metrics["gold"]:
             found[pair] = metrics
-    return found
-
-
-def unseen_seed_check(groups: Dict[str, Dict[int, dict]], metric: str = "gold") -> Dict[str, Tuple[int, int, Tuple]]:
-    """Per arm run on both seed sets: how many confirmation seeds' final ``metric`` lie inside the exploration
-    seeds' 95% prediction interval of a new seed: (inside, runs, (low, high))."""
-    exploration, confirmation = seed_split(groups)
-    found = {}
-    for arm, runs in groups.items():
-        fresh = [s for s in confirmation if s in runs]
-        old = [s for s in exploration if s in runs]
-        if fresh and len(old) >= 2:
-            estimate = mean_estimate([runs[s][metric][-1] for s in old])
-            inside = sum(estimate.new_low <= runs[s][metric][-1] <= estimate.new_high for s in fresh)
-            found[arm] = (inside, len(fresh), (estimate.new_low, estimate.new_high))
     return found
 
 
@@ -268,13 +268,10 @@ def comparison_families(summaries: Sequence[dict]) -> Dict[str, Tuple[str, Dict[
             seeds = common_seeds(groups[task][arm], groups[task]["mappo"])
             if len(seeds) >= 2:
                 tests.update(_paired(groups[task], task, arm, "mappo", seeds))
-    add("against MA-PPO n = 5", "every other arm of the λ / n table − MA-PPO n = 5 not already above, both tasks "
-        "and metrics", tests)
-    add("exploration verdict", "the exploration's MA-PPO best − token PPO best, gold and RM (not pre-registered)",
-        {("verdict", "exploration", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
-         for m, v in exploration_verdicts(long).items()})
+    add("against MA-PPO n = 5", "every other arm of token PPO's λ and MA-PPO's n sweeps − MA-PPO n = 5 not "
+        "already above, both tasks and metrics (the study page's n-sweep point)", tests)
     add("collapse sensitivity", "the pre-registered verdict's gold with collapsed runs floored, and without the seeds "
-        "of collapsed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
+        "of failed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
                                                          EQUIVALENCE_MARGINS["gold"])
                               for name, v in collapse_sensitivity(long).items()})
     add("across SFT + RM seeds", "each pair of `MODEL_SEED_PAIRS` over the SFT + RM seeds' means, both metrics",
@@ -347,49 +344,12 @@ def bits_equal(a: dict, b: dict, upto: Optional[int] = None) -> bool:
                                for s in steps for m in ("rm", "gold", "length"))
 
 
-@dataclass(frozen=True)
-class MachineRerun:
-    """One arm's runs of a task trained again, same seeds, on another machine kind (``machine``): per seed the
-    committed and the rerun final ``metric``, their difference (rerun − committed), and whether the evaluations'
-    bits were equal (at step 0, and at every step)."""
-
-    task: str
-    arm: str
-    machine: str
-    committed_machine: str
-    """The committed runs' machine (``"several machines"`` where they differ)."""
-    metric: str
-    seeds: Tuple[int, ...]
-    committed: Tuple[float, ...]
-    rerun: Tuple[float, ...]
-    step0_equal: Tuple[bool, ...]
-    all_equal: Tuple[bool, ...]
-
-    @property
-    def diffs(self) -> Tuple[float, ...]:
-        return tuple(r - c for c, r in zip(self.committed, self.rerun))
-
-
-def machine_reruns(summaries: Sequence[dict], reruns: Sequence[dict], metric: str = "gold",
-                   meta: Optional[dict] = None) -> List[MachineRerun]:
-    """Per (task, arm, rerun machine), the reruns beside the committed runs of the same seeds, in ``ARMS`` order."""
+def rerun_pairs(summaries: Sequence[dict], reruns: Sequence[dict], arms: Sequence[str]) -> List[Tuple[dict, dict]]:
+    """(committed run, its rerun) for each machine rerun of ``arms`` whose task, arm and seed ``summaries`` hold, in
+    ``ARMS`` order and by seed."""
     committed = {run_key(s): s for s in summaries}
-    found: Dict[Tuple[str, str, str], List[Tuple[dict, dict]]] = {}
-    for rerun in reruns:
-        if run_key(rerun) in committed:
-            found.setdefault((rerun["task"], rerun["arm"], machine_name(rerun, meta)), []).append(
-                (committed[run_key(rerun)], rerun))
-    result = []
-    for (task, arm, machine), pairs in sorted(found.items(), key=lambda item: (item[0][0], ARMS_ORDER[item[0][1]],
-                                                                                item[0][2])):
-        pairs.sort(key=lambda pair: pair[0]["seed"])
-        made = {machine_name(c, meta) for c, _ in pairs}
-        committed_machine = made.pop() if len(made) == 1 else "several machines"
-        result.append(MachineRerun(task, arm, machine, committed_machine, metric, tuple(c["seed"] for c, _ in pairs),
-                                   tuple(c[metric][-1] for c, _ in pairs), tuple(r[metric][-1] for _, r in pairs),
-                                   tuple(bits_equal(c, r, upto=0) for c, r in pairs),
-                                   tuple(bits_equal(c, r) for c, r in pairs)))
-    return result
+    return sorted(((committed[run_key(r)], r) for r in reruns if run_key(r) in committed and r["arm"] in arms),
+                  key=lambda pair: (ARMS_ORDER[pair[0]["arm"]], pair[0]["seed"]))
 
 
 ARMS_ORDER = {arm: index for index, arm in enumerate(ARMS)}
@@ -423,24 +383,6 @@ def model_seeds_by_machine(summaries: Sequence[dict], pair: Sequence[str], meta:
     return found
 
 
-def machine_rows(found: Sequence[MachineRerun]) -> Dict[Tuple[str, str, str], Tuple]:
-    """Per (task, value, rerun machine), value an arm of the pre-registered pair (:data:`MODEL_SEED_PAIRS`' first) or
-    their difference (MA-PPO − token PPO, on the seeds both arms were rerun on): (seeds, committed finals, rerun
-    finals, step-0 bits equal, all bits equal)."""
-    rows: Dict[Tuple[str, str, str], Tuple] = {}
-    for r in found:
-        rows[r.task, r.arm, r.machine] = (r.seeds, r.committed, r.rerun, r.step0_equal, r.all_equal)
-    baseline, method = MODEL_SEED_PAIRS["long"][0]
-    for task, machine in dict.fromkeys((r.task, r.machine) for r in found):
-        if (task, baseline, machine) in rows and (task, method, machine) in rows:
-            b, m = ({seed: values for seed, *values in zip(*rows[task, arm, machine])} for arm in (baseline, method))
-            seeds = tuple(s for s in m if s in b)  # seed -> (committed, rerun, step-0 equal, all equal)
-            rows[task, f"{method} − {baseline}", machine] = (
-                seeds, tuple(m[s][0] - b[s][0] for s in seeds), tuple(m[s][1] - b[s][1] for s in seeds),
-                tuple(m[s][2] and b[s][2] for s in seeds), tuple(m[s][3] and b[s][3] for s in seeds))
-    return rows
-
-
 def published_new_seed(summaries: Sequence[dict], task: str, name: str
                        ) -> Optional[Tuple[float, float, Tuple[int, ...]]]:
     """The published 95% interval of a new PPO seed's final gold for ``name`` (an arm of the pre-registered pair or
@@ -468,7 +410,9 @@ class NewMachineCheck:
     checked: Tuple[int, ...]
     n: int
     """The PPO seeds per SFT + RM seed the intervals were estimated from (a checked mean is over as many)."""
-    values: Dict[str, Tuple[NewModelSeed, List[float], Dict[int, float]]]
+    values: Dict[str, Tuple[NewModelSeed, List[float], Dict[int, float], List[bool]]]
+    """Per value: the fitted intervals, the checked runs' values, each checked SFT + RM seed's mean, and whether each
+    checked value comes from a failed run (for the difference: either arm's)."""
 
 
 def new_machine_checks(summaries: Sequence[dict], meta: Optional[dict] = None) -> List[NewMachineCheck]:
@@ -489,11 +433,14 @@ def new_machine_checks(summaries: Sequence[dict], meta: Optional[dict] = None) -
         if machine == home:
             continue
         found = {}
+        bad = {t: [[bool(failure(by_arm(summaries, t)[arm][s])) for s in shared[t]] for arm in pair] for t in tasks}
         for name in values["long"]:
             fitted = new_model_seed_interval([values[t][name][:n] for t in by_machine[home]])
+            flags = [b if name == pair[0] else m if name == pair[1] else b or m
+                     for t in tasks for b, m in zip(*bad[t])]
             found[name] = (fitted, [v for t in tasks for v in values[t][name]],
                            {TASKS[t].model_seed: statistics.fmean(values[t][name][:n]) for t in tasks
-                            if len(values[t][name]) >= n})
+                            if len(values[t][name]) >= n}, flags)
         checks.append(NewMachineCheck(home, machine, tuple(TASKS[t].model_seed for t in by_machine[home]),
                                       tuple(TASKS[t].model_seed for t in tasks), n, found))
     return checks
@@ -506,23 +453,6 @@ def model_seed_values(summaries: Sequence[dict], comparison: ModelSeedComparison
     per_task = [pair_values(summaries, (comparison.baseline, comparison.method), tasks[m], seeds, comparison.metric)
                 for m, seeds in zip(comparison.model_seeds, comparison.seeds)]
     return {name: [values[name] for values in per_task] for name in per_task[0]}
-
-
-def missing_model_seed_runs(summaries: Sequence[dict], pair: Sequence[str], seeds: Sequence[int]
-                            ) -> List[Tuple[str, str, int]]:
-    """The runs of ``pair`` on ``seeds`` of the further SFT + RM seeds (:data:`MODEL_SEED_TASKS`) not in the
-    summaries: (task, arm, seed), seed-major within each task's arm as the runner plans them."""
-    return [(task, arm, seed) for seed in seeds for task in model_seed_tasks("long") for arm in pair
-            if seed not in by_arm(summaries, task).get(arm, {})]
-
-
-def unseen_seed_machines(groups: Dict[str, Dict[int, dict]], meta: Optional[dict] = None) -> Tuple[str, str]:
-    """The machines of :func:`unseen_seed_check`'s runs: (the exploration seeds' the intervals were estimated on, the
-    fresh seeds' checked against them), each the machine names joined."""
-    exploration, confirmation = seed_split(groups)
-    arms = unseen_seed_check(groups)
-    return tuple("; ".join(sorted({machine_name(groups[a][s], meta) for a in arms for s in seeds if s in groups[a]}))
-                 for seeds in (exploration, confirmation))
 
 
 WHERE_PUBLISHED = ("\"Where a new seed would land\"", "the core arms' table's *new seed*", "this section")

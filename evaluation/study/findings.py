@@ -11,24 +11,26 @@ from the same summaries as the report (:mod:`evaluation.study.report`): every nu
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from scipy import stats as scipy_stats
+
 from dschat.core.entrypoint import ArgumentParser
-from evaluation.study.decisions import (adjusted_test, collapse_sensitivity, confirmation_verdicts,
-                                        exploration_verdicts, machine_reruns, machine_rows, missing_model_seed_runs,
-                                        model_seed_comparisons, model_seed_values, multiplicity, new_machine_checks,
-                                        ordering_agreement, parity_by_stop, plateau, published_new_seed, reading,
-                                        unseen_seed_check, unseen_seed_machines)
-from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS,
-                                     VARIATION_COVERED, confirmation_seeds)
+from evaluation.study.decisions import (adjusted_test, bits_equal, collapse_sensitivity, confirmation_verdicts,
+                                        model_seed_comparisons, model_seed_failures,
+                                        model_seed_values, multiplicity, new_machine_checks, ordering_agreement,
+                                        own_family, parity_by_stop, plateau, published_new_seed, reading, within_spread)
+from evaluation.study.design import (EQUIVALENCE_MARGINS, MAPPO_LAMBDA_ARMS, MODEL_SEED_PAIRS, TASKS, VARIATION_COVERED)
 from evaluation.study.position_report import (position_groups, positions_against_runs, sampling_noise,
                                               sampling_seed_comparison, sampling_seed_text)
-from evaluation.study.report import RERUNS, read_jsonl
-from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, format_p, mean_estimate, new_model_seed_interval
-from evaluation.study.summaries import arm_lambda, by_arm, collapses, common_seeds, mappo_family, seed_split
+from evaluation.study.report import ASYNC_RUNS, RERUNS, ROOT, read_jsonl
+from evaluation.study.stats import (ALPHA, FAILED_RULE, failure, few_df, format_p, mean_estimate,
+                                    new_model_seed_interval)
+from evaluation.study.summaries import arm_lambda, by_arm, common_seeds, failures, mappo_family, seed_split
 from evaluation.study.tables import confirmation_table, readme_table
 
 
@@ -44,6 +46,12 @@ def _diff(groups, arm, base, metric, tests, digits: int = 3, task: str = "long")
             adjusted_test(tests, task, arm, base, metric, seeds))
 
 
+def _failed(groups, arms, seeds) -> str:
+    """How many of the runs of ``arms`` on ``seeds`` failed (:func:`evaluation.study.stats.failure`)."""
+    runs = [groups[a][s] for a in arms for s in seeds]
+    return f"{sum(bool(failure(r)) for r in runs)} of its {len(runs)} runs failed"
+
+
 def _seed_range(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}-{seeds[-1]}"
 
@@ -52,13 +60,10 @@ def verdict_bullet(groups, tests) -> Optional[str]:
     """The answer to the study's question: MA-PPO's best against token PPO's best, each chosen on other seeds."""
     exploration, _ = seed_split(groups)
     best, confirmed = confirmation_verdicts(groups)
-    explored = exploration_verdicts(groups)
-    primary = confirmed or explored
-    if not primary:
+    if not confirmed:
         return None
-    procedure = "confirmation" if confirmed else "exploration"
-    adjusted = {m: tests["verdict", procedure, m] for m in primary}
-    gold, rm = primary["gold"], primary["rm"]
+    adjusted = {m: tests["verdict", "confirmation", m] for m in confirmed}
+    gold, rm = confirmed["gold"], confirmed["rm"]
     gold_reading = reading(gold.diff.mean, adjusted["gold"].p_holm, adjusted["gold"].equivalence, "MA-PPO",
                            "token PPO")
     if gold_reading.startswith("equivalent"):
@@ -72,27 +77,24 @@ def verdict_bullet(groups, tests) -> Optional[str]:
                   f"±{gold.equivalence.margin:g} is not shown either")
     chosen = ", ".join(dict.fromkeys(f.best_b for f in gold.folds))
     text = f"- **Does MA-PPO beat token PPO when both use their best λ? {answer}.** "
-    if confirmed:
-        candidates = mappo_family(groups, gold.seeds)
-        mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
-                 if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
-        text += (f"On fresh seeds {_seed_range(gold.seeds)} (SFT + RM seed {TASKS['long'].model_seed}; "
-                 f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed; this selection "
-                 "procedure was committed after the first of these runs had finished, and an interim result on 5 seed "
-                 f"pairs was published before the last: report, \"Order of decisions\"), {mappo} − "
-                 f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds "
-                 f"{_seed_range(exploration)}): ")
-    else:
-        text += (f"On seeds {_seed_range(gold.seeds)}, each family's best chosen on the other half ({chosen} for "
-                 "MA-PPO): ")
-    text += (f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, Holm p "
+    candidates = mappo_family(groups, gold.seeds)
+    mappo = (f"MA-PPO's best ({chosen}, chosen on the other half of these seeds among {', '.join(candidates)})"
+             if len(candidates) > 1 else f"MA-PPO n = 5 at λ = {arm_lambda(chosen):g} ({chosen})")
+    text += (f"On fresh seeds {_seed_range(gold.seeds)} (SFT + RM seed {TASKS['long'].model_seed}; "
+             f"{len(gold.seeds)} per arm, trained after the margin and the candidates were fixed; this selection "
+             "procedure was committed after the first of these runs had finished, and an interim result on 5 seed "
+             f"pairs was published before the last: report, \"Order of decisions\"), {mappo} − "
+             f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds {_seed_range(exploration)}): ")
+    text += (f"exploratory by the pre-registration check (report, \"Pre-registration, checked\"): "
+             f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, "
+             f"{_failed(groups, (best, *candidates), gold.seeds)}, Holm p "
              f"{format_p(adjusted['gold'].p_holm)}; {adjusted['gold'].equivalence.text()}), RM {rm.diff.text()} "
              f"({rm.ahead}/{rm.diff.n}, Holm p {format_p(adjusted['rm'].p_holm)}; "
              f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')})"
              ". The margin Δ (gold ±{:g}, RM ±{:g}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on "
              "seeds 1-8, fixed before round 3's runs (a first round, 2026-11-23, had run both methods at λ = 1 on 5 "
              "seeds per task).".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
-    sensitivity = collapse_sensitivity(groups) if confirmed else {}
+    sensitivity = collapse_sensitivity(groups)
     if sensitivity:
         parts = []
         for name, v in sensitivity.items():
@@ -101,16 +103,9 @@ def verdict_bullet(groups, tests) -> Optional[str]:
                          f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
         text += (" Collapse-robust, beside it (Holm over the two; report, \"Collapse sensitivity\"): "
                  + "; ".join(parts) + ".")
-    if confirmed and all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
+    if all(arm_lambda(f.best_a) == arm_lambda(f.best_b) == 1 for f in gold.folds):
         text += (" At λ = 1 (γ = 1) neither method discounts the terminal reward along the response, so what is left "
                  "between them is the macro itself: its value estimates and its per-macro update.")
-    if confirmed and explored:
-        e = explored["gold"]
-        e_test = tests["verdict", "exploration", "gold"]
-        text += (f" On the exploration seeds {_seed_range(e.seeds)} (every λ of token PPO against every MA-PPO arm "
-                 "run there at λ = 0.95, bests chosen on the other half; the margin was derived from these seeds, so "
-                 f"this test was not fixed in advance): gold {e.diff.text()} "
-                 f"({reading(e.diff.mean, e_test.p_holm, e_test.equivalence, 'MA-PPO', 'token PPO')}).")
     return text
 
 
@@ -134,7 +129,8 @@ def paper_lambda_bullet(groups, summaries, tests) -> Optional[str]:
             f"{m}: {p.diff.mean:+.3f} ({p.ahead}/{p.diff.n})" for m, p in zip(others.model_seeds, others.per_model_seed)
             if m != TASKS["long"].model_seed)
     return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds of one "
-            f"SFT + RM seed ({TASKS['long'].model_seed}){elsewhere}**: on seed {TASKS['long'].model_seed} "
+            f"SFT + RM seed ({TASKS['long'].model_seed}; {_failed(groups, ('ppo', 'mappo'), seeds)}){elsewhere}**: "
+            f"on seed {TASKS['long'].model_seed} "
             f"{gold} (Holm p {format_p(gold_test.p_holm)}, family \"{gold_test.family}\"), a new PPO seed's difference "
             f"predicted in [{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} "
             f"seeds, and the mean difference {rm} (Holm p {format_p(rm_test.p_holm)}) is pulled down by "
@@ -154,7 +150,8 @@ def same_weight_bullet(groups, positions, tests) -> Optional[str]:
     length = [statistics.fmean(_finals(groups, arm, "length", seeds)) for arm in ("mappo", "ppo-lam0.99")]
     text = (f"- **MA-PPO n = 5 (λ = 0.95) is not token PPO at λ = 0.99.** With γ = 1 and a terminal reward, n-token "
             f"macros at λ weight a token d tokens before the end by λ^(d/n), so n = 5 at λ = 0.95 weights the opening "
-            f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds: "
+            f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds "
+            f"({_failed(groups, ('mappo', 'ppo-lam0.99'), seeds)}): "
             f"gold {gold} ({'equivalent' if gold_tost.equivalent else 'not shown equivalent'} within "
             f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.3f}, {gold_tost.high:.3f}]), RM {rm} "
             f"({rm_ahead}/{n} ahead; {'equivalent' if rm_tost.equivalent else 'not shown equivalent'} within "
@@ -185,7 +182,8 @@ def same_lambda_bullet(groups, tests) -> Optional[str]:
         for metric in ("gold", "rm"):
             diffs = [a - b for a, b in zip(_finals(groups, arm, metric, seeds), _finals(groups, base, metric, seeds))]
             test = adjusted_test(tests, "long", arm, base, metric, seeds)
-            cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}; "
+            cells.append(f"{metric} {mean_estimate(diffs).text()} ({sum(d > 0 for d in diffs)}/{len(diffs)}, "
+                         f"{_failed(groups, (arm, base), seeds)}; "
                          f"{reading(test.equivalence.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')})")
         parts.append(f"{arm} − {base} at λ = {arm_lambda(arm):g} (family \"{test.family}\"): " + ", ".join(cells))
     return (f"- **At the same λ, on the fresh seeds** (SFT + RM seed {TASKS['long'].model_seed}; differences and "
@@ -213,11 +211,26 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
             cells.append(f"{metric} {c.across.mean:.{digits}f} [{c.across.low:.{digits}f}, "
                          f"{c.across.high:.{digits}f}] ({reading_text}; {per_seed})")
         gold = metrics["gold"]
+        failed = [f"SFT + RM seed {m}: {run['arm']} seed {run['seed']} ({why}; final RM {run['rm'][-1]:.2f}, gold "
+                  f"{run['gold'][-1]:.3f})" for m, run, why in model_seed_failures(summaries, gold)]
+        spread, wild = within_spread(summaries, gold)
+        kept = [i for i in range(len(spread)) if i != wild]
+        values = model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"]
+        without = scipy_stats.f_oneway(*(values[i] for i in kept)).pvalue if wild is not None else math.nan
+        own = own_family(metrics)
         parts.append(f"{gold.method} − {gold.baseline} at λ = {arm_lambda(gold.method):g} on SFT + RM seeds "
-                     f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each): "
-                     + ", ".join(cells) + f"; the gold difference's standard deviation across model seeds "
-                     f"{gold.across.between_sd:.4f}, across PPO seeds {gold.across.within_sd:.4f} (that the model "
-                     f"seeds' mean gold differences are equal: one-way ANOVA p {format_p(gold.across.p_differ)})")
+                     f"{', '.join(map(str, gold.model_seeds))} ({len(gold.seeds[0])} PPO seeds each"
+                     f"{few_df(len(gold.model_seeds) - 1)}; failed runs: {'; '.join(failed) or 'none'}): "
+                     + ", ".join(cells) + f"; that the model seeds' mean gold differences are equal: Kruskal-Wallis "
+                     f"rank test p {format_p(gold.across.p_rank)}, one-way ANOVA p {format_p(gold.across.p_differ)}"
+                     + (f" — the ANOVA is moved by SFT + RM seed {gold.model_seeds[wild]}'s within-seed standard "
+                        f"deviation {spread[wild]:.3f} (the others {min(spread[i] for i in kept):.3f}-"
+                        f"{max(spread[i] for i in kept):.3f}); without that seed, ANOVA p {format_p(without)}"
+                        if wild is not None else "")
+                     + f"; in the pair's own family of its two tests (instead of the {2 * len(found)}-test family "
+                     f"\"across SFT + RM seeds\", set after the 3-seed data), Holm-adjusted TOST p gold "
+                     f"{format_p(own['gold'].equivalence.p)}, RM {format_p(own['rm'].equivalence.p)}"
+                     + (" — equivalent there" if own["gold"].equivalence.equivalent else ""))
     golds = [metrics["gold"] for metrics in found.values()]
     leads = []
     for gold, text in zip(golds, gold_readings):
@@ -225,68 +238,72 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
                 f"seeds: gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, {gold.across.high:.3f}], "
                 + ("not decided" if text.startswith("undecided") else text))
         if (gold.baseline, gold.method) == tuple(MODEL_SEED_PAIRS["long"][0]):
+            own = own_family(found[tuple(MODEL_SEED_PAIRS["long"][0])])["gold"]
+            if own.equivalence.equivalent:
+                lead += (f" in the {2 * len(found)}-test family chosen after the 3-seed data, equivalent within "
+                         f"±{own.equivalence.margin:g} in the pair's own 2-test family (TOST p "
+                         f"{format_p(own.equivalence.p)})")
             new = new_model_seed_interval(model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"])
             lead += (f"; on a new SFT + RM seed its mean over {len(gold.seeds[0])} PPO seeds is predicted in "
                      f"[{new.mean_low:.3f}, {new.mean_high:.3f}]")
-            missing = missing_model_seed_runs(summaries, MODEL_SEED_PAIRS["long"][0],
-                                              confirmation_seeds(len(seed_split(by_arm(summaries, "long"))[0])))
-            if missing:
-                lead += (f" ({len(missing)} of its planned runs on the further SFT + RM seeds not trained yet: "
-                         "report, \"What was not run\")")
         leads.append(lead)
     headline = "; ".join(leads)
-    if all(gold.across.p_differ < ALPHA for gold in golds):
-        headline += ("; the SFT + RM seed changes the gap (one-way ANOVA p < 0.05 for every pair): the bullets "
+    if all(gold.across.p_rank < ALPHA for gold in golds):
+        headline += ("; the SFT + RM seed changes the gap (rank test p < 0.05 for every pair): the bullets "
                      f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
     return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
             "SFT + RM seed as well as the PPO seed (and the machine kinds the SFT + RM seeds were made on: report, "
             "\"Two pairs on several SFT + RM seeds\"); differences and equivalences Holm-adjusted over these "
-            "comparisons (family \"across SFT + RM seeds\"). " + "; ".join(parts) + ".")
+            "comparisons (family \"across SFT + RM seeds\"); exploratory (report, \"Pre-registration, checked\"). "
+            "RM differences are each SFT + RM seed's own reward model's scale, averaged against one margin set on "
+            f"seed {TASKS['long'].model_seed}'s. " + "; ".join(parts) + ".")
 
 
-def machine_bullet(summaries, reruns, meta=None) -> Optional[str]:
-    """The machine component of the pre-registered pair: the same seeds on another machine kind, and the SFT + RM
-    seeds made there, against the intervals estimated without that machine kind."""
-    rows = machine_rows([r for r in machine_reruns(summaries, reruns, meta=meta)
-                         if r.arm in MODEL_SEED_PAIRS["long"][0]])
+def machine_bullet(summaries, reruns, meta=None, async_runs=()) -> Optional[str]:
+    """The machine component of the pre-registered pair, said as what it measured and what it cannot show: its seeds
+    rerun on another machine kind (with the SFT and reward model trained again there), and the SFT + RM seeds made
+    there against intervals estimated without them."""
+    pair = MODEL_SEED_PAIRS["long"][0]
+    committed = {(s["task"], s["arm"], s["seed"]): s for s in summaries}
+    again = [(committed[r["task"], r["arm"], r["seed"]], r) for r in reruns
+             if (r["task"], r["arm"], r["seed"]) in committed and r["arm"] in pair]
     checks = new_machine_checks(summaries, meta)
-    if not rows and not checks:
+    if not again and not checks:
         return None
     leads, parts = [], []
-    published = {}
-    for (task, name, machine), (seeds, committed, rerun, step0, every) in rows.items():
-        diffs = [n - c for c, n in zip(committed, rerun)]
-        found = published_new_seed(summaries, task, name)
-        if found:
-            published[name] = (sum(found[0] <= v <= found[1] for v in rerun), len(rerun))
-        parts.append(f"{name}: rerun − committed {mean_estimate(diffs).text(4) if len(diffs) > 1 else f'{diffs[0]:+.4f}'}"
-                     + (f" (SD {statistics.stdev(diffs):.4f} against {statistics.stdev(committed):.4f} across the "
-                        "committed seeds)" if len(diffs) > 1 else "")
-                     + f", bits equal at step 0 on {sum(step0)} of {len(seeds)} seeds and throughout on {sum(every)}"
-                     + (f", {published[name][0]} of {published[name][1]} reruns inside the published new-seed interval "
-                        f"[{found[0]:.3f}, {found[1]:.3f}]" if found else ""))
-    if published:
-        inside, total = (sum(x[i] for x in published.values()) for i in (0, 1))
-        leads.append(f"{inside} of {total} final golds of same-seed reruns on another machine kind (each arm's and the "
-                     "pair's difference) land inside the published new-seed intervals")
+    if again:
+        inside = 0
+        for arm in pair:
+            published = published_new_seed(summaries, "long", arm)
+            inside += sum(published[0] <= r["gold"][-1] <= published[1] for c, r in again if c["arm"] == arm)
+        same = sum(any(bits_equal(r, k) and (k["arm"], k["seed"]) == (r["arm"], r["seed"]) for k in async_runs
+                       if not k.get("async_rollout")) for _, r in again)
+        leads.append(f"{len(again)} same-seed reruns on another machine kind, with the SFT and reward model trained "
+                     f"again there: {inside} of {len(again)} land inside their arm's published new-seed interval; "
+                     f"{sum(bool(failure(r)) for _, r in again)} of them failed, against "
+                     f"{sum(bool(failure(c)) for c, _ in again)} of the {len(again)} committed runs")
+        parts.append(f"the reruns' step-0 RM {again[0][1]['rm'][0]:.3f} against the committed "
+                     f"{again[0][0]['rm'][0]:.3f} (another SFT and reward model's bits, so machine and models are "
+                     "confounded); the pair's per-seed differences are derived from the same runs, no further evidence"
+                     + (f"; {same} of the {len(again)} reruns equal, bit for bit, the K = 0 runs of the "
+                        "asynchronous-rollout check (another commit and thread count, in the repository before the "
+                        "reruns were filed), so they are not a further draw" if same else ""))
     for check in checks:
-        counts = {name: (sum(fitted.run_low <= v <= fitted.run_high for v in values), len(values),
-                         sum(fitted.mean_low <= m <= fitted.mean_high for m in means.values()), len(means))
-                  for name, (fitted, values, means) in check.values.items()}
-        inside, total, means_inside, means_total = (sum(c[i] for c in counts.values()) for i in range(4))
-        leads.append(f"{inside} of {total} final golds (each arm's runs and the pair's per-seed differences) on SFT + "
-                     f"RM seeds {', '.join(map(str, check.checked))}, made on another machine kind, land inside the "
-                     "intervals of a new SFT + RM seed estimated without them"
-                     + (f", and {means_inside} of {means_total} of their {check.n}-seed means" if means_total else ""))
-        parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))} (made on {check.machine}) against the "
-                     f"intervals of a new SFT + RM seed estimated on {', '.join(map(str, check.estimated))} (made on "
-                     f"{check.home}): " + "; ".join(
-                         f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]: {c[0]} of {c[1]} inside"
-                         + (f", mean of {check.n} [{fitted.mean_low:.3f}, {fitted.mean_high:.3f}]: {c[2]} of {c[3]}"
-                            if c[3] else "")
-                         for (name, (fitted, _, _)), c in zip(check.values.items(), counts.values())))
-    return (f"- **The machine component (the pre-registered pair): {'; '.join(leads)}.** Final gold; report, \"The "
-            "machine component\" (every rerun, and intervals with the machine kind in them). " + "; ".join(parts) + ".")
+        arms = [(name, v) for name, v in check.values.items() if name in pair]
+        runs = sum(len(values) for _, (_, values, _, _) in arms)
+        inside = sum(f.run_low <= x <= f.run_high for _, (f, values, _, _) in arms for x in values)
+        failed = sum(sum(flags) for _, (_, _, _, flags) in arms)
+        failed_inside = sum(f.run_low <= x <= f.run_high and bad for _, (f, values, _, flags) in arms
+                            for x, bad in zip(values, flags))
+        leads.append(f"on SFT + RM seeds {', '.join(map(str, check.checked))} (made there), {inside} of {runs} runs "
+                     f"land inside the intervals of a new SFT + RM seed, estimated from {len(check.estimated)} SFT + RM "
+                     f"seeds ({len(check.estimated) - 1} degrees of freedom) and wide enough to hold {failed_inside} of "
+                     f"the {failed} failed runs")
+        parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))}: " + "; ".join(
+            f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]" for name, (fitted, _, _, _) in arms))
+    return (f"- **The machine component (the pre-registered pair), what was measured: {'; '.join(leads)}. Neither "
+            "check can show that the machine kind moves nothing.** Final gold; report, \"The machine component\"; "
+            "exploratory (\"Pre-registration, checked\"). " + "; ".join(parts) + ".")
 
 
 def n_sweep_bullet(groups, tests) -> Optional[str]:
@@ -297,7 +314,8 @@ def n_sweep_bullet(groups, tests) -> Optional[str]:
     parts = []
     for arm in arms:
         gold, ahead, n, test = _diff(groups, arm, "mappo", "gold", tests)
-        parts.append(f"{arm} {gold} ({'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
+        parts.append(f"{arm} {gold} ({_failed(groups, (arm, 'mappo'), common_seeds(groups[arm], groups['mappo']))}; "
+                     f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
                      f"TOST p {format_p(test.equivalence.p)} after Holm within family \"{test.family}\")")
     return ("- **MA-PPO's termination settings at λ = 0.95, gold against n = 5** (paired, equivalence within "
             f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
@@ -318,24 +336,23 @@ def positions_bullet(groups, positions) -> Optional[str]:
             + "; ".join(cells) + ".")
 
 
-def collapse_bullet(groups) -> str:
-    found = collapses(groups)
-    parts = []
-    for arm, events in found.items():
-        finals = {s: groups[arm][s]["gold"][-1] for s in groups[arm]}
-        ranked = sorted(finals, key=finals.get, reverse=True)
-        described = []
-        for seed, event in events.items():
-            note = f"seed {seed}: {event.text()}"
-            if event.ends_collapsed:
-                note += f", final gold {finals[seed]:.3f} (rank {ranked.index(seed) + 1} of {len(ranked)} in its arm)"
-            described.append(note)
-        parts.append(f"{arm} {len(events)} of {len(groups[arm])} ({'; '.join(described)})")
-    quiet = [arm for arm in groups if arm not in found]
-    return (f"- **Collapses** (eval response length below {COLLAPSE_FRACTION:.0%} of its step-0 length at some "
-            "evaluation; every run listed in the report): " + "; ".join(parts)
-            + (f"; none in {', '.join(quiet)}" if quiet else "") + ". A collapsed run can still score well on gold: "
-            "length alone moves it (next point).")
+def failure_bullet(summaries) -> str:
+    """Every failed run (:data:`evaluation.study.stats.FAILED_RULE`) of every task of ``runs.jsonl``, by arm."""
+    parts, total = [], 0
+    for task in dict.fromkeys(s["task"] for s in summaries):
+        groups = by_arm(summaries, task)
+        for arm, runs in failures(groups).items():
+            finals = {s: groups[arm][s]["gold"][-1] for s in groups[arm]}
+            ranked = sorted(finals, key=finals.get, reverse=True)
+            total += len(runs)
+            parts.append(f"{task}/{arm} {len(runs)} of {len(groups[arm])} (" + "; ".join(
+                f"seed {seed}: {why}, final RM {groups[arm][seed]['rm'][-1]:.2f} from {groups[arm][seed]['rm'][0]:.2f}, "
+                f"gold {finals[seed]:.3f} from {groups[arm][seed]['gold'][0]:.3f} (rank {ranked.index(seed) + 1} of "
+                f"{len(ranked)} in its arm), length {groups[arm][seed]['length'][-1]:.0f}" for seed, why in runs.items())
+                         + ")")
+    return (f"- **{total} of {len(summaries)} runs failed** ({FAILED_RULE}; every one listed in the report, \"Failed "
+            "runs\", and counted in every table's *failed* column; they stay in every figure): " + "; ".join(parts)
+            + ". A collapsed run can still score well on gold: length alone moves it (next point).")
 
 
 def length_bullet(groups, positions) -> Optional[str]:
@@ -385,17 +402,6 @@ def plateau_bullet(groups) -> str:
             + ". Every comparison here is at the stopping step.")
 
 
-def unseen_bullet(groups, meta=None) -> Optional[str]:
-    found = unseen_seed_check(groups)
-    if not found:
-        return None
-    estimated, checked = unseen_seed_machines(groups, meta)
-    return ("- **Fresh seeds against the published prediction intervals** (final gold, 95% interval of one new seed "
-            f"from seeds 1-8, estimated on {estimated}; the fresh seeds made on {checked}): "
-            + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
-                        for arm, (inside, runs, (low, high)) in found.items()) + ".")
-
-
 def short_bullet(summaries, tests) -> Optional[str]:
     groups = by_arm(summaries, "short")
     if not {"ppo", "mappo", "mappo-entropy"} <= set(groups):
@@ -403,7 +409,9 @@ def short_bullet(summaries, tests) -> Optional[str]:
     parts = []
     for arm in ("mappo", "mappo-entropy"):
         gold, ahead, n, test = _diff(groups, arm, "ppo", "gold", tests, task="short")
-        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, Holm p {format_p(test.p_holm)}; "
+        parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, "
+                     f"{_failed(groups, (arm, 'ppo'), common_seeds(groups[arm], groups['ppo']))}, Holm p "
+                     f"{format_p(test.p_holm)}; "
                      f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'} within "
                      f"±{test.equivalence.margin:g})")
     return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
@@ -438,15 +446,15 @@ def findings_by_name(summaries: Sequence[dict], positions: Sequence[dict], rerun
     """The study page's bullets by name, in order (those the data has)."""
     groups = by_arm(summaries, "long")
     tests = multiplicity(summaries)
-    machine = machine_bullet(summaries, reruns, meta)
+    machine = machine_bullet(summaries, reruns, meta, read_jsonl(ROOT / "docs" / ASYNC_RUNS))
     bullets = {"verdict": verdict_bullet(groups, tests),
                "same λ": same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
                "paper's λ": paper_lambda_bullet(groups, summaries, tests),
                "SFT + RM seeds": model_seed_bullet(summaries, tests),
                "same weight": same_weight_bullet(groups, positions, tests), "n sweep": n_sweep_bullet(groups, tests),
-               "positions": positions_bullet(groups, positions), "collapses": collapse_bullet(groups),
+               "positions": positions_bullet(groups, positions), "failed runs": failure_bullet(summaries),
                "length": length_bullet(groups, positions), "plateau": plateau_bullet(groups),
-               "unseen seeds": unseen_bullet(groups, meta), "short task": short_bullet(summaries, tests),
+               "short task": short_bullet(summaries, tests),
                "machine": machine, "scope": scope_bullet(summaries, positions, bool(machine))}
     return {name: bullet for name, bullet in bullets.items() if bullet}
 

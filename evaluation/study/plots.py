@@ -1,5 +1,5 @@
 """Figures of the study report (:mod:`evaluation.study.report`): eval curves per arm, the seed mean with its
-95% t interval (pointwise over seeds) as the band, and the final scores of the λ and n sweeps."""
+95% t interval (pointwise over seeds) as the band."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +9,8 @@ import numpy as np
 
 from evaluation.plots import COLORS, plt, save_figure
 from evaluation.study.design import ARMS, CORE_ARMS, LAMBDA_SWEEP, METRICS, N_SWEEP
-from evaluation.study.stats import mean_estimate, t_interval
-from evaluation.study.summaries import arm_lambda, by_arm, common_seeds, seed_split
+from evaluation.study.stats import t_interval
+from evaluation.study.summaries import by_arm, common_seeds, seed_split
 
 
 BAND = "band: 95% t CI of the seed mean"
@@ -89,49 +89,5 @@ def plot_ablations(summaries: Sequence[dict], path: Path, task: str = "long") ->
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, title=BAND, title_fontsize=6)
     fig.suptitle(f"{task.capitalize()}-task arms (seeds {', '.join(map(str, ablation_seeds))})")
-    save_figure(fig, str(path))
-    return True
-
-
-def plot_sweeps(summaries: Sequence[dict], path: Path, task: str = "long") -> bool:
-    """Final gold and RM score against token PPO's λ (left) and MA-PPO's n (right), seed mean with its 95% t
-    interval; False when the sweeps have not run."""
-    groups = by_arm(summaries, task)
-    exploration, confirmation = seed_split(groups)
-    fresh = {arm: [runs[s] for s in confirmation if s in runs] for arm, runs in groups.items()}
-    groups = {arm: {s: runs[s] for s in exploration if s in runs} for arm, runs in groups.items()}
-    groups = {arm: runs for arm, runs in groups.items() if runs}
-    lambdas = [(arm, arm_lambda(arm)) for arm in LAMBDA_SWEEP if arm in groups]
-    ns = [(arm, {"ppo": 1, "mappo": 5, "mappo-ninf": 32}.get(arm) or int(arm.split("-n")[1])) for arm in N_SWEEP
-          if arm in groups]
-    if len(lambdas) < 2 or len(ns) < 2:
-        return False
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7), squeeze=False)
-    for row, metric in enumerate(METRICS):
-        for col, (points, label) in enumerate(((lambdas, "token PPO's λ"), (ns, "MA-PPO's n (∞ drawn at 32)"))):
-            ax = axes[row][col]
-            estimates = [mean_estimate([run[metric][-1] for run in groups[arm].values()]) for arm, _ in points]
-            x = [value for _, value in points]
-            ax.errorbar(x, [e.mean for e in estimates], yerr=[[e.mean - e.t_low for e in estimates],
-                                                              [e.t_high - e.mean for e in estimates]],
-                        fmt="o-", capsize=3)
-            if col == 0 and "mappo" in groups:
-                reference = mean_estimate([run[metric][-1] for run in groups["mappo"].values()])
-                ax.axhspan(reference.t_low, reference.t_high, color=arm_color("mappo"), alpha=0.2,
-                           label="MA-PPO n = 5, λ = 0.95 (t CI)")
-                for offset, arm in enumerate(a for a in ("ppo-lam1", "mappo-lam1", "ppo-lam0.99", "mappo-lam0.99")
-                                             if len(fresh.get(a, [])) > 1):
-                    e = mean_estimate([run[metric][-1] for run in fresh[arm]])
-                    ax.errorbar([arm_lambda(arm) + 0.002 * (offset + 1)], [e.mean],
-                                yerr=[[e.mean - e.t_low], [e.t_high - e.mean]], fmt="s", capsize=3,
-                                color=arm_color(arm), label=f"{arm}, fresh seeds ({len(fresh[arm])})")
-                ax.legend(fontsize=7)
-            if col == 1:
-                ax.set_xscale("log", base=2)
-            ax.set_xlabel(label)
-            ax.set_title(f"final {metric} score ({task} task)", fontsize=10)
-            ax.grid(alpha=0.3)
-    fig.suptitle("Final score vs λ (token PPO) and n (MA-PPO, λ = 0.95) on the exploration seeds\n"
-                 "squares: the confirmation's fresh seeds; seed mean, 95% t CI")
     save_figure(fig, str(path))
     return True

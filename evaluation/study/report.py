@@ -22,14 +22,17 @@ from dschat.core.machine import machine_line
 from evaluation.study.decisions import model_seeds_by_machine, multiplicity
 from evaluation.study.design import (ABLATION_ARMS, ARMS, CORE_ARMS, MAPPO_LAMBDA_ARMS, MINI_BATCH_ARMS,
                                      MODEL_SEED_PAIRS, SWEEP_ARMS, TASK_TITLES, VARIATION_COVERED)
-from evaluation.study.plots import plot_ablations, plot_main, plot_sweeps
+from evaluation.study.history import history_lines, registration_lines
+from evaluation.study.plots import plot_ablations, plot_main
 from evaluation.study.position_report import position_lines
 from evaluation.study.summaries import (by_arm, collect, merge_meta, merge_reruns, merge_runs, merge_unseen,
                                         other_machine_runs, seed_split)
-from evaluation.study.tables import (collapse_lines, confirmation_lines, confirmation_table, convergence_lines,
-                                     family_lines, length_lines, machine_component_lines, mappo_lambda_lines,
-                                     model_seed_lines, new_seed_lines, not_run_lines, readme_table, stopping_lines,
-                                     sweep_lines, table, unseen_seed_lines, verdict_lines)
+from evaluation.study.tables import (confirmation_lines, confirmation_table, convergence_lines, failure_lines,
+                                     family_lines, machine_component_lines, model_seed_lines, new_seed_lines,
+                                     not_run_lines, readme_table, table, unseen_seed_lines, verdict_lines)
+
+ASYNC_RUNS = "async/runs.jsonl"
+"""The asynchronous-rollout check's runs, beside the study's folder (``docs/async/runs.jsonl``)."""
 
 
 def read_jsonl(path: Path) -> List[dict]:
@@ -48,40 +51,6 @@ each (machine recorded), never joining the rows the intervals are estimated from
 published intervals (:func:`evaluation.study.tables.unseen_seed_lines`)."""
 
 
-def study_span_hours(summaries: Sequence[dict]) -> Optional[float]:
-    """Wall time from the first run's start to the last run's end (from the markers' finish times)."""
-    import datetime
-
-    times = [(datetime.datetime.strptime(s["finished"], "%Y-%m-%d %H:%M:%S").timestamp(), s["wall_s"])
-             for s in summaries if s.get("finished")]
-    if not times:
-        return None
-    return (max(end for end, _ in times) - min(end - wall for end, wall in times)) / 3600
-
-
-def cost_lines(summaries: Sequence[dict]) -> List[str]:
-    """Runs per hour per task from the runner's markers (wall and CPU seconds of each step-3 process)."""
-    lines = ["## Cost: runs per hour", "",
-             "Wall and CPU seconds per run come from the runner's markers (`study_run.json`; CPU = user + system "
-             "time of the step-3 process). Runs per hour = 3600 / mean CPU seconds × 2 cores (the runs were "
-             "trained two at a time on cores shared with other jobs, so wall times are noisy; CPU seconds are the "
-             "steadier measure).", "",
-             "| task | runs | mean wall s | mean CPU s | runs / hour (2 cores, by CPU s) |", "|---|---|---|---|---|"]
-    for task in ("short", "long"):
-        runs = [s for s in summaries if s["task"] == task]
-        cpus = [s["cpu_s"] for s in runs if s.get("cpu_s")]
-        if not cpus:
-            continue
-        wall = statistics.fmean(s["wall_s"] for s in runs)
-        cpu = statistics.fmean(cpus)
-        lines.append(f"| {task} | {len(runs)} | {wall:.0f} | {cpu:.0f} | {2 * 3600 / cpu:.1f} |")
-    span = study_span_hours(summaries)
-    if span:
-        lines += ["", f"Study wall time (first run's start to last run's end, SFT and RM excluded): {span:.2f} h for "
-                      f"{len(summaries)} runs ({len(summaries) / span:.1f} runs per hour)."]
-    return lines + [""]
-
-
 def provenance_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Sequence[dict] = (),
                      unseen: Sequence[dict] = ()) -> List[str]:
     """Which code made the runs (the commits in their markers) and how the runner was started."""
@@ -94,7 +63,7 @@ def provenance_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Se
         packages = ", ".join(f"{k} {v}" for k, v in start["packages"].items() if v)
         lines += [f"Runner: `{start['command']}` (last of {len(meta['starts'])} starts, commit `{start['commit']}`), "
                   f"Python {start['python']}, {packages}."]
-    return lines + [""] + machine_lines(summaries, meta, reruns, unseen) + history_lines(meta)
+    return lines + [""] + machine_lines(summaries, meta, reruns, unseen)
 
 
 def runs_by_machine(rows: Sequence[dict]) -> str:
@@ -136,29 +105,26 @@ def machine_lines(summaries: Sequence[dict], meta: Optional[dict], reruns: Seque
                   "component; " + (f"the intervals across SFT + RM seeds of {', '.join(spans)} span the machines their "
                                    "SFT + RM seeds were made on (\"Two pairs on several SFT + RM seeds\"); "
                                    if spans else "")
-                  + "the machine component is measured in \"The machine component\".", ""]
-    else:
-        lines += ["Every interval in this report is estimated on these machines only: the bits of a run differ by "
-                  "machine kind (the confirmation section), and no interval contains a machine component.", ""]
-    return lines
+                  + "the machine component is measured in \"The machine component\"."]
+    return lines + [""]
 
 
-def history_lines(meta: Optional[dict]) -> List[str]:
-    """The order in which the study's runs were made and its decisions taken (``study_meta.json``'s ``history``,
-    established from the repository's log)."""
-    if not meta or not meta.get("history"):
-        return []
-    return ["#### Order of decisions", "",
-            "From the repository's log (`git log -- docs/study evaluation/study*`), in time order:", "",
-            *(f"- {h['when']} UTC (`{h['commit']}`): {h['event']}." for h in meta["history"]), ""]
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository whose git history the report reads (the order of decisions, the pre-registration check)."""
+
+
+GENERATED_FROM = ("`docs/study/runs.jsonl`, `machine_reruns.jsonl`, `unseen_seeds.jsonl`, `positions.jsonl`, "
+                  "`study_meta.json` (the runner's starts, the machines' notes, commit notes and the plans of the "
+                  "comparisons made before `docs/study/plans/`), `docs/study/plans/` with their run files, "
+                  "`docs/async/runs.jsonl` (compared bit for bit with the machine reruns) and the repository's git log")
+"""Every input of the report and the findings."""
 
 
 def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns: Sequence[dict] = (),
-                 unseen: Sequence[dict] = ()) -> List[str]:
+                 unseen: Sequence[dict] = (), async_runs: Sequence[dict] = (), root: Path = ROOT) -> List[str]:
     lines = ["# PPO vs MA-PPO: the study", "",
              "Generated by `bash scripts/reproduce/study.sh` (`python -m evaluation.study`); every number below is "
-             "recomputed from `runs.jsonl` (and the machine reruns and unseen seeds beside it, `machine_reruns.jsonl`, "
-             "`unseen_seeds.jsonl`) by "
+             f"recomputed from {GENERATED_FROM} by "
              "`python -m evaluation.study_report docs/study/runs.jsonl`; "
              "`bash scripts/reproduce/study.sh --verify` retrains one exploration run, one confirmation run and one on a "
              "further SFT + RM seed from scratch "
@@ -175,10 +141,14 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
              "(`--logprobs_at_unit_temperature`); constant learning rate after 5 warmup iterations. Differences are "
              "paired by seed (method − baseline), with the seeds on which the method is ahead. AUC: area under the "
              "eval curve over the step range (mean level). Parity: on the seed-averaged, EMA-smoothed (0.6) curves, "
-             "(first step the baseline reaches its final smoothed level) / (first step the arm does), CI over paired "
-             "seed resamples. Last-quarter change: how far each seed's curve still moved over the last quarter of "
+             "(first step the baseline reaches its final smoothed level) / (first step the arm does), a point "
+             "estimate that depends on where training stopped (the study page's plateau point). Last-quarter change: "
+             "how far each seed's curve still moved over the last quarter of "
              "training (least-squares slope × span); an interval above 0 means the arm had not converged.", "",
-             "**What the intervals cover.** " + VARIATION_COVERED, ""]
+             "**What the intervals cover.** " + VARIATION_COVERED, "",
+             *registration_lines(root, meta, summaries, {"runs.jsonl": summaries, "machine_reruns.jsonl": reruns,
+                                                         "unseen_seeds.jsonl": unseen}),
+             *history_lines(root, meta)]
     for task in ("short", "long"):
         groups = by_arm(summaries, task)
         if not groups:
@@ -191,17 +161,14 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
         core = [a for a in CORE_ARMS[task] + SWEEP_ARMS.get(task, ()) if a in groups]
         lines += table(summaries, task, "ppo", core,
                        "Core arms and sweeps (λ = 0.95 unless named; each arm paired with PPO on its seeds)")
-        lines += sweep_lines(summaries, task)
         if task in MAPPO_LAMBDA_ARMS:  # the task with both λ sweeps and the confirmation
             tests = multiplicity(summaries)
-            lines += (family_lines(summaries) + mappo_lambda_lines(groups, tests) + verdict_lines(groups, tests)
+            lines += (family_lines(summaries) + verdict_lines(groups, tests)
                       + confirmation_lines(summaries, meta) + model_seed_lines(summaries, meta) + new_seed_lines(summaries, meta)
-                      + machine_component_lines(summaries, reruns, meta) + unseen_seed_lines(summaries, unseen, meta))
-        lines += length_lines(summaries, task)
-        lines += collapse_lines(summaries, task)
+                      + machine_component_lines(summaries, reruns, meta, async_runs)
+                      + unseen_seed_lines(summaries, unseen, meta))
+        lines += failure_lines(summaries, task)
         lines += convergence_lines(groups)
-        if task in MAPPO_LAMBDA_ARMS:
-            lines += stopping_lines(groups)
         ablations = [a for a in ABLATION_ARMS if a in groups]
         if ablations:
             lines += table(summaries, task, "ppo", ablations, "Further ablations (fewer seeds; paired with PPO)")
@@ -211,7 +178,7 @@ def report_lines(summaries: Sequence[dict], meta: Optional[dict] = None, reruns:
         missing = [arm for arm in ARMS if arm not in groups]
         if missing:
             lines += [f"Arms without runs on this task: {', '.join(missing)}.", ""]
-    return lines + cost_lines(summaries) + not_run_lines(summaries)
+    return lines + not_run_lines(summaries)
 
 
 def write_report(out: Path, report_dir: Path) -> None:
@@ -267,15 +234,14 @@ def write_unseen(out: Path, report_dir: Path) -> None:
 def render(summaries: Sequence[dict], report_dir: Path) -> None:
     meta_path = Path(report_dir) / "study_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() else None
-    lines = report_lines(summaries, meta, read_jsonl(Path(report_dir) / RERUNS), read_jsonl(Path(report_dir) / UNSEEN))
+    lines = report_lines(summaries, meta, read_jsonl(Path(report_dir) / RERUNS), read_jsonl(Path(report_dir) / UNSEEN),
+                         read_jsonl(Path(report_dir).parent / ASYNC_RUNS))
     positions = Path(report_dir) / "positions.jsonl"
     if positions.is_file():
         lines += position_lines([json.loads(line) for line in positions.read_text().splitlines() if line.strip()],
                                 seed_split(by_arm(summaries, "long"))[1], summaries)
     if plot_main(summaries, report_dir / "main.png"):
         lines += ["![core arms](main.png)", ""]
-    if plot_sweeps(summaries, report_dir / "sweeps.png"):
-        lines += ["![token PPO's λ and MA-PPO's n](sweeps.png)", ""]
     for task in ("long", "short"):
         if plot_ablations(summaries, report_dir / f"ablations_{task}.png", task):
             lines += [f"![{task}-task ablations](ablations_{task}.png)", ""]

@@ -193,7 +193,8 @@ def train_run(run: Run, out: Path, sft: Path, rm: Path, max_steps: Optional[int]
     marker = {"task": run.task, "arm": run.arm, "seed": run.seed, "wall_s": round(wall, 1),
               "cpu_s": round(cpu, 1), "commit": code_version()["commit"],
               "machine": machine_record(), "flags": command[2:],
-              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+              "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - wall))}
     (directory / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
     print(f"ok {name} in {wall:.0f} s ({cpu:.0f} CPU s)", flush=True)
     return wall

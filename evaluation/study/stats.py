@@ -1,26 +1,13 @@
-"""The study's tests (pure functions over per-seed values): equivalence within a margin fixed before the deciding
-runs, Holm's correction across the comparisons a verdict rests on, "best against best" with the best arms chosen
-on other seeds than they are compared on, a paired difference over PPO seeds nested in SFT + RM seeds, and the
-collapse detector.
-
-Every interval but the last covers one source of variation only: the PPO seed (the sampling of rollouts, the value
-head's and the optimizer's randomness), with one SFT model and one reward model shared by every run, and one
-evaluation sampling seed (``--eval_seed``) over 128 samples of 32 distinct held-out prompts
-(:data:`evaluation.study.design.VARIATION_COVERED`); :func:`across_model_seeds` covers the SFT + RM seed as well.
-
-The report's estimates (:mod:`evaluation.study.report`) live here too; :mod:`evaluation.pipeline_record` uses them
-for its seed table. Per arm and metric (the RM score and the gold score of 128 held-out prompts, sampled with the same noise at
-every evaluation): the final score and the area under the eval curve (trapezoid over the step range: the mean
-level over training), each as the seed mean with two 95% intervals for the mean — Student's t over seeds and the
-percentile bootstrap (which under-covers with 8 seeds: it ignores the uncertainty of the spread) — and a 95%
-prediction interval for one new seed (t with s·√(1 + 1/n)). Against the baseline arm, the paired difference
-(method − baseline on the same seed) with the same three intervals and the number of seeds it is ahead.
-Convergence: the change of each seed's curve over the last quarter of its steps (least-squares slope × the
-quarter's length), t-interval over seeds. Parity (paper §4.2, Fig. 2), made robust: on the seed-averaged curves,
-EMA-smoothed (:func:`evaluation.curves.ema`), the target is the baseline's final smoothed level; the speed-up is
-the first step the baseline's smoothed curve reaches it over the first step the method's does (interpolated
-between evaluations); its interval comes from resampling seeds (paired) and recomputing it. A resample in which
-the method never reaches the target counts as speed-up 0 (and is counted); one where a step is 0 is dropped."""
+"""The study's statistics, pure functions over per-seed values: equivalence (TOST) within a margin fixed before the
+deciding runs, Holm's correction within a family, "best against best" with the best arms chosen on other seeds than
+they are compared on, a paired difference over PPO seeds nested in SFT + RM seeds (:func:`across_model_seeds`, the one
+interval that covers the SFT + RM seed: :data:`evaluation.study.design.VARIATION_COVERED`), the failed-run rule, and
+the report's estimates (also :mod:`evaluation.pipeline_record`'s): per arm and metric the seed mean with Student's t
+and the percentile-bootstrap interval (which under-covers with 8 seeds) and the t prediction interval of one new seed
+(s·√(1 + 1/n)); paired differences (method − baseline, same seed) likewise, with the seeds ahead; the area under the
+eval curve (trapezoid, the mean level); the last quarter's change (least-squares slope × its length); and parity
+(paper §4.2, Fig. 2) on the seed-averaged EMA-smoothed curves (:func:`evaluation.curves.ema`): the first step the
+baseline reaches its final smoothed level over the first step the method does, a point estimate."""
 from __future__ import annotations
 
 import math
@@ -32,7 +19,6 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from evaluation.curves import Series, ema, first_crossing_step
-
 
 ALPHA = 0.05
 
@@ -114,16 +100,18 @@ def tost(diffs: Sequence[float], margin: float) -> Equivalence:
     return Equivalence(mean, mean - half, mean + half, margin, float(max(p_low, p_high)))
 
 
-def seeds_for_equivalence(diffs: Sequence[float], margin: float, limit: int = 1000) -> Optional[int]:
+def seeds_for_equivalence(diffs: Sequence[float], margin: float, alpha: float = ALPHA,
+                          limit: int = 1000) -> Optional[int]:
     """The smallest number of seeds at which :func:`tost` would show equivalence if further seeds kept the observed
-    mean and standard deviation of ``diffs`` (the 90% t half-width below margin − |mean|); None when the observed
-    mean is not inside the margin or ``limit`` seeds would not do."""
+    mean and standard deviation of ``diffs`` (the (1 − 2·alpha) t half-width below margin − |mean|; ``alpha`` below α
+    for a test Holm-adjusted in a family: α/m is enough whatever the others); None when the observed mean is not
+    inside the margin or ``limit`` seeds would not do."""
     mean, se, n = _standard_error(diffs)
     room, sd = margin - abs(mean), se * math.sqrt(n)
     if room <= 0:
         return None
     for seeds in range(2, limit + 1):
-        if scipy_stats.t.ppf(1 - ALPHA, seeds - 1) * sd / math.sqrt(seeds) < room:
+        if scipy_stats.t.ppf(1 - alpha, seeds - 1) * sd / math.sqrt(seeds) < room:
             return seeds
     return None
 
@@ -212,7 +200,8 @@ class AcrossModelSeeds:
     the spread of those S means estimates without bias, so its t interval (S − 1 degrees of freedom) covers both
     seeds. ``within_sd``: the PPO seeds' standard deviation of d (pooled over model seeds); ``between_sd``: the model
     seed's, by the method of moments (var of the means − within² / n, floored at 0); ``p_differ``: one-way ANOVA
-    that the model seeds' true means are equal."""
+    that the model seeds' true means are equal; ``p_rank``: the Kruskal-Wallis rank test of the same (one wild run
+    inflates the ANOVA's within-seed variance, not the ranks)."""
 
     means: Tuple[float, ...]
     mean: float
@@ -221,6 +210,7 @@ class AcrossModelSeeds:
     within_sd: float
     between_sd: float
     p_differ: float
+    p_rank: float
     equivalence: Equivalence
 
 
@@ -235,7 +225,8 @@ def across_model_seeds(diffs: Sequence[Sequence[float]], margin: float, level: f
     return AcrossModelSeeds(tuple(float(m) for m in means), float(means.mean()), *t_interval(means, level),
                             math.sqrt(within),
                             math.sqrt(max(0.0, float(means.var(ddof=1)) - within / n)),
-                            float(scipy_stats.f_oneway(*groups).pvalue), tost(means, margin))
+                            float(scipy_stats.f_oneway(*groups).pvalue), float(scipy_stats.kruskal(*groups).pvalue),
+                            tost(means, margin))
 
 
 @dataclass(frozen=True)
@@ -295,6 +286,27 @@ def collapse_floored(gold: Sequence[float], lengths: Sequence[float]) -> float:
     :data:`COLLAPSE_FRACTION` of its step-0 length) scores its step-0 gold (the SFT policy's: no gain), since a
     policy that answers in a few tokens has stopped doing the task even where the share of sentiment words is high."""
     return float(gold[0] if lengths[-1] < COLLAPSE_FRACTION * lengths[0] else gold[-1])
+
+
+FAILED_RULE = ("a run *failed* when it ends collapsed (final eval length below half its step-0 length) or diverged "
+               "(final RM score or final gold below its own step 0's, the SFT policy's): each is a final policy worse "
+               "than the one it started from — on the score it optimised, on the task, or no longer doing the task "
+               "— and the RM's own step 0 is the only baseline that holds across reward models; both scores count, "
+               "since a reward model can be exploited while gold falls, and gold can rise while a run has collapsed")
+
+
+def failure(run: Mapping) -> str:
+    """Why a run (a summary: ``length``, ``rm``, ``gold`` at every evaluation) failed (:data:`FAILED_RULE`): the
+    reasons joined ("collapsed", "RM below step 0", "gold below step 0"), "" when it did not."""
+    return ", ".join(reason for reason, hit in (
+        ("collapsed", run["length"][-1] < COLLAPSE_FRACTION * run["length"][0]),
+        ("RM below step 0", run["rm"][-1] < run["rm"][0]),
+        ("gold below step 0", run["gold"][-1] < run["gold"][0])) if hit)
+
+
+def few_df(df: int) -> str:
+    """The label of an interval with fewer than 5 degrees of freedom ("" otherwise)."""
+    return f" ({df} degrees of freedom, fewer than 5: wide and fragile)" if df < 5 else ""
 
 
 def collapse(steps: Sequence[int], lengths: Sequence[float]) -> Optional[Collapse]:
@@ -413,37 +425,6 @@ def parity(steps: Sequence[float], baseline: Sequence[Sequence[float]], method: 
     base_step, method_step = first_crossing_step(base, target), first_crossing_step(meth, target)
     speedup = base_step / method_step if method_step else None
     return ParityResult(target, base_step, method_step, speedup)
-
-
-@dataclass(frozen=True)
-class ParityInterval:
-    point: ParityResult
-    low: float
-    high: float
-    never: int
-    """Resamples in which the method never reaches the target (counted as speed-up 0)."""
-    dropped: int
-    """Resamples with an undefined speed-up (a curve reaches the target at step 0)."""
-
-
-def parity_interval(steps: Sequence[float], baseline: Sequence[Sequence[float]],
-                    method: Sequence[Sequence[float]], indices: Optional[np.ndarray] = None,
-                    smoothing: float = SMOOTHING) -> ParityInterval:
-    """:func:`parity` and its percentile interval over paired seed resamples."""
-    baseline, method = np.asarray(baseline, dtype=float), np.asarray(method, dtype=float)
-    indices = resample_indices(len(baseline)) if indices is None else indices
-    samples, never, dropped = [], 0, 0
-    for row in indices:
-        result = parity(steps, baseline[row], method[row], smoothing)
-        if result.method_step is None:
-            never += 1
-            samples.append(0.0)
-        elif result.speedup is None:
-            dropped += 1
-        else:
-            samples.append(result.speedup)
-    low, high = percentile_interval(samples) if samples else (math.nan, math.nan)
-    return ParityInterval(parity(steps, baseline, method, smoothing), low, high, never, dropped)
 
 
 def last_quarter_change(steps: Sequence[float], values: Sequence[float]) -> float:

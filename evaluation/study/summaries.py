@@ -1,6 +1,6 @@
 """The study's runs as data: one compact summary per finished run (identity, commit, cost, eval curves), grouped by
 task, arm and seed, the seeds two arms share, the split into exploration and confirmation seeds, each arm's λ,
-the runs that collapsed, and the merge of committed and fresh summaries."""
+the runs that failed, and the merge of committed and fresh summaries."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from dschat.core.machine import machine_line
 from evaluation.curves import latest_run
-from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, LAMBDA_SWEEP, MAPPO_LAMBDAS, MAPPO_LAMBDA_ARMS, METRICS,
-                                     N_SWEEP)
-from evaluation.study.stats import collapse, collapse_floored
+from evaluation.study.design import ARMS, CONFIRMATION_TIERS, LAMBDA_SWEEP, MAPPO_LAMBDA_ARMS, MAPPO_LAMBDAS, METRICS, N_SWEEP
+from evaluation.study.stats import collapse_floored, failure
 from evaluation.training_summary import read_metrics
 
 
@@ -22,6 +21,8 @@ def run_summary(run_dir: Path) -> dict:
     records = latest_run(read_metrics(str(run_dir)))
     evals = [r for r in records if METRICS["rm"] in r]
     summary = {key: marker.get(key) for key in ("task", "arm", "seed", "wall_s", "cpu_s", "commit", "finished")}
+    if marker.get("started_at"):  # what the pre-registration check reads (evaluation.study.history)
+        summary["started_at"] = marker["started_at"]
     if marker.get("machine"):
         summary["machine"] = marker["machine"]
     summary["steps"] = [r["step"] for r in evals]
@@ -90,15 +91,20 @@ def floored_groups(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, di
                   for seed, run in runs.items()} for arm, runs in groups.items()}
 
 
-def collapses(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, object]]:
-    """Per arm, the collapsed runs (:func:`evaluation.study.stats.collapse`) by seed."""
-    found: Dict[str, Dict[int, object]] = {}
-    for arm in (a for a in ARMS if a in groups):
+def failures(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Dict[int, str]]:
+    """Per arm, its failed runs by seed, each with why (:func:`evaluation.study.stats.failure`)."""
+    found: Dict[str, Dict[int, str]] = {}
+    for arm in sorted(groups, key=lambda a: list(ARMS).index(a) if a in ARMS else len(ARMS)):
         for seed, run in sorted(groups[arm].items()):
-            event = collapse(run["steps"], run["length"])
-            if event:
-                found.setdefault(arm, {})[seed] = event
+            if failure(run):
+                found.setdefault(arm, {})[seed] = failure(run)
     return found
+
+
+def failed_cell(groups: Dict[str, Dict[int, dict]], arm: str, seeds: Sequence[int]) -> str:
+    """A table's *failed* cell: how many of the arm's runs on ``seeds`` failed, and which seeds."""
+    bad = [s for s in seeds if failure(groups[arm][s])]
+    return f"{len(bad)}" + (f" (seed{'s' if len(bad) > 1 else ''} {', '.join(map(str, bad))})" if bad else "")
 
 
 def run_key(summary: dict) -> Tuple[str, str, int]:

@@ -4,27 +4,25 @@ was not run, and the README's two tables. Each function takes the summaries (or 
 tests) and returns lines; the numbers come from :mod:`evaluation.study.decisions` and :mod:`evaluation.study.stats`."""
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Dict, List, Sequence
 
-import numpy as np
+from scipy import stats as scipy_stats
 
-from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, collapse_sensitivity, comparison_families,
-                                        confirmation_pairs, confirmation_verdicts, exploration_verdicts,
-                                        machine_reruns, machine_rows, missing_model_seed_runs, model_seed_comparisons,
+from evaluation.study.decisions import (TestKey, Verdict, adjusted_test, bits_equal, collapse_sensitivity,
+                                        comparison_families, confirmation_pairs, confirmation_verdicts,
+                                        model_seed_comparisons, model_seed_failures,
                                         model_seed_values, model_seeds_by_machine, multiplicity, new_machine_checks,
-                                        ordering_agreement, pair_seeds, parity_by_stop, plateau, published_new_seed,
-                                        reading, same_lambda_comparisons, unseen_seed_check, unseen_seed_machines,
-                                        unseen_seeds)
+                                        own_family, plateau, published_new_seed, reading, rerun_pairs,
+                                        unseen_seeds, within_spread)
 from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGINS, MARGIN_RULE, METRICS,
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
-from evaluation.study.stats import (AdjustedTest, COLLAPSE_FRACTION, N_BOOT, Paired, ParityInterval, area_under_curve,
-                                    format_p, last_quarter_change, mean_estimate, new_model_seed_interval,
-                                    paired_difference, parity_interval, resample_indices, seeds_for_equivalence,
-                                    t_interval)
-from evaluation.study.summaries import (arm_lambda, by_arm, collapses, common_seeds, mappo_family,
-                                        seed_split, sweep_arms, token_ppo_family)
+from evaluation.study.stats import (ALPHA, AdjustedTest, COLLAPSE_FRACTION, FAILED_RULE, Paired, ParityResult,
+                                    area_under_curve, collapse, failure, few_df, format_p, last_quarter_change,
+                                    mean_estimate, new_model_seed_interval, paired_difference, parity, resample_indices,
+                                    seeds_for_equivalence, t_interval)
+from evaluation.study.summaries import (by_arm, common_seeds, failed_cell, failures, machine_name,
+                                        mappo_family, seed_split)
 
 
 def _seed_text(seeds: Sequence[int]) -> str:
@@ -53,19 +51,12 @@ def arm_row(runs: Dict[int, dict], base: Dict[int, dict], seeds: Sequence[int], 
         baseline = [base[s][metric] for s in seeds]
         row["final_diff"] = paired_difference([c[-1] for c in baseline], finals, indices)
         row["auc_diff"] = paired_difference([area_under_curve(steps, c) for c in baseline], aucs, indices)
-        row["parity"] = parity_interval(steps, baseline, method, indices)
+        row["parity"] = parity(steps, baseline, method)
     return row
 
 
-def format_parity(p: ParityInterval) -> str:
-    if p.point.method_step is None:
-        point = "never"
-    elif p.point.speedup is None:
-        point = "n/a"
-    else:
-        point = f"{p.point.speedup:.2f}x"
-    note = f"; never in {100 * p.never / N_BOOT:.0f}% of resamples" if p.never else ""
-    return f"{point} [{p.low:.2f}, {p.high:.2f}]{note}"
+def format_parity(p: ParityResult) -> str:
+    return "never" if p.method_step is None else "n/a" if p.speedup is None else f"{p.speedup:.2f}x"
 
 
 def format_paired(paired: Paired) -> str:
@@ -103,61 +94,6 @@ def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[st
     return lines + [""]
 
 
-def length_lines(summaries: Sequence[dict], task: str) -> List[str]:
-    """Eval response length per arm: at step 0 (the SFT policy), lowest seed-mean point of the curve, final."""
-    groups = by_arm(summaries, task)
-    lines = ["#### Response length (eval, tokens)", "",
-             "| arm | seeds | step 0 | lowest point of the seed-mean curve (step) | final [t CI] |",
-             "|---|---|---|---|---|"]
-    for arm in (a for a in ARMS if a in groups):
-        runs = groups[arm]
-        seeds = common_seeds(runs)
-        curves = np.asarray([runs[s]["length"] for s in seeds], dtype=float)
-        mean = curves.mean(axis=0)
-        low = int(mean.argmin())
-        steps = runs[seeds[0]]["steps"]
-        lines.append(f"| {arm} | {len(seeds)} | {mean[0]:.1f} | {mean[low]:.1f} ({steps[low]}) | "
-                     f"{mean_estimate(curves[:, -1].tolist()).text(1)} |")
-    return lines + [""]
-
-
-def sweep_lines(summaries: Sequence[dict], task: str = "long") -> List[str]:
-    """Token PPO's λ sweep beside MA-PPO's n sweep, the entropy rule and MA-PPO's λ arms: final gold and RM, each
-    arm against MA-PPO n = 5 at λ = 0.95 (paired, t CI, equivalence by TOST within the margins)."""
-    groups = by_arm(summaries, task)
-    arms = sweep_arms(groups, task)
-    if not arms:
-        return []
-    tests = multiplicity(summaries)
-    margins = ", ".join(f"{m} ±{v:g}" for m, v in EQUIVALENCE_MARGINS.items())
-    lines = ["#### Token PPO's λ against MA-PPO's n (λ = 0.95 unless named)", "",
-             "With γ = 1 and a terminal reward, MA-PPO with n-token macros at λ weights a token d tokens before the "
-             "end by λ^(d/n) (§3.2.3): n = 5 at λ = 0.95 gives the opening of a 115-token response the weight "
-             f"token PPO gives it at λ = 0.95^(1/5) = {0.95 ** 0.2:.4f}. Paired with MA-PPO n = 5 on the same seeds; "
-             f"'equivalent' = two one-sided tests at 5% within the margins ({margins}; {MARGIN_RULE}), Holm-adjusted "
-             "within the test's family (see \"Families of tests\"), not a CI that contains 0.", "",
-             "| arm | seeds | final gold [t CI] | final RM [t CI] | gold − mappo [t CI] | RM − mappo [t CI] | "
-             "equivalent to mappo (gold, RM) |", "|---|---|---|---|---|---|---|"]
-    for arm in arms:
-        seeds = common_seeds(groups[arm], groups["mappo"])
-        if len(seeds) < 2:
-            continue
-        cells, matches = [], []
-        finals = {m: [groups[arm][s][m][-1] for s in seeds] for m in METRICS}
-        for metric in ("gold", "rm"):
-            cells.append(mean_estimate(finals[metric]).text())
-        for metric in ("gold", "rm"):
-            if arm == "mappo":
-                cells.append("—")
-                continue
-            diffs = [f - groups["mappo"][s][metric][-1] for f, s in zip(finals[metric], seeds)]
-            cells.append(mean_estimate(diffs).text())
-            found = adjusted_test(tests, task, arm, "mappo", metric, seeds)
-            matches.append("yes" if found.equivalence.equivalent else "no")
-        lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {', '.join(matches) or '—'} |")
-    return lines + [""]
-
-
 def verdict_rows(found: Dict[str, Verdict], tests: Dict[TestKey, AdjustedTest], procedure: str) -> List[str]:
     rows = []
     for metric, v in found.items():
@@ -176,15 +112,14 @@ VERDICT_HEADER = ["| metric | chosen (by gold, on the other half) | MA-PPO best 
 
 def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
     exploration, confirmation = seed_split(groups)
-    explored = exploration_verdicts(groups)
     best, confirmed = confirmation_verdicts(groups)
-    if not explored and not confirmed:
+    if not confirmed:
         return []
     lines = ["#### The verdict: MA-PPO's best against token PPO's best, each chosen on other seeds", "",
              "Equivalence margin Δ: " + MARGIN_RULE + ". p: two-sided paired t test; Holm p and the TOST p: "
              "Holm-adjusted within the test's family (\"Families of tests\": each verdict's two metrics are a family "
              "of their own); equivalence: two one-sided tests at 5%.", ""]
-    if confirmed:
+    if confirmed:  # the exploration's own best-against-best is not run: its margin was derived from its seeds
         v = confirmed["gold"]
         commits: Dict[str, int] = {}
         for arm in (best, *mappo_family(groups, v.seeds)):
@@ -195,18 +130,13 @@ def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, Adjus
                   f"{len(commits)} commit{'s' if len(commits) > 1 else ''} — {made} — on a machine the runs do not "
                   "record (\"Machines\"), after the margin and candidates were fixed; the selection procedure below "
                   "was committed after the first of these runs had finished, and an interim result was published "
-                  f"before the last: \"Order of decisions\"): token PPO {best} (its best "
+                  "before the last: \"Order of decisions\"; exploratory by \"Pre-registration, checked\"): token "
+                  f"PPO {best} (its best "
                   f"λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's best of "
                   f"{', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
                   f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "
                   "other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed, tests, "confirmation"), "",
                   *sensitivity_lines(groups, tests)]
-    if explored:
-        ppo, mappo = token_ppo_family(groups, exploration), mappo_family(groups, exploration)
-        lines += [f"**Exploration** (seeds {exploration[0]}-{exploration[-1]}; the margin was fixed after them): "
-                  f"token PPO at λ ∈ {{{', '.join(f'{arm_lambda(a):g}' for a in ppo)}}} against MA-PPO's "
-                  f"{', '.join(mappo)}, each family's best chosen on one half of the seeds and compared on the other, "
-                  "both ways.", "", *VERDICT_HEADER, *verdict_rows(explored, tests, "exploration"), ""]
     return lines
 
 
@@ -220,9 +150,9 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
     for arm in (best, *mappo_family(groups, primary.seeds)):
         finals = {s: groups[arm][s]["gold"][-1] for s in primary.seeds}
         ranked = sorted(finals, key=finals.get, reverse=True)
-        ended += [f"{arm} seed {s} (final length {groups[arm][s]['length'][-1]:.0f} tokens, gold rank "
-                  f"{ranked.index(s) + 1} of {len(ranked)} in its arm)" for s in primary.seeds
-                  if groups[arm][s]["length"][-1] < COLLAPSE_FRACTION * groups[arm][s]["length"][0]]
+        ended += [f"{arm} seed {s} ({failure(groups[arm][s])}; final length {groups[arm][s]['length'][-1]:.0f} "
+                  f"tokens, gold rank {ranked.index(s) + 1} of {len(ranked)} in its arm)" for s in primary.seeds
+                  if failure(groups[arm][s])]
     rows = []
     for name, v in found.items():
         test = tests["verdict", name, "gold"]
@@ -231,45 +161,32 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
                     f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
                     f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
     return [f"**Collapse sensitivity** (beside the primary gold row above, {primary.diff.text()}): gold rewards "
-            f"collapse on this task (a short answer keeps the opening's sentiment words); runs of the compared arms "
-            f"that end collapsed: {'; '.join(ended) or 'none'}. *Collapse-floored gold*: a run whose final eval length is below "
+            f"collapse on this task (a short answer keeps the opening's sentiment words); failed runs of the compared "
+            f"arms: {'; '.join(ended) or 'none'}. *Collapse-floored gold*: a run whose final eval length is below "
             f"{COLLAPSE_FRACTION:.0%} of its step-0 length scores its step-0 gold (no gain), and the whole procedure "
-            "is run again; *seeds without a collapsed run*: the fresh seeds on which no run of the compared arms ends "
-            "collapsed, halved again. Holm over these two (family \"collapse sensitivity\").", "",
+            "is run again; *seeds without a failed run*: the fresh seeds on which no run of the compared arms failed, "
+            "halved again. Holm over these two (family \"collapse sensitivity\").", "",
             "| analysis | seeds | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead "
             "| p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def confirmation_lines(summaries: Sequence[dict], meta=None) -> List[str]:
-    """The confirmation's arms on the fresh seeds against token PPO's exploration-best λ, and the fresh seeds of
-    arms run in both seed sets against the exploration's prediction interval of a new seed."""
+    """The confirmation's arms on the fresh seeds against token PPO's exploration-best λ."""
     table = confirmation_table(summaries)
     if not table:
         return []
     groups = by_arm(summaries, "long")
-    exploration, confirmation = seed_split(groups)
-    first = CONFIRMATION_TIERS["long"][0][0]
-    step0 = {name: (groups["ppo"][seeds[0]]["rm"][0], groups["ppo"][seeds[0]]["gold"][0]) if name == "exploration"
-             else (groups[first][seeds[0]]["rm"][0], groups[first][seeds[0]]["gold"][0])
-             for name, seeds in (("exploration", exploration), ("confirmation", confirmation))}
-    lines = ["#### Confirmation: every arm on the fresh seeds against token PPO at its exploration-best λ", "",
-             "Evaluated every 12 iterations (`CONFIRMATION_FLAGS`; the evaluations at 12, 24, 36 and 48 equal an "
-             "every-4 run's), so a collapse between evaluations can go unseen here. Holm p over this table's "
-             "comparisons (both metrics). The confirmation ran on another machine than the exploration, and its bits "
-             "differ: the step-0 evaluation every run shares (the SFT policy, the same sampling seed) scores RM "
-             f"{step0['confirmation'][0]:.4f}, gold {step0['confirmation'][1]:.5f} there against "
-             f"{step0['exploration'][0]:.4f}, {step0['exploration'][1]:.5f} in the exploration (with the same code; "
-             "the SFT and reward-model weights trained there were bit-identical under transformers 5.19/numpy 2.3.5 "
-             "and 5.23/2.4.6). So fresh and exploration seeds are never paired: the fresh seeds are compared among "
-             "themselves.", "", *table, ""]
-    unseen = unseen_seed_check(by_arm(summaries, "long"))
-    if unseen:
-        estimated, checked = unseen_seed_machines(by_arm(summaries, "long"), meta)
-        lines += ["Fresh seeds against the published 95% prediction interval of one new seed's final gold (from the "
-                  f"exploration seeds, made on {estimated}; the fresh seeds made on {checked}): "
-                  + "; ".join(f"{arm}: {inside} of {runs} inside [{low:.3f}, {high:.3f}]"
-                              for arm, (inside, runs, (low, high)) in unseen.items()) + ".", ""]
-    return lines
+    step0 = [(groups[a][seeds[0]]["rm"][0], groups[a][seeds[0]]["gold"][0])
+             for a, seeds in zip(("ppo", CONFIRMATION_TIERS["long"][0][0]), seed_split(groups))]
+    return ["#### Confirmation: every arm on the fresh seeds against token PPO at its exploration-best λ", "",
+            "Evaluated every 12 iterations (`CONFIRMATION_FLAGS`; the evaluations at 12, 24, 36 and 48 equal an "
+            "every-4 run's), so a collapse between evaluations can go unseen here. Holm p over this table's "
+            "comparisons (both metrics). The confirmation ran on another machine than the exploration, and its bits "
+            "differ: the step-0 evaluation every run shares (the SFT policy, the same sampling seed) scores RM "
+            f"{step0[1][0]:.4f}, gold {step0[1][1]:.5f} there against {step0[0][0]:.4f}, {step0[0][1]:.5f} in the "
+            "exploration (with the same code; the SFT and reward-model weights trained there were bit-identical under "
+            "transformers 5.19/numpy 2.3.5 and 5.23/2.4.6). So fresh and exploration seeds are never paired: the "
+            "fresh seeds are compared among themselves.", "", *table, ""]
 
 
 def machines_text(summaries: Sequence[dict], pair: Sequence[str], meta=None) -> str:
@@ -325,24 +242,35 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
                  for m, d in ((gold, 3), (rm, 2))]
         lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
                      f"{cells[1]} |")
-        more = {TASKS[t].model_seed: len(seeds) for t, seeds in pair_seeds(summaries, (baseline, method)).items()
-                if len(seeds) > len(gold.seeds[0]) or len(seeds) < 2}
-        if more:
-            notes.append(f"- {name}: each SFT + RM seed counts the first {len(gold.seeds[0])} PPO seeds every one of "
-                         "them has; PPO seeds the pair has on each SFT + RM seed where that differs: "
-                         + ", ".join(f"{m}: {n}" for m, n in more.items())
-                         + " (a model seed with fewer than 2 is left out; runs still missing: \"What was not run\").")
-        for task in (t for t in model_seed_tasks("long") if TASKS[t].model_seed in gold.model_seeds):
-            found_here = collapses({arm: runs for arm, runs in by_arm(summaries, task).items() if arm in (baseline, method)})
-            notes.append(f"- {name}, collapses on {task} (eval length below {COLLAPSE_FRACTION:.0%} of step 0, evaluated "
-                         "every 12 iterations): " + ("; ".join(f"{arm} seed {seed}: {event.text()}"
-                                                             for arm, events in found_here.items()
-                                                             for seed, event in events.items()) or "none") + ".")
+        failed = [f"SFT + RM seed {m} {run['arm']} seed {run['seed']} ({why})"
+                  for m, run, why in model_seed_failures(summaries, gold)]
+        notes.append(f"- {name}, failed runs ({len(failed)} of {2 * sum(map(len, gold.seeds))}; evaluated every 12 "
+                     "iterations on the fresh seeds): " + ("; ".join(failed) or "none") + ". They stay in every "
+                     "figure above (a failure is an outcome of the method).")
         notes.append(f"- {name}, made on: {machines_text(summaries, (baseline, method), meta)}.")
-        notes += [f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model seed) "
-                  f"{m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method of moments); that "
-                  f"the model seeds' mean differences are equal: one-way ANOVA p {format_p(m.across.p_differ)}."
-                  for m in (gold, rm)]
+        for m in (gold, rm):
+            spread, wild = within_spread(summaries, m)
+            notes.append(f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model "
+                         f"seed, pooled) {m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method "
+                         f"of moments); that the model seeds' mean differences are equal: one-way ANOVA p "
+                         f"{format_p(m.across.p_differ)}, Kruskal-Wallis rank test p {format_p(m.across.p_rank)}. "
+                         f"Within-seed standard deviations: " + ", ".join(
+                             f"{seed} {sd:.3f}" for seed, sd in zip(m.model_seeds, spread))
+                         + (f" — SFT + RM seed {m.model_seeds[wild]}'s is over 3× their median, which inflates the "
+                            "ANOVA's within-seed variance; the rank test is not moved by one wild run"
+                            if wild is not None else "") + ".")
+        if len(gold.model_seeds) - 1 < 5:
+            notes.append(f"- {name}: the *across* interval{few_df(len(gold.model_seeds) - 1)}.")
+    own = {pair: own_family(metrics) for pair, metrics in found.items()}
+    notes.append("- The family: these rows are Holm-adjusted over the " + f"{2 * len(found)} tests of \"across SFT + "
+                 "RM seeds\" (every pair, both metrics), a family set after the 3-seed data had been seen (\"Order of "
+                 "decisions\"). In each pair's own family (its gold and RM tests only) the TOST p would be: "
+                 + "; ".join(f"{p[1]} − {p[0]} gold {format_p(own[p]['gold'].equivalence.p)}, RM "
+                             f"{format_p(own[p]['rm'].equivalence.p)}" for p in own)
+                 + ": where one is below 0.05 the verdict depends on the family chosen.")
+    notes.append("- RM differences: each SFT + RM seed's difference is on its own reward model's scale (step-0 RM "
+                 "above), so their mean is a mean over as many scales, and the RM margin "
+                 f"±{EQUIVALENCE_MARGINS['rm']:g} was set on seed {TASKS['long'].model_seed}'s.")
     return lines + [""] + notes + [""]
 
 
@@ -360,7 +288,9 @@ def new_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
              "seed, mean of n PPO seeds*: t over the model seeds' means (model seeds − 1 degrees of freedom), "
              "s_m·√(1 + 1/S). *One run on a new SFT + RM seed*: the same t with s_m²(1 + 1/S) + s_w²(1 − 1/n) (s_w² "
              "the pooled within-model-seed variance). Degrees of freedom and machines: "
-             + "; ".join(f"{m} − {b}: {len(c['gold'].model_seeds) - 1} ({machines_text(summaries, (b, m), meta)})"
+             + "; ".join(f"{m} − {b}: {len(c['gold'].model_seeds) - 1}"
+                         + ("" if len(c["gold"].model_seeds) > 5 else ", fewer than 5: wide and fragile")
+                         + f" ({machines_text(summaries, (b, m), meta)})"
                          for (b, m), c in found.items())
              + ". A machine kind none of them ran on adds a component these intervals contain only as far as their "
              "machines differ (\"The machine component\").", "",
@@ -377,28 +307,6 @@ def new_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     return lines + [""]
 
 
-def mappo_lambda_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
-    """MA-PPO's own λ sweep beside token PPO's: finals per arm and MA-PPO − token PPO at the same λ."""
-    found = same_lambda_comparisons(groups)
-    if not any(arm_lambda(arm) != 0.95 for arm, _, _ in found):
-        return []
-    lines = ["#### MA-PPO's λ beside token PPO's λ", "",
-             "Each MA-PPO arm paired by seed with token PPO at the same λ; p: two-sided paired t test; Holm p and the "
-             "TOST p: Holm-adjusted within the test's family (named in the row; \"Families of tests\"); equivalence: "
-             f"TOST against ±Δ ({MARGIN_RULE}).", "",
-             "| MA-PPO arm | vs | seeds | metric | MA-PPO final | token PPO final | difference [95% t CI] | ahead | "
-             "family | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (arm, base, metric), c in found.items():
-        seeds = common_seeds(groups[arm], groups[base])
-        own, other = (mean_estimate([groups[a][s][metric][-1] for s in seeds]).text() for a in (arm, base))
-        d = c["diff"]
-        test = adjusted_test(tests, "long", arm, base, metric, seeds)
-        lines.append(f"| {arm} | {base} | {len(seeds)} | {metric} | {own} | {other} | {d.diff.text()} | "
-                     f"{d.ahead}/{d.diff.n} | {test.family} | {format_p(test.p_holm)} | {test.equivalence.text()} | "
-                     f"{reading(d.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
-    return lines + [""]
-
-
 def family_lines(summaries: Sequence[dict]) -> List[str]:
     """The report's statement of the multiplicity rule and its families."""
     families = comparison_families(summaries)
@@ -412,20 +320,21 @@ def family_lines(summaries: Sequence[dict]) -> List[str]:
             *(f"| {name} | {len(tests)} | {what} |" for name, (what, tests) in families.items() if tests), ""]
 
 
-def collapse_lines(summaries: Sequence[dict], task: str) -> List[str]:
+def failure_lines(summaries: Sequence[dict], task: str) -> List[str]:
+    """Every failed run of the task (:data:`evaluation.study.stats.FAILED_RULE`), and every run whose length fell
+    below half its step-0 length at some evaluation, even if it recovered."""
     groups = by_arm(summaries, task)
-    found = collapses(groups)
-    lines = [f"#### Collapses: eval response length below {COLLAPSE_FRACTION:.0%} of its step-0 length", "",
-             "Every run whose eval response length fell below half of its length at step 0 at some evaluation "
-             "(*ends collapsed*: still below at the end). Length is the detector the committed summaries allow "
-             "(the policy entropy is logged per training step, not kept in `runs.jsonl`).", "",
-             "| arm | seeds | collapsed | ends collapsed | runs (seed: start → lowest at step, final) |",
-             "|---|---|---|---|---|"]
+    failed = failures(groups)
+    lines = ["#### Failed runs: collapsed or diverged", "",
+             f"One definition throughout: {FAILED_RULE}. *Dipped*: the eval length fell below half its step-0 length "
+             "at some evaluation (recovered or not; seed: start → lowest at step, final). Length is the collapse "
+             "detector the committed summaries allow (the policy entropy is logged per training step, not kept in "
+             "`runs.jsonl`).", "", "| arm | seeds | failed (seed: why) | dipped |", "|---|---|---|---|"]
     for arm in (a for a in ARMS if a in groups):
-        events = found.get(arm, {})
-        runs = "; ".join(f"{seed}: {event.text()}" for seed, event in events.items()) or "—"
-        lines.append(f"| {arm} | {len(groups[arm])} | {len(events)} | {sum(e.ends_collapsed for e in events.values())}"
-                     f" | {runs} |")
+        dipped = {s: collapse(r["steps"], r["length"]) for s, r in sorted(groups[arm].items())}
+        lines.append(f"| {arm} | {len(groups[arm])} | {len(failed.get(arm, {}))}"
+                     + "".join(f"; {s}: {why}" for s, why in failed.get(arm, {}).items()) + " | "
+                     + ("; ".join(f"{s}: {e.text()}" for s, e in dipped.items() if e) or "—") + " |")
     return lines + [""]
 
 
@@ -437,7 +346,7 @@ def convergence_lines(groups: Dict[str, Dict[int, dict]]) -> List[str]:
     lines = ["#### Plateau: is the final gold a plateau or a stopping point?", "",
              f"{len(still)} of {len(arms)} arms' gold still rises over the last quarter of training (t CI above 0): "
              f"{', '.join(still) or 'none'}. A plateau test needs longer runs: the cost of a run grows with its "
-             "steps (report, Cost), so doubling every arm's steps doubles the study's CPU time.", "",
+             "steps (\"What was not run\"), so doubling every arm's steps doubles the study's CPU time.", "",
              "| arm | seeds | gold change over the last quarter [t CI] | share of the whole rise |", "|---|---|---|---|"]
     for arm, (late, share) in rows.items():
         lines.append(f"| {arm} | {late.n} | {late.text(4)} | {share:.0%} |")
@@ -470,12 +379,15 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
     if confirmed and not multiplicity(summaries)["verdict", "confirmation", "gold"].equivalence.equivalent:
         gold = confirmed["gold"]
         diffs = [d for fold in gold.folds for d in fold.diffs]
-        need = seeds_for_equivalence(diffs, EQUIVALENCE_MARGINS["gold"])
+        tests = multiplicity(summaries)
+        family = sum(t.family == tests["verdict", "confirmation", "gold"].family for t in tests.values())
+        need = seeds_for_equivalence(diffs, EQUIVALENCE_MARGINS["gold"], ALPHA / family)
         procedure_arms = 1 + len(mappo_family(groups, gold.seeds))  # the procedure chooses among every candidate on every seed
         more = procedure_arms * (need - gold.diff.n) if need else 0
         lines.append("- Seeds to decide the confirmation's gold comparison (best against best): " + (
             f"if further seeds kept the observed mean ({gold.diff.mean:+.4f}) and spread, equivalence within "
-            f"±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} seeds per arm; the procedure trains all {procedure_arms} "
+            f"±{EQUIVALENCE_MARGINS['gold']:g} would show, after Holm over its family of {family} tests (each TOST at "
+            f"α/{family}, which is enough for Holm), at {need} seeds per arm; the procedure trains all {procedure_arms} "
             f"of its arms ({best} and MA-PPO's {procedure_arms - 1} candidates) on each seed, so {need - gold.diff.n} more seeds "
             f"are {more} more runs, {more * cpu / 3600:.1f} CPU hours" if need else
             "the observed mean lies outside the margin: more seeds would test a difference, not equivalence") + ".")
@@ -487,34 +399,26 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
                      "next).")
     further_cpus = [s["cpu_s"] for s in summaries if s["task"] in model_seed_tasks("long") and s.get("cpu_s")]
     comparisons = model_seed_comparisons(summaries)
-    pre_registered = tuple(CONFIRMATION_TIERS["long"][0])
-    gold = comparisons[pre_registered]["gold"] if pre_registered in comparisons else None
-    more = 1 + len(model_seed_tasks("long")) - len(gold.model_seeds) if gold else 0  # the design's SFT + RM seeds
-    if gold and further_cpus and more > 0:
-        runs = more * 2 * len(gold.seeds[0])
-        further = statistics.fmean(further_cpus)
-        lines.append(f"- The pre-registered pair ({pre_registered[1]} − {pre_registered[0]}) on {more} more SFT + RM "
-                     f"seeds ({len(gold.model_seeds) + more} in all, {len(gold.seeds[0])} PPO seeds "
-                     f"each): {runs} runs ({more} × 2 arms × {len(gold.seeds[0])}), {runs * further / 3600:.1f} CPU "
-                     f"hours at the further SFT + RM seeds' {further:.0f} CPU s per run, plus {more} × (SFT + RM: about "
-                     "4 minutes of 2 cores); where its difference would land on a new SFT + RM seed: \"Where a new "
-                     "seed would land\".")
     per_run = statistics.fmean(further_cpus) if further_cpus else cpu  # the further SFT + RM seeds' own runs
     for (baseline, method), metrics in comparisons.items():
         gold = metrics["gold"].across
         if multiplicity(summaries)["model seeds", (baseline, method), "gold"].equivalence.equivalent:
             continue
-        need = seeds_for_equivalence(gold.means, EQUIVALENCE_MARGINS["gold"])
+        tests = multiplicity(summaries)
+        family = sum(t.family == tests["model seeds", (baseline, method), "gold"].family for t in tests.values())
+        need = seeds_for_equivalence(gold.means, EQUIVALENCE_MARGINS["gold"], ALPHA / family)
         runs = 2 * len(metrics["gold"].seeds[0])
         lines.append(f"- SFT + RM seeds to decide {method} − {baseline} on gold: the interval across model seeds "
                      "narrows with model seeds, not PPO seeds; " + (
                          f"if further model seeds kept the observed mean ({gold.mean:+.4f}) and spread of the model "
-                         f"seeds' means, equivalence within ±{EQUIVALENCE_MARGINS['gold']:g} would show at {need} "
+                         f"seeds' means, equivalence within ±{EQUIVALENCE_MARGINS['gold']:g} would show, after Holm "
+                         f"over its family of {family} tests (TOST at α/{family}), at {need} "
                          f"model seeds ({need - len(gold.means)} more, each an SFT and a reward model and {runs} runs: "
                          f"{(need - len(gold.means)) * runs * per_run / 3600:.1f} CPU hours plus the models)"
                          if need else "the observed mean lies outside the margin: more model seeds would test a "
                          "difference, not equivalence") + ".")
-    further = [run for pair in MODEL_SEED_PAIRS["long"] for run in missing_model_seed_runs(summaries, pair, fresh)]
+    further = [(task, arm, seed) for pair in MODEL_SEED_PAIRS["long"] for task in model_seed_tasks("long")
+               for arm in pair for seed in fresh if seed not in by_arm(summaries, task).get(arm, {})]
     if further:
         lines.append(f"- The pairs of `MODEL_SEED_PAIRS` on the further SFT + RM seeds ({len(further)} runs: "
                      + ", ".join(f"{task}/{arm} {_seed_text(sorted(s for t, a, s in further if (t, a) == (task, arm)))}"
@@ -534,29 +438,10 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
     return lines
 
 
-def stopping_lines(groups: Dict[str, Dict[int, dict]], stops: Sequence[int] = (32, 40, 48)) -> List[str]:
-    """How much the final-score readings depend on where training stopped: Kendall's τ between the arms' order by
-    final gold and by gold AUC, and MA-PPO's gold parity against PPO on the curves cut at each of ``stops``."""
-    if "ppo" not in groups or "mappo" not in groups or len(groups) < 3:
-        return []
-    exploration, _ = seed_split(groups)
-    groups = {arm: {s: runs[s] for s in exploration} for arm, runs in groups.items() if set(exploration) <= set(runs)}
-    steps = groups["ppo"][exploration[0]]["steps"]
-    stops = [stop for stop in stops if stop in steps]
-    tau, arms = ordering_agreement(groups)
-    by_stop = parity_by_stop(groups, "ppo", "mappo", stops)
-    parities = ", ".join(f"{r.speedup:.2f}× at step {stop}" if r.speedup else f"never by step {stop}"
-                         for stop, r in by_stop.items())
-    return ["#### Where training stopped", "",
-            f"Arms ordered by mean final gold and by mean gold AUC: Kendall's τ = {tau:.2f} over {arms} arms (1 = the "
-            f"same order). MA-PPO's gold parity against PPO (seed-mean smoothed curves cut at each step): {parities}:"
-            " the speed-up depends on where training stopped, because PPO's gold is still rising.", ""]
-
-
 def readme_table(summaries: Sequence[dict]) -> List[str]:
     """The README's summary table, rendered from the same summaries as the report (a test keeps them equal)."""
     lines = ["| task | arm | seeds | final gold [t CI] | gold − PPO [t CI] (ahead) | new seed's gold − PPO | "
-             "final RM [t CI] | RM − PPO [t CI] (ahead) | Holm p (gold; RM) | final length | collapsed (at the end) |",
+             "final RM [t CI] | RM − PPO [t CI] (ahead) | Holm p (gold; RM) | final length | failed |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     tests = multiplicity(summaries)
     for task, arms in README_ARMS.items():
@@ -579,10 +464,8 @@ def readme_table(summaries: Sequence[dict]) -> List[str]:
             holm_p = ("—" if arm == "ppo" else "; ".join(
                 format_p(adjusted_test(tests, task, arm, "ppo", m, seeds).p_holm) for m in ("gold", "rm")))
             length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
-            events = collapses({arm: {s: groups[arm][s] for s in seeds}}).get(arm, {})  # the row's seeds only
-            collapsed = f"{len(events)} ({sum(e.ends_collapsed for e in events.values())})"
             lines.append(f"| {task} | {arm} | {len(seeds)} | " + " | ".join(cells)
-                         + f" | {holm_p} | {length} | {collapsed} |")
+                         + f" | {holm_p} | {length} | {failed_cell(groups, arm, seeds)} |")
     return lines
 
 
@@ -597,9 +480,8 @@ def confirmation_table(summaries: Sequence[dict]) -> List[str]:
         return []
     arms = list(paired)
     tests = multiplicity(summaries)
-    found_collapses = collapses({a: {s: groups[a][s] for s in paired[a]} for a in arms})
     lines = [f"| arm | seeds | final gold [t CI] | gold − {best} [t CI] (ahead) | final RM [t CI] | RM − {best} [t CI] "
-             "(ahead) | Holm p (gold; RM) | equivalent within ±Δ (gold; RM) | final length | collapsed (at the end) |",
+             "(ahead) | Holm p (gold; RM) | equivalent within ±Δ (gold; RM) | final length | failed |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for arm in arms:
         seeds = paired[arm]
@@ -618,9 +500,8 @@ def confirmation_table(summaries: Sequence[dict]) -> List[str]:
             holm_p = "; ".join(format_p(found[m].p_holm) for m in ("gold", "rm"))
             equivalent = "; ".join("yes" if found[m].equivalence.equivalent else "no" for m in ("gold", "rm"))
         length = mean_estimate([groups[arm][s]["length"][-1] for s in seeds]).text(1)
-        events = found_collapses.get(arm, {})
         lines.append(f"| {arm} | {len(seeds)} | " + " | ".join(cells) + f" | {holm_p} | {equivalent} | {length} | "
-                     f"{len(events)} ({sum(e.ends_collapsed for e in events.values())}) |")
+                     f"{failed_cell(groups, arm, seeds)} |")
     return lines
 
 
@@ -632,88 +513,64 @@ def _inside(values: Sequence[float], low: float, high: float) -> int:
     return sum(low <= v <= high for v in values)
 
 
-def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], meta=None) -> List[str]:
-    """The machine component of the pre-registered pair: its committed runs trained again (same task, arm and seed)
-    on another machine kind (``machine_reruns.jsonl``), per seed and per arm; intervals per machine kind and one
-    with the machine kind as a random factor; the reruns and the further SFT + RM seeds made on another machine kind
-    against the intervals estimated without them."""
+def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], meta=None,
+                            async_runs: Sequence[dict] = ()) -> List[str]:
+    """The pre-registered pair's committed runs trained again (same task, arm and seed) on another machine kind
+    (``machine_reruns.jsonl``): what they measured and what they cannot show, per seed and per arm, against the
+    published new-seed interval; then the SFT + RM seeds made on that machine kind."""
     pair = MODEL_SEED_PAIRS["long"][0]
-    found = [r for r in machine_reruns(summaries, reruns, meta=meta) if r.arm in pair]
-    by_machine = model_seeds_by_machine(summaries, tuple(pair), meta)
-    home = next((m for m, tasks in by_machine.items() if "long" in tasks),
-                "; ".join(sorted({r.committed_machine for r in found if r.task == "long"})))
-    if not found and len(by_machine) < 2:
+    pairs = rerun_pairs(summaries, reruns, pair)
+    if not pairs and len(model_seeds_by_machine(summaries, tuple(pair), meta)) < 2:
         return []
-    baseline, method = pair
-    difference = f"{method} − {baseline}"
-    lines = ["#### The machine component", "",
-             f"Where the pre-registered pair ({difference}, final gold) lands on a machine kind other than the one "
-             f"its intervals were estimated on. The long task's runs of the pair (SFT + RM seed "
-             f"{TASKS['long'].model_seed}) were made on {home}.", ""]
-    if found:
-        machines = sorted({r.machine for r in found})
-        lines += [f"**The same seeds on another machine kind.** The committed runs' (task, arm, seed) trained again on "
-                  f"{'; '.join(machines)}: `machine_reruns.jsonl`, filed by `python -m evaluation.study reruns --out "
-                  "OUT --report_dir docs/study` beside `runs.jsonl` (whose rows they never replace). Rerun − "
-                  "committed per seed; *bits equal*: the step-0 evaluation (the SFT policy under the same sampling "
-                  "seed) and every evaluation identical. A rerun whose bits differ from the first step on is another "
-                  "draw of the PPO seed's noise: if the machine kind changed nothing but the bits, the differences' "
-                  "standard deviation would be about √2 × the standard deviation across seeds, and their mean 0.", "",
-                  "| task | arm | seed | committed | rerun | rerun − committed | bits equal (step 0; every evaluation) |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in found:
-            lines += [f"| {r.task} | {r.arm} | {seed} | {c:.4f} | {n:.4f} | {n - c:+.4f} | "
-                      f"{'yes' if s0 else 'no'}; {'yes' if every else 'no'} |"
-                      for seed, c, n, s0, every in zip(r.seeds, r.committed, r.rerun, r.step0_equal, r.all_equal)]
-        lines += ["", "| task | value | machine | seeds | rerun − committed, mean [t CI] | its SD | SD across seeds "
-                  "(committed; rerun) | its SD / (√2 × SD across committed seeds) | bits equal (step 0; every evaluation) |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        rows = machine_rows(found)
-        for (task, name, machine), (seeds, committed, rerun, step0, every) in rows.items():
-            diffs = [n - c for c, n in zip(committed, rerun)]
-            if len(seeds) > 1:
-                sd = (statistics.stdev(diffs), statistics.stdev(committed), statistics.stdev(rerun))
-                spread = (f"{mean_estimate(diffs).text(4)} | {sd[0]:.4f} | {sd[1]:.4f}; {sd[2]:.4f} | "
-                          f"{sd[0] / sd[1] / math.sqrt(2):.2f}")
-            else:  # one seed: no spread yet
-                spread = f"{diffs[0]:+.4f} | — | — | —"
-            lines.append(f"| {task} | {name} | {machine} | {len(seeds)} | {spread} | "
-                         f"{sum(step0)}/{len(seeds)}; {sum(every)}/{len(seeds)} |")
-        lines += ["", *machine_interval_lines(summaries, rows, home), ""]
-    lines += new_machine_model_seed_lines(summaries, meta)
-    return lines
-
-
-def machine_interval_lines(summaries: Sequence[dict], rows, home: str) -> List[str]:
-    """Per value of the pair with reruns: the published 95% interval of a new PPO seed (estimated on the committed
-    runs' machine, the pair's seeds there) and how many reruns land inside it; the same interval per machine kind on
-    the rerun seeds; and one run on a new machine kind, the two kinds as the levels of a random factor
-    (:func:`evaluation.study.stats.new_model_seed_interval` with machine kinds for model seeds)."""
-    lines = ["Intervals with the machine kind in them (final gold, 95%): *published*: the new-PPO-seed interval on "
-             f"SFT + RM seed {TASKS['long'].model_seed} of \"Where a new seed would land\", estimated on {home} only "
-             "(Student's t over its seeds, s·√(1 + 1/n)), and how many reruns land inside it — the reruns' seeds "
-             "were among those it was estimated from, but not their bits (the table above says how far a rerun is "
-             "from its committed run); *per machine kind*: the same interval on the rerun seeds, on each kind; "
-             "*new machine kind*: one run on a machine kind in neither, with the machine kind a random factor "
-             "(variance between the two kinds' means + within them; t with 1 degree of freedom, as two kinds give "
-             "one: wide). Intervals and counts only: this section tests nothing, so it adds no family of tests.", "",
-             "| task | value | machine of the reruns | published (seeds) | reruns inside | per machine kind "
-             "(committed; rerun) | new machine kind |", "|---|---|---|---|---|---|---|"]
-    for (task, name, machine), (seeds, committed, rerun, _, _) in rows.items():
-        published = inside = "—"
-        found = published_new_seed(summaries, task, name)
-        if found:
-            low, high, home_seeds = found
-            published = f"{_interval(low, high)} ({_seed_text(list(home_seeds))[6:]})"
-            inside = f"{_inside(rerun, low, high)} of {len(rerun)}"
-        if len(seeds) < 2:
-            lines.append(f"| {task} | {name} | {machine} | {published} | {inside} | — | — |")
-            continue
-        per = [_interval(*t_interval(v, new_seed=True)) for v in (committed, rerun)]
-        both = new_model_seed_interval([committed, rerun])
-        lines.append(f"| {task} | {name} | {machine} | {published} | {inside} | {per[0]}; {per[1]} | "
-                     f"{_interval(both.run_low, both.run_high)} |")
-    return lines
+    lines = ["#### The machine component", ""]
+    if pairs:
+        step0 = sorted({(c["rm"][0], r["rm"][0]) for c, r in pairs})
+        same = [r for r in reruns if any(bits_equal(r, a) and (a["arm"], a["seed"]) == (r["arm"], r["seed"])
+                                         for a in async_runs if not a.get("async_rollout"))]
+        lines += [f"**What was measured.** The pair's {len(pairs)} committed long-task runs (seeds "
+                  f"{_seed_text(sorted({c['seed'] for c, _ in pairs}))[6:]}) trained again, same task, arm and seed, "
+                  f"on {'; '.join(sorted({machine_name(r, meta) for _, r in pairs}))} (`machine_reruns.jsonl`, never "
+                  "in `runs.jsonl`). "
+                  "The runner trains each task's SFT and reward model under OUT, so those were trained again there too: "
+                  "step-0 RM (the SFT policy, the same sampling seed) "
+                  + "; ".join(f"{c:.3f} committed, {r:.3f} rerun" for c, r in step0)
+                  + ". A rerun therefore differs from its committed run in the machine, the SFT and reward model's "
+                  "bits and the PPO seed's noise on those bits at once. **What it cannot show**: which of these moved a "
+                  "run (they are confounded), nor, with these seeds, a machine effect smaller than the spread across "
+                  f"seeds. Failed runs: {sum(bool(failure(c)) for c, _ in pairs)} of {len(pairs)} committed, "
+                  f"{sum(bool(failure(r)) for _, r in pairs)} of {len(pairs)} reruns."
+                  + (f" {len(same)} of the {len(reruns)} reruns equal, bit for bit at every evaluation, the K = 0 runs "
+                     "of the asynchronous-rollout check (`docs/async/runs.jsonl`, trained at another commit and thread "
+                     "count, filed before the reruns: \"Order of decisions\"), so they are not a further draw beside "
+                     "those." if same else ""), "",
+                  "| task | arm | seed | committed | rerun | rerun − committed | bits equal (step 0; every evaluation) "
+                  "| failed (committed; rerun) |", "|---|---|---|---|---|---|---|---|"]
+        for c, r in pairs:
+            lines.append(f"| {c['task']} | {c['arm']} | {c['seed']} | {c['gold'][-1]:.4f} | {r['gold'][-1]:.4f} | "
+                         f"{r['gold'][-1] - c['gold'][-1]:+.4f} | {'yes' if bits_equal(c, r, upto=0) else 'no'}; "
+                         f"{'yes' if bits_equal(c, r) else 'no'} | {failure(c) or 'no'}; {failure(r) or 'no'} |")
+        lines += ["", "Final gold. *Published*: the new-PPO-seed interval of \"Where a new seed would land\" "
+                  f"(SFT + RM seed {TASKS['long'].model_seed}), estimated from the committed runs of the same seeds; "
+                  "a failed rerun inside it counts as inside, and the difference's reruns are derived from the two "
+                  "arms' (not further evidence).", "",
+                  "| value | seeds | rerun − committed, mean [t CI] | its SD | SD across committed seeds | published "
+                  "(seeds) | reruns inside |", "|---|---|---|---|---|---|---|"]
+        by_arm_seed = {(c["arm"], c["seed"]): (c["gold"][-1], r["gold"][-1]) for c, r in pairs}
+        seeds = sorted({seed for _, seed in by_arm_seed if all((a, seed) in by_arm_seed for a in pair)})
+        values = {arm: [by_arm_seed[arm, s] for s in sorted(s for a, s in by_arm_seed if a == arm)] for arm in pair}
+        values[f"{pair[1]} − {pair[0]}"] = [tuple(m - b for b, m in zip(by_arm_seed[pair[0], s], by_arm_seed[pair[1], s]))
+                                            for s in seeds]
+        for name, found in values.items():
+            before, after = [c for c, _ in found], [r for _, r in found]
+            diffs = [n - c for c, n in zip(before, after)]
+            published = published_new_seed(summaries, "long", name)
+            cell = (f"{_interval(*published[:2])} ({_seed_text(list(published[2]))[6:]}) | "
+                    f"{_inside(after, *published[:2])} of {len(after)}" if published else "— | —")
+            spread = (f"{mean_estimate(diffs).text(4)} | {statistics.stdev(diffs):.4f} | {statistics.stdev(before):.4f}"
+                      if len(diffs) > 1 else f"{diffs[0]:+.4f} | — | —")
+            lines.append(f"| {name} | {len(found)} | {spread} | {cell} |")
+        lines.append("")
+    return lines + new_machine_model_seed_lines(summaries, meta)
 
 
 def new_machine_model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
@@ -722,19 +579,20 @@ def new_machine_model_seed_lines(summaries: Sequence[dict], meta=None) -> List[s
     (:func:`evaluation.study.decisions.new_machine_checks`)."""
     lines = []
     for check in new_machine_checks(summaries, meta):
-        lines += [f"**Unseen SFT + RM seeds on another machine kind.** The intervals of a new SFT + RM seed (\"Where a "
-                  "new seed would land\": *one run*, and *mean of n PPO seeds*) estimated from the SFT + RM seeds "
-                  f"made on {check.home} only ({', '.join(map(str, check.estimated))}, their first {check.n} PPO "
-                  f"seeds each; {len(check.estimated) - 1} degrees of freedom), against the runs of the SFT + RM seeds "
-                  f"{', '.join(map(str, check.checked))}, made on {check.machine}: new PPO seeds, new SFT + RM seeds, "
-                  "a machine kind the intervals never saw (every run there; the mean of each with as many PPO seeds, "
-                  "its first ones). Runs of one SFT + RM seed share its model, so their landings are not "
-                  "independent: the SFT + RM seeds' means are the independent checks.", "",
-                  "| value | one run: interval | runs inside | mean of n PPO seeds: interval | means inside (each SFT + "
-                  "RM seed's mean) |", "|---|---|---|---|---|"]
-        for name, (fitted, values, means) in check.values.items():
-            lines.append(f"| {name} | {_interval(fitted.run_low, fitted.run_high)} | "
-                         f"{_inside(values, fitted.run_low, fitted.run_high)} of {len(values)} | "
+        df = len(check.estimated) - 1
+        lines += [f"**SFT + RM seeds {', '.join(map(str, check.checked))}, made on {check.machine}.** Against the "
+                  "intervals of a new SFT + RM seed (\"Where a new seed would land\") estimated from SFT + RM seeds "
+                  f"{', '.join(map(str, check.estimated))} alone (made on {check.home}; their first {check.n} PPO seeds "
+                  f"each){few_df(df)}. What it measured: whether runs on new SFT + RM seeds, a new machine kind and new "
+                  "PPO seeds land inside those intervals. What it cannot show: intervals this wide hold runs that "
+                  "failed (the table counts them), so landing inside says little; and runs of one SFT + RM seed share "
+                  "its model, so only the seeds' means are independent checks (as many as there are SFT + RM seeds).",
+                  "", "| value | one run: interval | runs inside (failed runs among them) | mean of n PPO seeds: "
+                  "interval | means inside (each SFT + RM seed's mean) |", "|---|---|---|---|---|"]
+        for name, (fitted, values, means, failed) in check.values.items():
+            inside = [fitted.run_low <= v <= fitted.run_high for v in values]
+            lines.append(f"| {name} | {_interval(fitted.run_low, fitted.run_high)} | {sum(inside)} of {len(values)} "
+                         f"({sum(i and f for i, f in zip(inside, failed))} of the {sum(failed)} failed) | "
                          f"{_interval(fitted.mean_low, fitted.mean_high)} | "
                          + (f"{_inside(means.values(), fitted.mean_low, fitted.mean_high)} of {len(means)} ("
                             + ", ".join(f"{m}: {v:.3f}" for m, v in means.items()) + ")" if means else
@@ -745,41 +603,42 @@ def new_machine_model_seed_lines(summaries: Sequence[dict], meta=None) -> List[s
 
 def unseen_seed_lines(summaries: Sequence[dict], unseen: Sequence[dict], meta=None) -> List[str]:
     """Each unseen seed (``unseen_seeds.jsonl``) against its arm's published 95% interval of a new PPO seed
-    (:func:`evaluation.study.decisions.unseen_seeds`), and how many arms' unseen seeds land inside."""
+    (:func:`evaluation.study.decisions.unseen_seeds`): inside or not, failed or not, and its standardised residual
+    (final − the interval's centre, over s·√(1 + 1/n))."""
     found = unseen_seeds(summaries, unseen, meta)
     if not found:
         return []
     machines = sorted({u.machine for u in found})
     estimated = sorted({m for u in found for m in u.estimated_on.split("; ")})
-    same_bits = sum(u.step0_equal for u in found)
-    arms = len({(u.task, u.arm) for u in found})
+    rows = {(r["task"], r["arm"], r["seed"]): r for r in unseen}
+    failed = {u: failure(rows[u.task, u.arm, u.seed]) for u in found}
+    residual = {u: (u.gold - (u.low + u.high) / 2) / ((u.high - u.low) / 2 / scipy_stats.t.ppf(0.975, len(u.seeds) - 1))
+                for u in found}
+    below = sum(r < 0 for r in residual.values())
     lines = ["#### Unseen seeds of every published arm", "",
-             "A PPO seed no committed row of the arm has, both tasks: `unseen_seeds.jsonl`, filed by `python -m "
-             "evaluation.study unseen --out OUT --report_dir docs/study` beside `runs.jsonl`, whose rows it never "
-             "joins (it refuses a task, arm and seed `runs.jsonl` holds), so every interval below is estimated "
-             f"without it. The unseen seeds were made on {'; '.join(machines)}; the intervals were estimated on the "
-             f"committed runs of SFT + RM seed {', '.join(sorted({str(TASKS[u.task].model_seed) for u in found}))} "
-             f"made on {'; '.join(estimated)} (a run that "
-             "does not record its machine is named by the study's notes, \"Machines\")"
-             + ("; none of those runs records the unseen seeds' machine" if not set(machines) & set(estimated)
-                else "") + ". The runner trains each task's SFT and reward model under OUT (same SFT + RM seed, "
-             f"{', '.join(sorted({str(TASKS[u.task].model_seed) for u in found}))}), so those of the unseen seeds "
-             "were trained again on their machine: their step-0 "
-             "evaluation (RM, gold and length of the SFT policy under the evaluation's sampling seed) equals, bit for "
-             f"bit, that of the committed runs the interval comes from on {same_bits} of {len(found)} rows (gold "
-             "below), and an unseen seed checks a new PPO seed, a new machine and the SFT and reward model trained "
-             "again at once. Each interval: "
-             + "; ".join(dict.fromkeys(u.where for u in found))
-             + " (Student's t over the seeds named, s·√(1 + 1/n); the arms run on the confirmation's seeds only have "
-             "no new-seed interval elsewhere, so this section publishes theirs). Final gold; the long task's unseen "
-             "seeds evaluated every 12 iterations (`CONFIRMATION_FLAGS`: the same training, the same step-48 "
-             "evaluation). Intervals and counts only: this section tests nothing, so it adds no family of tests.", "",
-             f"**{sum(u.inside for u in found)} of {len(found)} unseen seeds ({arms} arms) land inside their arm's "
-             "published interval.**", "",
+             "**What was measured.** One PPO seed (17) no committed row of the arm has, for every published arm of "
+             "both tasks: `unseen_seeds.jsonl` (filed by `python -m evaluation.study unseen`, never in `runs.jsonl`, so "
+             f"every interval below is estimated without it), made on {'; '.join(machines)}, whose final gold is set "
+             "against the arm's published new-seed interval, estimated on the committed runs made on "
+             f"{'; '.join(estimated)}. The runner trained each task's SFT and reward model again on that machine (same "
+             "SFT + RM seed): their step-0 evaluation equals the committed runs' bit for bit on "
+             f"{sum(u.step0_equal for u in found)} of {len(found)} rows, so an unseen seed changes the PPO seed, the "
+             "machine and the SFT and reward model's bits at once. Each interval: "
+             + "; ".join(dict.fromkeys(u.where for u in found)) + " (Student's t over the seeds named, s·√(1 + 1/n)).",
+             "", f"**{sum(u.inside for u in found)} of {len(found)} land inside** ({sum(bool(f) for f in failed.values())} "
+             "failed: " + ("; ".join(f"{u.task}/{u.arm} ({why}, " + ("inside" if u.inside else "outside") + ")"
+                                    for u, why in failed.items() if why) or "none") + "). "
+             f"{below} of {len(found)} fall below their interval's centre (mean standardised residual "
+             f"{statistics.fmean(residual.values()):+.2f}). **What it cannot show**: the rows are not independent draws "
+             "around their intervals' centres — they share the machine and the retrained models, and most fall on one "
+             "side — so a count of landings cannot be read against the 95% each interval would give alone; and a "
+             "failed run inside its interval counts as inside. Intervals and counts only: no test, no family.", "",
              "| task | arm | seed | published interval (where; seeds; made on) | unseen seed's final gold | inside | "
-             "step-0 gold (unseen; committed) |", "|---|---|---|---|---|---|---|"]
+             "standardised residual | failed | step-0 gold (unseen; committed) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for u in found:
         lines.append(f"| {u.task} | {u.arm} | {u.seed} | {_interval(u.low, u.high)} ({u.where}; "
                      f"{_seed_text(list(u.seeds))}; {u.estimated_on}) | {u.gold:.4f} | {'yes' if u.inside else 'no'} | "
+                     f"{residual[u]:+.2f} | {failed[u] or 'no'} | "
                      f"{u.step0:.5f}; {', '.join(f'{v:.5f}' for v in u.committed_step0)} |")
     return lines + [""]

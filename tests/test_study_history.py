@@ -1,0 +1,238 @@
+"""The study's round-5 checks, each against code written here: one definition of a failed run counted wherever runs
+are counted (the two diverged runs of SFT + RM seed 5 above all), the corrected figures, the history of decisions
+generated from git (no commit touching the study left out) and the pre-registration check."""
+import json
+import math
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+from scipy import stats as scipy_stats
+
+from evaluation.study.findings import readme_findings
+from evaluation.study.history import history_lines, registration
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = ROOT / "docs/study"
+
+
+def rows(name, folder=STUDY):
+    return [json.loads(line) for line in (folder / name).read_text().splitlines() if line.strip()]
+
+
+def failed(run):
+    """The definition, written again: ends collapsed (final length < half of step 0's), or final RM or gold below
+    step 0's."""
+    return (run["length"][-1] < 0.5 * run["length"][0] or run["rm"][-1] < run["rm"][0]
+            or run["gold"][-1] < run["gold"][0])
+
+
+RUNS, RERUNS, UNSEEN = rows("runs.jsonl"), rows("machine_reruns.jsonl"), rows("unseen_seeds.jsonl")
+ASYNC = rows("runs.jsonl", ROOT / "docs/async")
+META = json.loads((STUDY / "study_meta.json").read_text())
+REPORT = (STUDY / "README.md").read_text()
+PAGE = (ROOT / "docs/study-findings.md").read_text()
+
+
+def findings():
+    return "\n".join(readme_findings(RUNS, rows("positions.jsonl"), RERUNS, META))
+
+
+def test_every_failed_run_is_counted_and_named_in_the_findings_and_the_report():
+    bad = [r for r in RUNS if failed(r)]
+    keys = {(r["task"], r["arm"], r["seed"]) for r in bad}
+    assert {("long-sftrm5", "mappo-lam1", 11), ("long-sftrm5", "ppo-lam1", 13)} <= keys  # the diverged ones
+    text = findings()
+    assert f"**{len(bad)} of {len(RUNS)} runs failed**" in text and text in PAGE
+    bullet = next(line for line in text.splitlines() if "runs failed**" in line)
+    parts = {m.group(1): m.group(2) for m in re.finditer(r"((?:short|long[-\w]*)/[\w.-]+) (\d+) of \d+ \(", bullet)}
+    for task, arm, seed in keys:
+        where = bullet.index(f"{task}/{arm} ")
+        entry = re.split(r"; (?:short|long[-\w]*)/", bullet[where:])[0]
+        assert f"seed {seed}: " in entry, (task, arm, seed)
+    assert sum(map(int, parts.values())) == len(bad)
+    section = REPORT[REPORT.index("#### Two pairs on several SFT + RM seeds"):REPORT.index("#### Where a new seed")]
+    for task, arm, seed in keys & {k for k in keys if k[0].startswith("long-sftrm")}:
+        assert f"SFT + RM seed {task[-1]} {arm} seed {seed} (" in section, (task, arm, seed)
+    assert "failed runs (2 of 96;" in section  # the pre-registered pair on 6 SFT + RM seeds × 8 × 2 arms
+
+
+def test_every_table_row_counts_its_failed_runs():
+    """The README's first table (exploration seeds, each arm against PPO) and the confirmation table."""
+    for line in (line for line in PAGE.splitlines() if re.match(r"\| (short|long) \|", line)):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        task, arm, n = cells[0], cells[1], int(cells[2])
+        runs = [r for r in RUNS if (r["task"], r["arm"]) == (task, arm) and r["seed"] <= n]
+        assert cells[-1].split(" ")[0] == str(sum(map(failed, runs))), line
+    for line in (line for line in PAGE.splitlines() if re.match(r"\| (ppo|mappo)[-\w.]* \| 8 \| 0\.1", line)):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        runs = [r for r in RUNS if (r["task"], r["arm"]) == ("long", cells[0]) and 9 <= r["seed"] <= 16]
+        assert cells[-1].split(" ")[0] == str(sum(map(failed, runs))), line
+
+
+def _pair_diffs(metric="gold"):
+    """mappo-lam1 − ppo-lam1 final ``metric`` per PPO seed 9-16, per SFT + RM seed (1234, 2, ..., 6)."""
+    tasks = ["long"] + [f"long-sftrm{k}" for k in range(2, 7)]
+    final = {(r["task"], r["arm"], r["seed"]): r[metric][-1] for r in RUNS}
+    return [[final[t, "mappo-lam1", s] - final[t, "ppo-lam1", s] for s in range(9, 17)] for t in tasks]
+
+
+def _tost_p(values, margin):
+    n, mean = len(values), statistics.fmean(values)
+    se = statistics.stdev(values) / math.sqrt(n)
+    return max(scipy_stats.t.sf((mean + margin) / se, n - 1), scipy_stats.t.cdf((mean - margin) / se, n - 1))
+
+
+def test_the_corrected_sft_rm_seed_figures_by_hand():
+    """The ANOVA p that seed 5's two diverged runs make 0.793, the rank test, the ANOVA without seed 5, and the TOST
+    p of the pre-registered pair in its own 2-test family (Holm by hand) against the 4-test family's."""
+    gold = _pair_diffs()
+    spreads = [statistics.stdev(d) for d in gold]
+    assert max(spreads) == pytest.approx(spreads[4]) and spreads[4] > 5 * statistics.median(spreads)
+    anova = scipy_stats.f_oneway(*gold).pvalue
+    rank = scipy_stats.kruskal(*gold).pvalue
+    without = scipy_stats.f_oneway(*(d for i, d in enumerate(gold) if i != 4)).pvalue
+    assert (round(anova, 3), round(rank, 3)) == (0.793, 0.002) and without < 0.001
+    text = findings()
+    assert (f"Kruskal-Wallis rank test p {rank:.3f}, one-way ANOVA p {anova:.3f} — the ANOVA is moved by SFT + RM seed "
+            f"5's within-seed standard deviation {spreads[4]:.3f}") in text
+    assert "without that seed, ANOVA p <0.001" in text
+    means = {m: [statistics.fmean(d) for d in _pair_diffs(m)] for m in ("gold", "rm")}
+    raw = {"gold": _tost_p(means["gold"], 0.010), "rm": _tost_p(means["rm"], 0.067)}
+    low, high = sorted(raw, key=raw.get)
+    own = {low: 2 * raw[low], high: max(2 * raw[low], raw[high])}
+    assert f"Holm-adjusted TOST p gold {own['gold']:.3f}, RM {own['rm']:.3f} — equivalent there" in text
+    assert own["gold"] < 0.05 < 3 * raw["gold"]  # equivalent in its own family, not in the 4-test one
+
+
+def test_the_machine_and_unseen_sections_by_hand():
+    committed = {(r["task"], r["arm"], r["seed"]): r for r in RUNS}
+    pairs = [(committed[r["task"], r["arm"], r["seed"]], r) for r in RERUNS]
+    inside = 0
+    for arm in ("ppo-lam1", "mappo-lam1"):
+        base = [committed["long", arm, s]["gold"][-1] for s in range(9, 17)]
+        half = scipy_stats.t.ppf(0.975, 7) * statistics.stdev(base) * math.sqrt(1 + 1 / 8)
+        inside += sum(abs(r["gold"][-1] - statistics.fmean(base)) <= half for c, r in pairs if r["arm"] == arm)
+    rerun_failed = sum(failed(r) for _, r in pairs)
+    same = sum(any(k["arm"] == r["arm"] and k["seed"] == r["seed"] and not k["async_rollout"]
+                   and all(k[m] == r[m] for m in ("rm", "gold", "length")) for k in ASYNC) for r in RERUNS)
+    assert (inside, rerun_failed, same) == (15, 2, 16)
+    text = findings()
+    assert (f"{inside} of 16 land inside their arm's published new-seed interval; {rerun_failed} of them failed, "
+            f"against {sum(failed(c) for c, _ in pairs)} of the 16 committed runs") in text
+    assert f"{same} of the 16 reruns equal, bit for bit, the K = 0 runs" in text
+    step0 = f"the reruns' step-0 RM {RERUNS[0]['rm'][0]:.3f} against the committed {pairs[0][0]['rm'][0]:.3f}"
+    assert step0 in text and "2.900" in step0 and "2.616" in step0
+    # unseen seeds: below the centre, the mean standardised residual, the failed one
+    section = REPORT[REPORT.index("#### Unseen seeds of every published arm"):]
+    residuals = [float(line.split("|")[7]) for line in section.splitlines()
+                 if re.match(r"\| (short|long) \| [\w.-]+ \| 17 \|", line)]
+    assert len(residuals) == 16
+    below = sum(r < 0 for r in residuals)
+    assert f"{below} of 16 fall below their interval's centre (mean standardised residual " \
+           f"{statistics.fmean(residuals):+.2f})" in section
+    assert f"({sum(map(failed, UNSEEN))} failed: long/mappo-lam1 (collapsed, RM below step 0, inside))" in section
+    ppo = [committed["long", "ppo", s]["gold"][-1] for s in range(1, 9)]
+    own = [r for r in UNSEEN if (r["task"], r["arm"]) == ("long", "ppo")][0]["gold"][-1]
+    mine = (own - statistics.fmean(ppo)) / (statistics.stdev(ppo) * math.sqrt(1 + 1 / 8))
+    assert "| long | ppo | 17 |" in section and f"| {mine:+.2f} |" in section
+
+
+def _git(*args):
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_no_commit_touching_the_study_is_missing_from_the_generated_history():
+    rendered = "\n".join(history_lines(ROOT, META))
+    if _git("rev-parse", "--is-shallow-repository").strip() == "true":
+        assert "The clone is shallow" in rendered
+        return
+    expected = _git("rev-list", "--full-history", "--no-merges", "HEAD", "--", "docs/study", "evaluation/study").split()
+    assert expected
+    missing = [sha[:7] for sha in expected if f"| `{sha[:7]}` |" not in rendered]
+    assert missing == []
+    rows = {line.split("`")[1]: line for line in rendered.splitlines() if line.startswith("| `")}
+    for sha in _git("rev-list", "HEAD", "--", "docs/study/runs.jsonl").split():
+        now = len(_git("show", f"{sha}:docs/study/runs.jsonl").splitlines())
+        parents = _git("show", "-s", "--format=%P", sha).split()
+        try:
+            before = len(_git("show", f"{parents[0]}:docs/study/runs.jsonl").splitlines())
+        except subprocess.CalledProcessError:
+            before = 0
+        if len(parents) == 1 and now > before and sha[:7] in rows:
+            assert "runs added" in rows[sha[:7]], sha
+    for sha in ("e778135", "32f9c87", "becd201"):  # published before their round's runs were all in
+        assert "interim look" in rows[sha], sha
+    assert "interim look" not in rows["db09428"]
+
+
+def test_the_committed_history_is_whole_up_to_its_last_commit():
+    section = REPORT[REPORT.index("#### Order of decisions (generated from git)"):]
+    listed = re.findall(r"^\| `([0-9a-f]{7})` \|", section, re.M)
+    if _git("rev-parse", "--is-shallow-repository").strip() == "true":
+        return
+    every = [sha[:7] for sha in _git("log", "--reverse", "--format=%H", "--", "docs/study", "evaluation/study").split()]
+    last = every.index(listed[-1])
+    assert [sha for sha in every[:last + 1] if sha not in listed] == []
+
+
+def _repo(tmp_path):
+    def git(*args, when="2026-01-01T10:00:00+00:00"):
+        env = {"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True, env=env)
+
+    git("init", "-q")
+    (tmp_path / "docs/study/plans").mkdir(parents=True)
+    return git
+
+
+PLAN = "# x\nArms: a, b. Seeds 1-4. Primary metric: gold. Margin 0.01. Analysis: paired t. Family: its own.\n"
+
+
+def _runs(path, started):
+    path.write_text("".join(json.dumps({"arm": "a", "seed": s, "started_at": started, "gold": [0.1, 0.2]}) + "\n"
+                            for s in (1, 2)))
+
+
+def test_a_plan_committed_before_the_first_run_is_confirmatory_and_not_otherwise(tmp_path):
+    git = _repo(tmp_path)
+    plan = tmp_path / "docs/study/plans/x.md"
+    plan.write_text(PLAN)
+    git("add", "-A")
+    git("commit", "-qm", "plan", when="2026-01-01T10:00:00+00:00")
+    runs = tmp_path / "docs/study/x.jsonl"
+    _runs(runs, "2026-01-01T11:00:00Z")
+    assert registration(tmp_path, plan, runs).label == "confirmatory"
+    _runs(runs, "2026-01-01T09:59:00Z")  # a run started before the plan was committed
+    found = registration(tmp_path, plan, runs)
+    assert found.label == "exploratory" and set(found.late) == {"arms", "seeds", "metric", "margin", "analysis",
+                                                                "family"}
+    _runs(runs, "2026-01-01T11:00:00Z")
+    amendment = tmp_path / "docs/study/plans/x-amendment-1.md"
+    amendment.write_text("Family: changed.\n")
+    git("add", "-A")
+    git("commit", "-qm", "amend", when="2026-01-01T12:00:00+00:00")  # after the first run started
+    assert registration(tmp_path, plan, runs).label == "exploratory"
+
+
+def test_a_plan_that_names_no_family_or_is_not_committed_is_exploratory(tmp_path):
+    git = _repo(tmp_path)
+    plan = tmp_path / "docs/study/plans/y.md"
+    plan.write_text(PLAN.replace(" Family: its own.", ""))
+    runs = tmp_path / "docs/study/y.jsonl"
+    _runs(runs, "2026-01-01T11:00:00Z")
+    assert registration(tmp_path, plan, runs).late == list(("arms", "seeds", "metric", "margin", "analysis",
+                                                            "family"))  # not committed at all
+    git("add", "-A")
+    git("commit", "-qm", "plan", when="2026-01-01T10:00:00+00:00")
+    assert registration(tmp_path, plan, runs).late == ["family"]
+
+
+def test_round_four_is_exploratory_by_the_check():
+    section = REPORT[REPORT.index("#### Pre-registration, checked"):REPORT.index("#### Order of decisions")]
+    labels = re.findall(r"\*\*(confirmatory|exploratory)\*\*", section)
+    assert labels and set(labels) == {"exploratory"}
+    assert "90a0d80" in section  # the families, committed after every one of these runs had started
