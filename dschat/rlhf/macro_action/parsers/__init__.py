@@ -13,12 +13,15 @@ Providers are built once per process and name (spaCy and benepar models take sec
 from __future__ import annotations
 
 import functools
+import importlib.util
+from typing import Optional
 
 from .tree import Node, ParseError, TreeProvider
 
 PARSERS = ("auto", "spacy", "benepar", "code")
 
-__all__ = ["PARSERS", "Node", "ParseError", "TreeProvider", "get_tree_provider", "resolve_parser_name"]
+__all__ = ["PARSERS", "Node", "ParseError", "TreeProvider", "get_tree_provider", "parser_missing",
+           "resolve_parser_name"]
 
 
 def resolve_parser_name(name: str) -> str:
@@ -30,6 +33,26 @@ def resolve_parser_name(name: str) -> str:
     from .benepar_tree import benepar_model_installed
 
     return "benepar" if benepar_model_installed() else "spacy"
+
+
+def parser_missing(name: str) -> Optional[str]:
+    """None when parser ``name`` can be built here; else the one line saying what is not installed (looking only
+    on disk: no model is loaded or downloaded), which building it raises too."""
+    resolved = resolve_parser_name(name)
+    if resolved == "benepar":
+        from .benepar_tree import BENEPAR_MODEL, benepar_model_installed
+
+        if importlib.util.find_spec("benepar") is None:
+            return "--parser benepar: the benepar package is not installed (pip install benepar); or use --parser spacy"
+        if not benepar_model_installed():
+            return (f"--parser benepar: benepar's model {BENEPAR_MODEL} is not installed (nothing is downloaded here; "
+                    f"on a machine with network: python -c \"import benepar; benepar.download('{BENEPAR_MODEL}')\"); "
+                    "or use --parser spacy")
+    if resolved in ("spacy", "benepar"):  # benepar splits sentences with spaCy
+        from .spacy_tree import spacy_model_missing
+
+        return spacy_model_missing()
+    return None
 
 
 @functools.lru_cache(maxsize=None)

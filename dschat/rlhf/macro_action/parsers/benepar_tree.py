@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from typing import Iterator, List, Optional, Sequence, Tuple
 
+from dschat.core.config import ConfigError
+
 from .spacy_tree import load_spacy
 from .tree import Node, ParseError, TreeProvider, branch, leaf
 
@@ -64,9 +66,14 @@ class BeneparTreeProvider(TreeProvider):
     name = "benepar"
 
     def __init__(self, model: str = BENEPAR_MODEL, spacy_model: Optional[str] = None, batch_size: int = 64):
-        if not benepar_model_installed(model):
-            raise RuntimeError(f"benepar model {model!r} is not installed (it cannot be downloaded here); "
-                               "use --parser spacy")
+        if model == BENEPAR_MODEL:  # the flag's model: the start-up check's line (parser_missing)
+            from . import parser_missing
+
+            missing = parser_missing("benepar")
+            if missing:
+                raise ConfigError(missing)
+        elif not benepar_model_installed(model):
+            raise ConfigError(f"benepar model {model}: not a saved parser nor an installed model")
         import benepar
 
         self._benepar = benepar
