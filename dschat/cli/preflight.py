@@ -38,7 +38,7 @@ from typing import List, Optional, Sequence
 
 from dschat.stages.configs import STAGE_CONFIGS, producer_placement_error
 from dschat.stages.resolve import resolve
-from dschat.core.launch import launch_world_size
+from dschat.core.launch import launch_world_size, local_world_size
 from dschat.core.config import ConfigParser
 from dschat.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
 
@@ -316,7 +316,8 @@ def disk_check(output_dir: str, made) -> Check:
 
 
 def memory_check(made, processes: int, gpus: Sequence[str]) -> Check:
-    """The memory plan's verdict, with its reserve, on the first visible GPU's memory."""
+    """The memory plan's verdict (:func:`dschat.cli.plan.judge`, as the plan itself gives it) on the first visible
+    GPU's memory and on this machine's host memory: the pre-flight runs on the training node."""
     from dschat.cli import plan
 
     if not gpus or os.environ.get("DS_ACCELERATOR") == "cpu":
@@ -324,10 +325,11 @@ def memory_check(made, processes: int, gpus: Sequence[str]) -> Check:
     import torch
 
     gpu_gib = torch.cuda.get_device_properties(0).total_memory / plan.GIB
+    host = plan.Host(plan.detected_host_gib(), local_world_size(processes), "this machine's: the training node")
+    verdict = plan.judge(made, gpu_gib, plan.RESERVE_GIB, host)
     line = (f"memory: peak {plan.gib(made.peak)} GiB + {plan.RESERVE_GIB:g} GiB reserve of {gpu_gib:.1f} GiB per "
-            f"GPU on {processes} GPU(s): {plan.verdict(made, gpu_gib)}")
-    return Check(plan.fits(made.peak, gpu_gib), line + ("" if plan.fits(made.peak, gpu_gib) else
-                                                        " (python -m dschat.cli.plan shows the terms)"))
+            f"GPU on {processes} GPU(s), host {plan.gib(host.per_node(made))} of {host.memory_gib:.1f} GiB: {verdict}")
+    return Check(verdict == "fits", line + ("" if verdict == "fits" else " (python -m dschat.cli.plan shows the terms)"))
 
 
 def preflight(stage: str, args, deferred: Optional[dict] = None, processes: Optional[int] = None) -> List[Check]:
