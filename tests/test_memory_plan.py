@@ -352,10 +352,10 @@ def test_ppo_plan_counts_the_async_producer_in_host_memory():
 
 
 def test_docs_sample_output_is_the_tools_output(capsys):
-    """docs/memory_plan.md's ``$ python -m dschat.cli.plan ...`` block is exactly what that command prints today."""
+    """docs/memory_plan.md's ``$ .venv/bin/python -m dschat.cli.plan ...`` block is what that command prints."""
     with open(os.path.join(ROOT, "docs", "memory_plan.md")) as handle:
         page = handle.read()
-    start = page.index("$ python -m dschat.cli.plan ")
+    start = page.index("$ .venv/bin/python -m dschat.cli.plan ")
     block = page[start:page.index("```", start)].splitlines()
     argv = block[0].split()[4:]
     assert exit_status(plan_cli.main, [os.path.join(ROOT, argv[0]), *argv[1:]]) == 0
