@@ -102,3 +102,45 @@ def test_the_trl_table_is_its_record():
         assert low <= median <= high  # the median of the paired ratios, within their range
     prose = f"costs {runs['grpo']['ratio_cpu'][0]:.2f} of TRL's for GRPO and {runs['ppo']['ratio_cpu'][0]:.2f} of it for PPO"
     assert prose in text
+
+
+def test_the_memory_plan_pages_prose_figures_are_the_plans_today():
+    """The figures docs/memory_plan.md states in prose, from the plan of the configs they name (the table and the
+    sample output are checked whole by tests/test_memory_plan.py)."""
+    def peak(config: str, n: int, *flags: str) -> float:
+        return plan.make_plan(os.path.join(ROOT, "configs", config), n, overrides=flags).peak / GIB
+
+    dpo_offload = plan.make_plan(os.path.join(ROOT, "configs/dpo/gemma2-27b/tldr.yaml"), 8, overrides=("--offload",))
+    step3 = step3_plan()
+    full = plan.make_plan(os.path.join(ROOT, "configs/ppo/gemma-2b/tldr.yaml"), 1, overrides=(
+        "--data_name", "synthetic", "--global_batch_size", "16", "--max_prompt_seq_len", "32", "--rollout_engine", "hf",
+        "--offload", "--actor_lora_dim", "0", "--critic_lora_dim", "0"))
+    assert step3.roles[0].trainable < full.roles[0].trainable  # the same run without LoRA
+    no_gather = peak("ppo/gemma-7b/tldr.yaml", 8, "--rollout_engine", "hf", "--no_gather_for_generation")
+    text = page("memory_plan.md")
+    for phrase in (f"({peak('dpo/gemma2-27b/tldr.yaml', 8):.1f} GiB on 8: policy states",
+                   f"`--offload` ({dpo_offload.peak / GIB:.1f} GiB per GPU, optimizer in host memory: "
+                   f"~{5 * round(dpo_offload.host / GIB / 5)} GiB of host RAM per GPU process)",
+                   f"({peak('ppo/gemma-7b/tldr.yaml', 8, '--rollout_engine', 'hf'):.1f} GiB of 80",
+                   f"`--no_gather_for_generation` ({no_gather:.1f} GiB on 8)",
+                   f"fits on 8 ({peak('ppo/gemma-7b/tldr.yaml', 8):.1f} GiB + the reserve",
+                   f"now {peak('ppo/gemma2-27b/tldr.yaml', 8, '--rollout_engine', 'hf'):.1f})",
+                   f"(plan {full.peak / GIB:.1f} GiB on the GPU, {full.host / GIB:.1f} GiB of host memory)"):
+        assert phrase in text, phrase
+
+
+def test_the_h100_speed_and_run_figures_are_the_record_and_agree_with_each_other():
+    measured = record(H100)
+    speed, run = measured["per_term"]["speed"], measured["step3"]["run"]
+    text = page("memory_plan.md")
+    rollout, step = speed["rollout_8x512_s"], speed["actor_step_2x1024_s"]
+    assert (f"takes {rollout[0]:.2f} s [{rollout[1]:.2f}, {rollout[2]:.2f}] ({speed['rollout_tokens_per_s']} rollout "
+            "tokens/s)") in text
+    assert (f"takes {step[0]:.3f} s [{step[1]:.3f}, {step[2]:.3f}] ({speed['actor_step_tokens_per_s'] / 1000:.1f}k "
+            f"tokens/s); peak allocated {speed['peak_allocated_gib']:.2f} GiB") in text
+    assert abs(8 * 512 / rollout[0] - speed["rollout_tokens_per_s"]) < 1  # the rates are the times' (rounded)
+    fastest, slowest = 2 * 1024 / (step[0] - 0.0005), 2 * 1024 / (step[0] + 0.0005)  # the time's rounding
+    assert slowest - 50 <= speed["actor_step_tokens_per_s"] <= fastest + 50  # and the rate's (18.7k: +-50)
+    assert (f"cut into {run['macros_per_response']} macros of {run['macro_length_mean']:.2f} tokens on average" in text
+            and f"took {run['wall_s']} s" in text)
+    assert round(run["response_tokens"] / run["macro_length_mean"]) == run["macros_per_response"]
