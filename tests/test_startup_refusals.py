@@ -209,7 +209,8 @@ def test_every_startup_refusal_has_a_case():
 
 def test_the_runs_start_up_calls_only_what_the_table_covers():
     """Every call of ``ppo.run`` and ``run_supervised`` before ``os.makedirs(args.output_dir)`` is a tabled
-    function or one listed in :data:`NO_REFUSAL_OF_ITS_OWN`: a new start-up check must join the table."""
+    function or one listed in :data:`NO_REFUSAL_OF_ITS_OWN` (a new start-up check must join the table), and every
+    start-up check is among them (the folder comes after)."""
     from dschat.stages import ppo, supervised
 
     for function in (ppo.run, supervised.run_supervised):
@@ -220,6 +221,8 @@ def test_the_runs_start_up_calls_only_what_the_table_covers():
         called = {name.replace("args.", "") for name in called}
         assert called <= NO_REFUSAL_OF_ITS_OWN | {f for functions in START_UP.values() for f in functions}, (
             function.__name__, sorted(called - NO_REFUSAL_OF_ITS_OWN))
+        data = "prompt_sets" if function is ppo.run else "pair_sets"  # and the checks come before the folder
+        assert {"require_writable", "resolve", "check_files", data, "training_steps", "require_checkpoint_space"} <= called
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
