@@ -27,6 +27,7 @@ REWARD = ("--reward_model_name_or_path", "tiny-gemma")
 START_UP = {
     "dschat.stages.startup": ("check_parser", "check_score_heads", "check_resume", "prompt_sets", "pair_sets"),
     "dschat.rlhf.macro_action.parsers": ("parser_missing", "resolve_parser_name"),
+    "dschat.rlhf.macro_action.parsers.benepar_tree": ("benepar_missing",),
     "dschat.rlhf.macro_action.parsers.spacy_tree": ("spacy_model_missing",),
     "dschat.model.reward_model": ("score_head_missing",),
     "dschat.training.resume_config": ("check_resume_config",),
@@ -115,12 +116,12 @@ def without_benepar_model(tmp_path, monkeypatch, out):
 
 
 def without_benepar_package(tmp_path, monkeypatch, out):
-    from dschat.rlhf.macro_action import parsers
+    from dschat.rlhf.macro_action.parsers import benepar_tree
 
-    real = parsers.importlib.util.find_spec
+    real = benepar_tree.importlib.util.find_spec
     fake = types.SimpleNamespace(util=types.SimpleNamespace(
         find_spec=lambda name, *rest: None if name == "benepar" else real(name, *rest)))
-    monkeypatch.setattr(parsers, "importlib", fake)
+    monkeypatch.setattr(benepar_tree, "importlib", fake)
     return ()
 
 
@@ -170,10 +171,10 @@ def jsonl_without_rejected(tmp_path, monkeypatch, out):
 
 
 CASES = [
-    Case(("parser_missing", "--parser benepar: benepar's model "), "ppo", REWARD + ("--termination", "parsing",
+    Case(("benepar_missing", "--parser benepar: benepar's model "), "ppo", REWARD + ("--termination", "parsing",
                                                                                    "--parser", "benepar"),
          without_benepar_model),
-    Case(("parser_missing", "--parser benepar: the benepar package is not installed (pip install benepar); or use "
+    Case(("benepar_missing", "--parser benepar: the benepar package is not installed (pip install benepar); or use "
                             "--parser spacy"), "ppo", REWARD + ("--termination", "parsing", "--parser", "benepar"),
          without_benepar_package),
     Case(("spacy_model_missing", "--parser: no spaCy English model installed (tried "), "ppo",

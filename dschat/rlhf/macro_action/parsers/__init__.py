@@ -13,7 +13,6 @@ Providers are built once per process and name (spaCy and benepar models take sec
 from __future__ import annotations
 
 import functools
-import importlib.util
 from typing import Optional
 
 from .tree import Node, ParseError, TreeProvider
@@ -40,14 +39,11 @@ def parser_missing(name: str) -> Optional[str]:
     on disk: no model is loaded or downloaded), which building it raises too."""
     resolved = resolve_parser_name(name)
     if resolved == "benepar":
-        from .benepar_tree import BENEPAR_MODEL, benepar_model_installed
+        from .benepar_tree import benepar_missing
 
-        if importlib.util.find_spec("benepar") is None:
-            return "--parser benepar: the benepar package is not installed (pip install benepar); or use --parser spacy"
-        if not benepar_model_installed():
-            return (f"--parser benepar: benepar's model {BENEPAR_MODEL} is not installed (nothing is downloaded here; "
-                    f"on a machine with network: python -c \"import benepar; benepar.download('{BENEPAR_MODEL}')\"); "
-                    "or use --parser spacy")
+        missing = benepar_missing()
+        if missing:
+            return missing
     if resolved in ("spacy", "benepar"):  # benepar splits sentences with spaCy
         from .spacy_tree import spacy_model_missing
 
