@@ -13,6 +13,7 @@ from typing import Any, Tuple
 from dschat.core.config import ConfigError
 from dschat.data import PairDataset, PromptDataset, SFTDataset
 from dschat.data.stage_data import eval_code_tasks, eval_pairs, eval_prompts, train_code_tasks, train_pairs, train_prompts
+from dschat.model.loading import ModelLoadError
 from dschat.model.reward_model import score_head_missing
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.rlhf.macro_action.parsers import parser_missing
@@ -41,7 +42,7 @@ def check_score_heads(args: Any) -> None:
     for flag, name in flags:
         missing = score_head_missing(name, flag)
         if missing:
-            raise ConfigError(missing)
+            raise ModelLoadError(missing)  # the load's own error class (load_reward_model checks the weights)
 
 
 def check_resume(args: Any) -> None:
