@@ -182,3 +182,30 @@ def test_show_config_names_the_layer_of_every_value_and_the_warmup_that_wins(cap
     show_config.main(["ppo", path])
     assert capsys.readouterr().out.splitlines()[-1] == ("warmup: --warmup_steps 200 [default] wins; --warmup_ratio "
                                                          "0.1 [default] is not used")
+
+
+@dataclasses.dataclass
+class _Signed:
+    """test flags"""
+
+    shift: float = 0.0
+    """A signed number."""
+    steps: int = 1
+    """A signed count."""
+
+
+@pytest.mark.parametrize("text, value", [("-1e-5", -1e-5), ("-2.5E3", -2500.0), ("-.5", -0.5), ("-3", -3.0)])
+def test_a_negative_number_after_a_space_is_the_flags_value(text, value):
+    """``--flag -1e-5`` (with a space) is the value, as ``--flag=-1e-5`` is: argparse's own pattern took a negative
+    number with an exponent for an option ("expected one argument")."""
+    from dschat.core.config import ConfigParser
+
+    parser = ConfigParser(_Signed)
+    assert parser.parse_config(["--shift", text, "--steps", "-2"]) == _Signed(shift=value, steps=-2)
+    assert parser.parse_config([f"--shift={text}"]).shift == value
+
+
+def test_a_negative_learning_rate_is_refused_for_its_value_not_its_spelling(capsys):
+    message = one_line_error(stage_parser("ppo").parse_config, ["--output_dir", "o", "--actor_learning_rate", "-1e-5"],
+                             capsys)
+    assert message == "error: --actor_learning_rate -1e-05: expected a number > 0"

@@ -113,7 +113,7 @@ def test_jsonl_needs_a_data_path():
 
 def test_wrong_kind_of_dataset():
     assert "has code tasks only; use load_code_tasks" in one_line_error(lambda: load_pairs("humaneval", "test"))
-    assert "has no code tasks; code datasets: apps, humaneval" in one_line_error(
+    assert "has no code tasks (what --reward code runs); code datasets: apps, humaneval" in one_line_error(
         lambda: load_code_tasks("tldr", "train"))
 
 

@@ -154,8 +154,18 @@ def test_cli_on_a_real_config(capsys):
     plan = plan_cli.make_plan(os.path.join(ROOT, "configs/sft/gemma-2b/tldr.yaml"), 8)
     assert plan.states == pytest.approx(2 * psi + 18 * psi / 8)
     assert "train: 8 x 1024 tokens" in out and "policy" in out and "gemma-2b" in out
-    verdict = "fits" if plan.peak + 3 * 2 ** 30 <= 80 * 2 ** 30 else "does NOT fit"  # the 3 GiB reserve
-    assert f"peak per GPU {plan.peak / 2 ** 30:.2f} GiB + 3 GiB reserve of 80 GiB: {verdict}" in out
+    assert plan.peak + 3 * 2 ** 30 <= 80 * 2 ** 30  # the 3 GiB reserve
+    assert f"peak per GPU {plan.peak / 2 ** 30:.2f} GiB + 3 GiB reserve: within 80 GiB" in out
+    assert out.rstrip().endswith("verdict on 8 GPU(s): fits")
+
+
+def exit_status(main, argv) -> int:
+    """``main(argv)``'s exit status: 0 when it returns."""
+    try:
+        main(argv)
+    except SystemExit as exit_info:
+        return exit_info.code
+    return 0
 
 
 def test_the_reserve_turns_a_plan_at_the_edge_into_does_not_fit(capsys):
@@ -164,10 +174,12 @@ def test_the_reserve_turns_a_plan_at_the_edge_into_does_not_fit(capsys):
     path = os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml")
     plan = plan_cli.make_plan(path, 8, overrides=("--rollout_engine", "hf"))
     assert 77 * 2 ** 30 < plan.peak <= 80 * 2 ** 30
-    plan_cli.main([path, "--num_gpus", "8", "--rollout_engine", "hf"])
-    assert "+ 3 GiB reserve of 80 GiB: does NOT fit" in capsys.readouterr().out
-    plan_cli.main([path, "--num_gpus", "8", "--reserve_gb", "0", "--rollout_engine", "hf"])
-    assert "+ 0 GiB reserve of 80 GiB: fits" in capsys.readouterr().out
+    assert exit_status(plan_cli.main, [path, "--num_gpus", "8", "--rollout_engine", "hf"]) == 1
+    out = capsys.readouterr().out
+    assert "+ 3 GiB reserve: EXCEEDS 80 GiB" in out and "verdict on 8 GPU(s): does NOT fit (GPU memory)" in out
+    assert exit_status(plan_cli.main, [path, "--num_gpus", "8", "--reserve_gb", "0", "--rollout_engine", "hf"]) == 0
+    out = capsys.readouterr().out
+    assert "+ 0 GiB reserve: within 80 GiB" in out and "verdict on 8 GPU(s): fits" in out
 
 
 def test_ppo_plan_has_the_four_models():
@@ -218,12 +230,12 @@ def test_a_launcher_script_plans_its_config(capsys):
 def test_a_plan_that_does_not_fit_names_the_smallest_gpu_count_that_does(capsys):
     """Gemma 7B PPO on 2 GPUs: too big; the answer is the first count whose peak + reserve fits 80 GiB."""
     config = os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml")
-    plan_cli.main([config, "--num_gpus", "2", "--host_memory_gb", "4000"])
+    assert exit_status(plan_cli.main, [config, "--num_gpus", "2", "--host_memory_gb", "4000"]) == 1
     out = capsys.readouterr().out
     first = next(n for n in plan_cli.SEARCH_GPUS
                  if plan_cli.make_plan(config, n).peak + 3 * 2 ** 30 <= 80 * 2 ** 30)
     assert f"the smallest GPU count that fits: {first} (80 GiB GPUs" in out and first == 8
-    plan_cli.main([config, "--num_gpus", "8", "--host_memory_gb", "4000"])
+    assert exit_status(plan_cli.main, [config, "--num_gpus", "8", "--host_memory_gb", "4000"]) == 0
     assert "smallest GPU count" not in capsys.readouterr().out  # it fits: nothing to search
 
 
@@ -231,13 +243,37 @@ def test_host_memory_is_judged_per_node(capsys):
     """Gemma-2 27B PPO offloads its optimizer states: 8 processes on a node hold 8 x the per-GPU host bytes."""
     config = os.path.join(ROOT, "configs/ppo/gemma2-27b/tldr.yaml")
     per_gpu = plan_cli.make_plan(config, 8).host
-    plan_cli.main([config, "--num_gpus", "8", "--host_memory_gb", "500"])
+    assert exit_status(plan_cli.main, [config, "--num_gpus", "8", "--host_memory_gb", "500"]) == 1
     out = capsys.readouterr().out
-    assert (f"host memory per node (8 GPU process(es)): {8 * per_gpu / 2 ** 30:.2f} GiB of 500.0 GiB (stated): "
-            "does NOT fit") in out and 8 * per_gpu > 500 * 2 ** 30
+    assert (f"host per node (8 GPU process(es)): {8 * per_gpu / 2 ** 30:.2f} GiB: EXCEEDS 500.0 GiB (stated: "
+            "--host_memory_gb)") in out and 8 * per_gpu > 500 * 2 ** 30
+    assert "verdict on 8 GPU(s): does NOT fit (host memory)" in out
     assert "no GPU count up to 64 fits" in out or "the smallest GPU count that fits: " in out
-    plan_cli.main([config, "--num_gpus", "8", "--host_memory_gb", "2000", "--gpus_per_node", "4"])
-    assert f"(4 GPU process(es)): {4 * per_gpu / 2 ** 30:.2f} GiB of 2000.0 GiB (stated): fits" in capsys.readouterr().out
+    assert exit_status(plan_cli.main, [config, "--num_gpus", "8", "--host_memory_gb", "2000", "--gpus_per_node",
+                                       "4"]) == 0
+    assert (f"(4 GPU process(es)): {4 * per_gpu / 2 ** 30:.2f} GiB: within 2000.0 GiB (stated: --host_memory_gb)"
+            in capsys.readouterr().out)
+
+
+def test_the_verdict_is_one_in_every_mode(capsys):
+    """Gemma-7B PPO, verbatim as docs/launchers.md runs it, on a node of 100 GiB: the single config, the search
+    and ``--table`` all judge host memory per node against the stated target node, say the same and exit 1;
+    without the flag the default target node (1024 GiB, said so) is used, not this machine's memory."""
+    config = os.path.join(ROOT, "configs/ppo/gemma-7b/tldr.yaml")
+    made = plan_cli.make_plan(config, 8)
+    assert 8 * made.host > 100 * 2 ** 30 and made.offloaded == 0  # vLLM's sleeping weights, not offload
+    assert exit_status(plan_cli.main, [config, "--num_gpus", "8", "--host_memory_gb", "100"]) == 1
+    out = capsys.readouterr().out
+    assert f"host per GPU process: vLLM's sleeping weights {made.host / 2 ** 30:.2f} GiB\n" in out
+    assert "verdict on 8 GPU(s): does NOT fit (host memory)" in out and "(the GPU counts that fit: above)" not in out
+    found, _ = plan_cli.search(config, 80.0, host=plan_cli.Host(100.0))
+    table = plan_cli.table(os.path.join(ROOT, "configs", "ppo"), 80.0, host=plan_cli.Host(100.0))
+    row = next(line for line in table.splitlines() if "ppo/gemma-7b/tldr.yaml" in line)
+    assert row.endswith(f"| {found or plan_cli.NO_FIT} |")
+    assert (f"the smallest GPU count that fits: {found}" if found else "no GPU count up to 64 fits") in out
+    assert exit_status(plan_cli.main, [config, "--num_gpus", "8"]) == 0
+    assert "within 1024.0 GiB (--host_memory_gb's default 1024: a target node's, not this machine's)" in \
+        capsys.readouterr().out
 
 
 def test_a_count_the_config_cannot_run_on_is_one_line_and_the_counts_that_can(capsys):
@@ -245,7 +281,7 @@ def test_a_count_the_config_cannot_run_on_is_one_line_and_the_counts_that_can(ca
     counts tried are listed with why."""
     config = os.path.join(ROOT, "configs/ppo/gemma2-27b/tldr.yaml")
     line = one_line_error(plan_cli.main, [config, "--num_gpus", "2", "--host_memory_gb", "100000"], capsys)
-    assert "must divide the 2 processes" in line and line.endswith("(the GPU counts that fit: above)")
+    assert "must divide the 2 processes" in line and line.endswith("(the counts tried are listed above)")
 
 
 @pytest.fixture(scope="module")
@@ -313,3 +349,14 @@ def test_ppo_plan_counts_the_async_producer_in_host_memory():
     queued = 3 * rows * (512 + 512) * 16
     assert plan.host == pytest.approx(hf.host + 2 * 2 * plan.roles[0].shape.params + queued)  # bf16 weights
     assert [name for name, _ in plan.phases] == [name for name, _ in hf.phases[1:]]
+
+
+def test_docs_sample_output_is_the_tools_output(capsys):
+    """docs/memory_plan.md's ``$ .venv/bin/python -m dschat.cli.plan ...`` block is what that command prints."""
+    with open(os.path.join(ROOT, "docs", "memory_plan.md")) as handle:
+        page = handle.read()
+    start = page.index("$ .venv/bin/python -m dschat.cli.plan ")
+    block = page[start:page.index("```", start)].splitlines()
+    argv = block[0].split()[4:]
+    assert exit_status(plan_cli.main, [os.path.join(ROOT, argv[0]), *argv[1:]]) == 0
+    assert capsys.readouterr().out.splitlines() == block[1:]

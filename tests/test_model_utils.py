@@ -71,8 +71,6 @@ def test_ds_config_batch_arithmetic_and_errors():
     assert config["bf16"]["enabled"] and not config["fp16"]["enabled"]
     with pytest.raises(ValueError, match="--global_batch_size 100"):
         get_train_ds_config(micro_batch_size=4, gradient_accumulation_steps=2, world_size=8, global_batch_size=100)
-    with pytest.raises(ValueError, match="--offload_params needs --zero_stage 3"):
-        get_train_ds_config(micro_batch_size=1, zero_stage=2, offload_params=True)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
@@ -108,7 +106,6 @@ def test_train_ds_config_is_what_deepspeed_reads(dtype):
 @pytest.mark.parametrize("kwargs, message", [
     (dict(zero_stage=4), "--zero_stage 4: expected 0, 1, 2 or 3"),
     (dict(dtype="fp64"), "--dtype fp64: expected fp32, bf16 or fp16"),
-    (dict(zero_stage=2, offload_params=True), "--offload_params needs --zero_stage 3"),
     (dict(gradient_accumulation_steps=2, world_size=8, global_batch_size=100),
      "--global_batch_size 100 != micro batch 4 x gradient accumulation 2 x world size 8 = 64")])
 def test_train_ds_config_names_the_flag_it_refuses(kwargs, message):

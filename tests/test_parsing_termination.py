@@ -277,8 +277,8 @@ def test_provider_names():
     with pytest.raises(ValueError, match="--parser 'nope' is unknown"):
         get_tree_provider("nope")
     if not benepar_model_installed():
-        with pytest.raises(RuntimeError, match="benepar_en3"):
-            BeneparTreeProvider()
+        with pytest.raises(ValueError, match="--parser benepar: benepar's model benepar_en3 is not installed"):
+            BeneparTreeProvider()  # a ValueError: run_cli's one line, exit 2, never a traceback
 
 
 # --- batches, padding, registry ----------------------------------------------------------------------------------

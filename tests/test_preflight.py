@@ -105,7 +105,29 @@ def test_memory_line_judges_the_plan_on_the_visible_gpu(monkeypatch):
                             lambda index: types.SimpleNamespace(total_memory=total_gib * 2 ** 30))
         check = preflight.memory_check(made, 1, ["Fake GPU"])
         assert check.ok is ok and (made.peak + 3 * 2 ** 30 <= total_gib * 2 ** 30) is ok  # 71.8 GiB peak
-        assert f"of {total_gib:.1f} GiB per GPU on 1 GPU(s): {'fits' if ok else 'does NOT fit'}" in check.line
+        assert f"of {total_gib:.1f} GiB per GPU on 1 GPU(s), host 0.00 of " in check.line
+        assert check.line.endswith("fits" if ok else "does NOT fit (GPU memory) (python -m dschat.cli.plan shows the "
+                                   "terms)")
+
+
+def test_memory_line_judges_host_memory_on_this_node_as_the_plan_does(monkeypatch):
+    """Gemma-2 27B PPO offloads its optimizer states (101.43 GiB per process): 8 processes on a node of 500 GiB do
+    not fit; the verdict is the plan's own (``plan.judge``) with this machine as the node."""
+    import types
+
+    import torch
+
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(total_memory=80 * 2 ** 30))
+    made = plan.make_plan(os.path.join(ROOT, "configs/ppo/gemma2-27b/tldr.yaml"), 8)
+    per_node = 8 * sum(role.states.host for role in made.roles) + 8 * made.host_extra
+    for host_gib, verdict in ((500, "does NOT fit (host memory)"), (2000, "fits")):
+        monkeypatch.setattr(plan, "detected_host_gib", lambda: host_gib)
+        check = preflight.memory_check(made, 8, ["Fake GPU"])
+        assert f"host {per_node / 2 ** 30:.2f} of {host_gib:.1f} GiB: {verdict}" in check.line
+        assert check.ok is (verdict == "fits") and (per_node <= host_gib * 2 ** 30) is check.ok
+        assert plan.judge(made, 80, 3, plan.Host(host_gib, 8)) == verdict
 
 
 def test_async_rollouts_with_a_gpu_are_refused_in_the_runs_words():

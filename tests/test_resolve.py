@@ -28,6 +28,16 @@ CASES = [
          "--critic_model_name_or_path)"),
     Case("resolve_models", "ppo", REWARD + ("--reward_offload_params",), "--reward_offload_params needs the reward "
          "model under ZeRO-3 (its stage is 0; add --reward_zero_stage 3)"),
+    Case("resolve_zero", "ppo", REWARD + ("--actor_lora_dim", "8", "--actor_zero_stage", "3"),
+         "--actor_lora_dim with --actor_zero_stage 3 is not supported; use ZeRO stage 0-2 with LoRA"),
+    Case("resolve_zero", "ppo", REWARD + ("--critic_lora_dim", "8", "--critic_zero_stage", "3"),
+         "--critic_lora_dim with --critic_zero_stage 3 is not supported; use ZeRO stage 0-2 with LoRA"),
+    Case("resolve_zero", "ppo", REWARD + ("--offload_params",), "--offload_params needs --actor_zero_stage 3 (it is 0)"),
+    Case("resolve_zero", "ppo", REWARD + ("--offload_params", "--actor_zero_stage", "3"),
+         "--offload_params needs --critic_zero_stage 3 (it is 0)"),
+    *[Case("resolve_zero", stage, ("--lora_dim", "8", "--zero_stage", "3"),
+           "--lora_dim with --zero_stage 3 is not supported; use ZeRO stage 0-2 with LoRA") for stage in ("sft", "rm")],
+    Case("resolve_zero", "dpo", ("--offload_params", "--zero_stage", "2"), "--offload_params needs --zero_stage 3 (it is 2)"),
     Case("resolve_algorithm", "ppo", REWARD + ("--algo", "rloo", "--num_samples_per_prompt", "1"),
          "--num_samples_per_prompt 1: --algo rloo needs at least 2"),
     Case("resolve_algorithm", "ppo", REWARD + ("--reinforce_baseline", "batch_mean"),
@@ -100,8 +110,8 @@ def test_every_rule_has_a_refusal_case():
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_dry_run_refuses_what_the_run_refuses_in_its_words_creating_nothing(case, tmp_path, monkeypatch, capsys):
-    """The pre-flight's line is the run's: ``stages.<stage>.run`` on the same flags (its process group and
-    folder stubbed, nothing else) stops on the same ConfigError."""
+    """The pre-flight's line is the run's: ``stages.<stage>.run`` on the same flags (its process group stubbed,
+    nothing else) stops on the same ConfigError, and leaves no folder behind."""
     monkeypatch.setenv("WORLD_SIZE", str(case.world_size))
     out = tmp_path / "out"
     argv = ["--output_dir", str(out), *case.flags]
@@ -112,13 +122,13 @@ def test_dry_run_refuses_what_the_run_refuses_in_its_words_creating_nothing(case
 
     stage = importlib.import_module(f"dschat.stages.{case.stage}")
     home = stage if case.stage == "ppo" else importlib.import_module("dschat.stages.supervised")
-    monkeypatch.setattr(home, "require_writable", lambda output_dir: None)
     monkeypatch.setattr(home, "init_distributed", lambda: (0, case.world_size, "cpu"))
     if case.stage == "ppo":
         monkeypatch.setattr(stage.RLHFConfig, "check_rollout_engine", lambda self: None)  # vLLM may be absent
     with pytest.raises(ValueError) as refused:
         stage.run(cli.build_parser().parse_config(argv))
     assert f"error: {refused.value}" == preflight_line
+    assert not out.exists()  # the refused run created no folder (its run_config.yaml waits for start-up to pass)
 
 
 def test_the_three_first_contact_cases_answer_before_torch_is_imported(tmp_path):

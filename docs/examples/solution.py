@@ -1,4 +1,5 @@
-"""A small program to look at statement-level macro actions with the viewer (README, "See macro actions by eye"):
+"""A small program to look at statement-level macro actions with the viewer (docs/macro-actions.md,
+"See macro actions by eye"):
 
     .venv/bin/python -m dschat.cli.viewer --termination parsing --parser code --file docs/examples/solution.py
 """

@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import re
+import sys
 from dataclasses import dataclass
 import functools
 import os
@@ -156,7 +157,10 @@ class Plan:
     phases: List[Tuple[str, float]]
     """(what runs, activation bytes per process)."""
     host_extra: float = 0.0
-    """Host bytes per process beyond the models' offloaded states (a sleeping vLLM engine's weights)."""
+    """Host bytes per process beyond the models' offloaded states (a sleeping vLLM engine's weights, a CPU
+    producer's model and queue): not offload, what :attr:`host_extra_label` says."""
+    host_extra_label: str = ""
+    """What :attr:`host_extra` holds, as the report labels it."""
     producer_gpus: int = 0
     """The launch's rollout-producer GPUs (``--rollout_gpus`` on each node; 0: none, sampling on CPU or not apart)."""
     producer: float = 0.0
@@ -185,8 +189,19 @@ class Plan:
         return self.world_size + self.producer_gpus
 
     @property
+    def offloaded(self) -> float:
+        """Host bytes per process of the models' states that ZeRO offloads (``--offload``, ``--offload_params``)."""
+        return sum(role.states.host for role in self.roles)
+
+    @property
     def host(self) -> float:
-        return sum(role.states.host for role in self.roles) + self.host_extra
+        """Host bytes per process: the offloaded states and :attr:`host_extra`."""
+        return self.offloaded + self.host_extra
+
+    def host_terms(self) -> str:
+        """What the host bytes per process are, term by term (``offloaded states 1.00 GiB + ...``)."""
+        terms = [("offloaded states", self.offloaded), (self.host_extra_label, self.host_extra)]
+        return " + ".join(f"{label} {gib(bytes_)} GiB" for label, bytes_ in terms if bytes_) or "none"
 
 
 def _role(role: str, model: str, head: str, args, *, zero_stage: int, trained: bool, lora_dim: int = 0,
@@ -278,7 +293,8 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     ]
     weights = DTYPE_BYTES[args.dtype] * actor.shape.params
     if args.async_rollout and not args.rollout_gpus:  # a CPU producer: its model and one pushed version on the host
-        return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=2 * weights + producer_queue_bytes(args))
+        return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=2 * weights + producer_queue_bytes(args),
+                    host_extra_label="the CPU producer's actor, a pushed version and its rollout queue")
     if args.async_rollout:  # producers on GPUs of their own, each GPU holding those of `sharing` processes
         sharing = local_world_size(n) // len(args.rollout_gpus)
         received = min(SYNC_GROUP_BYTES, weights)
@@ -286,7 +302,8 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
                     if args.rollout_engine == "vllm"
                     else weights + generation_activations(actor.shape, args.dtype, rollouts, prompt, new))
         return Plan("ppo", n, args.dtype, roles, phases[1:], host_extra=producer_queue_bytes(args),
-                    producer_gpus=n // sharing, producer=sharing * (sampling + received))
+                    host_extra_label="the producer's rollout queue", producer_gpus=n // sharing,
+                    producer=sharing * (sampling + received))
     if args.rollout_engine != "vllm":
         return Plan("ppo", n, args.dtype, roles, phases)
     engine_weights = weights / args.vllm_tensor_parallel_size
@@ -294,7 +311,8 @@ def ppo_plan(args, world_size: int, gpu_memory_gib: float = 80.0) -> Plan:
     group = min(SYNC_GROUP_BYTES, weights) if args.actor_zero_stage == 3 else 0
     phases = [(f"vLLM generate ({args.vllm_gpu_memory_utilization:g} of the GPU: weights + KV cache)", engine),
               ("vLLM weight sync (its weights + one gathered group)", engine_weights + group), *phases[1:3]]
-    return Plan("ppo", n, args.dtype, roles, phases, host_extra=engine_weights)
+    return Plan("ppo", n, args.dtype, roles, phases, host_extra=engine_weights,
+                host_extra_label="vLLM's sleeping weights")
 
 
 # ------------------------------------------------------------------------------------------------ configs
@@ -359,11 +377,47 @@ def gib(bytes_: float) -> str:
     return f"{bytes_ / GIB:.2f}"
 
 
-def report(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) -> str:
-    """The plan as text: one row per model, one per phase, the peak per GPU and over all GPUs, and the verdict."""
+DEFAULT_HOST_GIB = 1024.0
+"""Host memory per node (GiB) the plan judges the host bytes against unless ``--host_memory_gb`` says otherwise:
+the *target* node's, not the machine the plan runs on (a laptop plans a cluster's run); 1 TiB, a usual size for an
+8 x 80 GB GPU node. The pre-flight, which runs on the training node itself, judges that machine's memory."""
+
+
+@dataclass(frozen=True)
+class Host:
+    """The host memory a plan is judged against: GiB per node, GPUs per node, and where the figure comes from."""
+
+    memory_gib: float = DEFAULT_HOST_GIB
+    gpus_per_node: int = 8
+    source: str = f"--host_memory_gb's default {DEFAULT_HOST_GIB:g}: a target node's, not this machine's"
+
+    def per_node(self, plan: Plan) -> float:
+        """Bytes of host memory a node needs: each of its GPUs' processes holds its host bytes."""
+        return plan.host * min(plan.world_size, self.gpus_per_node)
+
+    def fits(self, plan: Plan) -> bool:
+        return self.per_node(plan) <= self.memory_gib * GIB
+
+    def line(self, plan: Plan) -> str:
+        gpus = min(plan.world_size, self.gpus_per_node)
+        return (f"host per node ({gpus} GPU process(es)): {gib(self.per_node(plan))} GiB: "
+                f"{'within' if self.fits(plan) else 'EXCEEDS'} {self.memory_gib:.1f} GiB ({self.source})")
+
+
+def judge(plan: Plan, gpu_memory_gib: float, reserve_gib: float, host: Host) -> str:
+    """The one verdict of a plan, in every mode (a config, ``--table``, the pre-flight): ``fits``, or ``does NOT
+    fit`` and what is short (GPU memory with the reserve, host memory per node)."""
+    short = [what for what, ok in (("GPU memory", fits(plan.peak, gpu_memory_gib, reserve_gib)),
+                                   ("host memory", host.fits(plan))) if not ok]
+    return "fits" if not short else f"does NOT fit ({' and '.join(short)})"
+
+
+def report(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB, host: Host = Host()) -> str:
+    """The plan as text: one row per model (``offload``: its states ZeRO keeps in host memory), one per phase, the
+    peak per GPU and over all GPUs, the host bytes term by term and per node, and the verdict."""
     lines = [f"{plan.stage} on {plan.world_size} GPU(s), {plan.dtype}; GiB per GPU",
              f"{'model':<13} {'checkpoint':<22} {'params':>8} {'trained':>8} {'ZeRO':>4} {'params':>8} "
-             f"{'grads':>8} {'optim':>8} {'host':>8}"]
+             f"{'grads':>8} {'optim':>8} {'offload':>8}"]
     for role in plan.roles:
         states = role.states
         lines.append(f"{role.role:<13} {role.model[-22:]:<22} {role.shape.params / 1e9:>7.3f}B "
@@ -379,40 +433,13 @@ def report(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) 
         sharing = plan.world_size // plan.producer_gpus
         lines.append(f"{f'rollout producer GPU ({sharing} producer(s) each, + one weight group)':<60} "
                      f"{gib(plan.producer):>8}")
-    lines.append(f"peak per GPU {gib(plan.peak)} GiB + {reserve_gib:g} GiB reserve of {gpu_memory_gib:g} GiB: "
-                 f"{verdict(plan, gpu_memory_gib, reserve_gib)}; all {plan.gpus} GPU(s): "
-                 f"{gib(plan.trainer_peak * plan.world_size + plan.producer * plan.producer_gpus)} "
-                 f"GiB; host (offload) per GPU: {gib(plan.host)} GiB")
+    gpu_ok = fits(plan.peak, gpu_memory_gib, reserve_gib)
+    lines += [f"peak per GPU {gib(plan.peak)} GiB + {reserve_gib:g} GiB reserve: {'within' if gpu_ok else 'EXCEEDS'} "
+              f"{gpu_memory_gib:g} GiB; all {plan.gpus} GPU(s): "
+              f"{gib(plan.trainer_peak * plan.world_size + plan.producer * plan.producer_gpus)} GiB",
+              f"host per GPU process: {plan.host_terms()}", host.line(plan),
+              f"verdict on {plan.world_size} GPU(s): {judge(plan, gpu_memory_gib, reserve_gib, host)}"]
     return "\n".join(lines)
-
-
-def verdict(plan: Plan, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB) -> str:
-    return "fits" if fits(plan.peak, gpu_memory_gib, reserve_gib) else "does NOT fit"
-
-
-@dataclass(frozen=True)
-class Host:
-    """The host memory a plan is judged against: GiB per node (None: not judged) and GPUs per node."""
-
-    memory_gib: Optional[float]
-    gpus_per_node: int = 8
-    detected: bool = False
-
-    def per_node(self, plan: Plan) -> float:
-        """Bytes of host memory a node needs: each of its GPUs' processes holds its offloaded states."""
-        return plan.host * min(plan.world_size, self.gpus_per_node)
-
-    def fits(self, plan: Plan) -> bool:
-        return self.memory_gib is None or self.per_node(plan) <= self.memory_gib * GIB
-
-    def line(self, plan: Plan) -> str:
-        gpus = min(plan.world_size, self.gpus_per_node)
-        where = "detected on this machine; --host_memory_gb states the training nodes'" if self.detected else "stated"
-        return (f"host memory per node ({gpus} GPU process(es)): {gib(self.per_node(plan))} GiB of "
-                f"{self.memory_gib:.1f} GiB ({where}): {'fits' if self.fits(plan) else 'does NOT fit'}")
-
-
-NO_HOST = Host(None)
 
 
 def detected_host_gib() -> float:
@@ -421,10 +448,11 @@ def detected_host_gib() -> float:
 
 
 def search(path: Optional[str], gpu_memory_gib: float, *, stage: Optional[str] = None, model: Optional[str] = None,
-           overrides: Tuple[str, ...] = (), reserve_gib: float = RESERVE_GIB, host: Host = NO_HOST
+           overrides: Tuple[str, ...] = (), reserve_gib: float = RESERVE_GIB, host: Host = Host()
            ) -> Tuple[Optional[int], List[str]]:
-    """``(the smallest of SEARCH_GPUS on which the config fits, one line per count tried)``; a count the config
-    cannot run on (its global batch, the vLLM engines' tensor parallelism) is tried, said so, and skipped."""
+    """``(the smallest of SEARCH_GPUS on which the config fits, one line per count tried)`` by :func:`judge`; a
+    count the config cannot run on (its global batch, the vLLM engines' tensor parallelism) is tried, said so,
+    and skipped."""
     lines = []
     for n in SEARCH_GPUS:
         try:
@@ -432,28 +460,32 @@ def search(path: Optional[str], gpu_memory_gib: float, *, stage: Optional[str] =
         except ConfigError as err:
             lines.append(f"{n:>3} GPUs: {err}")
             continue
-        ok = fits(made.peak, gpu_memory_gib, reserve_gib) and host.fits(made)
-        host_text = f", host {gib(host.per_node(made))} GiB per node" if host.memory_gib is not None else ""
-        lines.append(f"{n:>3} GPUs: peak {gib(made.peak)} GiB per GPU{host_text}: {'fits' if ok else 'does NOT fit'}")
-        if ok:
+        verdict = judge(made, gpu_memory_gib, reserve_gib, host)
+        lines.append(f"{n:>3} GPUs: peak {gib(made.peak)} GiB per GPU, host {gib(host.per_node(made))} GiB per "
+                     f"node: {verdict}")
+        if verdict == "fits":
             return n, lines
     return None, lines
 
 
-def smallest_fit(path: str, gpu_memory_gib: float) -> Optional[int]:
-    """The smallest of :data:`SEARCH_GPUS` on which ``path`` fits its GPUs (None: none does)."""
-    return search(path, gpu_memory_gib)[0]
+def smallest_fit(path: str, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB, host: Host = Host()
+                 ) -> Optional[int]:
+    """The smallest of :data:`SEARCH_GPUS` on which ``path`` fits (None: none does)."""
+    return search(path, gpu_memory_gib, reserve_gib=reserve_gib, host=host)[0]
+
+
+def search_answer(found: Optional[int]) -> str:
+    return f"the smallest GPU count that fits: {found}" if found else f"no GPU count up to {SEARCH_GPUS[-1]} fits"
 
 
 def search_report(found: Optional[int], lines: List[str], gpu_memory_gib: float) -> str:
-    answer = f"the smallest GPU count that fits: {found}" if found else f"no GPU count up to {SEARCH_GPUS[-1]} fits"
-    return "\n".join([f"{answer} ({gpu_memory_gib:g} GiB GPUs; the counts tried):", *lines])
+    return "\n".join([f"{search_answer(found)} ({gpu_memory_gib:g} GiB GPUs; the counts tried):", *lines])
 
 
-def table(folder: str, gpu_memory_gib: float) -> str:
+def table(folder: str, gpu_memory_gib: float, reserve_gib: float = RESERVE_GIB, host: Host = Host()) -> str:
     """Markdown table over the launchers' configs under ``folder`` (``STAGE/MODEL/TASK.yaml``; the base and
     model layers are not run alone): peak GiB per GPU at :data:`TABLE_GPUS` and the smallest GPU count that
-    fits."""
+    fits (:func:`judge`: GPU memory with the reserve and host memory per node, as a single config's plan)."""
     head = " | ".join(f"{n} GPU{'s' * (n > 1)}" for n in TABLE_GPUS)
     rows = [f"| config | {head} | smallest fit |", "|---" * (len(TABLE_GPUS) + 2) + "|"]
     for path in sorted(str(p) for p in Path(folder).rglob("*.yaml")):
@@ -465,10 +497,14 @@ def table(folder: str, gpu_memory_gib: float) -> str:
                 cells.append(gib(make_plan(path, n, gpu_memory_gib=gpu_memory_gib).peak))
             except ConfigError:
                 cells.append("n/a")
-        smallest = smallest_fit(path, gpu_memory_gib)
+        smallest = smallest_fit(path, gpu_memory_gib, reserve_gib, host)
         rows.append(f"| {os.path.relpath(path, Path(folder).parent)} | {' | '.join(cells)} | "
-                    f"{smallest or f'> {SEARCH_GPUS[-1]}'} |")
+                    f"{smallest or NO_FIT} |")
     return "\n".join(rows)
+
+
+NO_FIT = f"> {SEARCH_GPUS[-1]}"
+"""``--table``'s smallest-fit cell of a config that fits on no GPU count tried."""
 
 
 def positive(cast):
@@ -486,6 +522,8 @@ class _Parser(ArgumentParser):
 
 
 def main(argv=None) -> None:
+    """Print the plan (or ``--table``); exit status 0 when it fits (every config of the table fits on some GPU
+    count), 1 when it does not, 2 on bad input (``run_cli``)."""
     parser = _Parser(description=__doc__)
     parser.add_argument("config", help="stage YAML config, or a launcher script (scripts/step*/*.sh: its config; "
                         "with --table: a folder of configs, e.g. configs)")
@@ -497,37 +535,41 @@ def main(argv=None) -> None:
     parser.add_argument("--model", help="model of every role: a known name "
                         f"({', '.join(sorted(KNOWN_MODELS))}), an offline name or a checkpoint (default: from the "
                         "config's folder, else its model path)")
-    parser.add_argument("--host_memory_gb", type=positive(float), default=None,
-                        help="GiB of host memory per node, for the offloaded states (default: this machine's)")
+    parser.add_argument("--host_memory_gb", type=positive(float), default=DEFAULT_HOST_GIB,
+                        help="GiB of host memory per node of the TARGET machine (offloaded states, vLLM's sleeping "
+                        f"weights; default: {DEFAULT_HOST_GIB:g}, not this machine's)")
     parser.add_argument("--gpus_per_node", type=positive(int), default=8, help="GPUs per node (default: 8)")
     parser.add_argument("--table", action="store_true", help="markdown table over every config under CONFIG")
     args, overrides = parser.parse_known_args(argv)
+    given = any(token.split("=")[0] == "--host_memory_gb" for token in (sys.argv[1:] if argv is None else argv))
+    host = Host(args.host_memory_gb, args.gpus_per_node, "stated: --host_memory_gb" if given else Host.source)
     if args.table:
         if not os.path.isdir(args.config):
             raise ConfigError(f"{args.config}: --table expects a folder of configs")
-        print(table(args.config, args.gpu_memory_gb))
-        return
+        text = table(args.config, args.gpu_memory_gb, args.reserve_gb, host)
+        print(text)
+        sys.exit(1 if f"| {NO_FIT} |" in text else 0)
     if args.num_gpus is None:
         raise ConfigError("--num_gpus: required (the GPUs of the run)")
     config = launcher_config(args.config) if args.config.endswith(".sh") else args.config
-    host = Host(args.host_memory_gb or detected_host_gib(), args.gpus_per_node, detected=args.host_memory_gb is None)
     options = dict(stage=args.stage, model=args.model, overrides=tuple(overrides))
 
-    def smallest() -> str:
-        found = search(config, args.gpu_memory_gb, reserve_gib=args.reserve_gb, host=host, **options)
-        return search_report(*found, args.gpu_memory_gb)
+    def smallest() -> Tuple[Optional[int], str]:
+        found, lines = search(config, args.gpu_memory_gb, reserve_gib=args.reserve_gb, host=host, **options)
+        return found, search_report(found, lines, args.gpu_memory_gb)
 
     try:
         plan = make_plan(config, args.num_gpus, args.stage, args.model, tuple(overrides), args.gpu_memory_gb)
     except ConfigError as err:
         if not os.path.isfile(config):
             raise
-        print(smallest())
-        raise ConfigError(f"{err} (the GPU counts that fit: above)") from None
-    print(report(plan, args.gpu_memory_gb, args.reserve_gb))
-    print(host.line(plan))
-    if not (fits(plan.peak, args.gpu_memory_gb, args.reserve_gb) and host.fits(plan)):
-        print(smallest())
+        found, text = smallest()
+        print(text)
+        raise ConfigError(f"{err}; {search_answer(found)} (the counts tried are listed above)") from None
+    print(report(plan, args.gpu_memory_gb, args.reserve_gb, host))
+    if judge(plan, args.gpu_memory_gb, args.reserve_gb, host) != "fits":
+        print(smallest()[1])
+        sys.exit(1)
 
 
 def launcher_config(script: str) -> str:

@@ -11,6 +11,10 @@ folder is created, with every missing thing listed at once, one line each (``--d
   and its licence accepted (the line says whether the hub can be reached as well);
 - the rollout engine: ``--rollout_engine vllm`` needs vLLM installed;
 - the dataset: embedded, a local ``--data_path``, or its pinned hub files cached or downloadable;
+- the run's start-up checks that read files (:mod:`dschat.stages.startup`, the run's own functions): the
+  parser's installed model, the reward model's and critic's score heads (``config.json``), a ``--resume``
+  checkpoint's recorded configuration, the data read and tokenised with the model's tokenizer, an optimizer step
+  to take — no weights are loaded;
 - the memory plan's verdict (:mod:`dschat.cli.plan`, with its reserve for the CUDA context and fragmentation) on
   the visible GPUs' memory;
 - the output folder: never inside another stage's model folder, never holding one, never an input model's;
@@ -34,7 +38,7 @@ from typing import List, Optional, Sequence
 
 from dschat.stages.configs import STAGE_CONFIGS, producer_placement_error
 from dschat.stages.resolve import resolve
-from dschat.core.launch import launch_world_size
+from dschat.core.launch import launch_world_size, local_world_size
 from dschat.core.config import ConfigParser
 from dschat.model.names import OFFLINE_NAMES, deferred_checks, looks_like_hub_id
 
@@ -217,6 +221,31 @@ def data_check(args) -> Check:
     return Check(True, f"data {name}: {where}, {len(missing)} file(s) will be downloaded")
 
 
+def startup_check(stage: str, args, processes: int) -> Check:
+    """The run's start-up checks that read files (:mod:`dschat.stages.startup`: the parser's model, the score
+    heads, a ``--resume`` checkpoint's recorded configuration, the data read and tokenised, an optimizer step to
+    take) with the run's functions, loading no weights: MISSING with the run's line, in its words."""
+    from dschat.model import load_tokenizer
+    from dschat.stages import startup
+    from dschat.training.loop import training_steps
+
+    try:
+        startup.check_files(args)
+        if stage == "ppo":
+            tokenizer = load_tokenizer(args.actor_model_name_or_path, padding_side="left")
+            train_set, eval_set = startup.prompt_sets(args, tokenizer, processes)[:2]
+            batch, accumulation, what = "--per_device_generation_batch_size", 1, "prompts"
+        else:
+            tokenizer = load_tokenizer(args.model_name_or_path)
+            train_set, eval_set = startup.pair_sets(args, tokenizer, stage)
+            batch, accumulation, what = "--per_device_train_batch_size", args.gradient_accumulation_steps, "examples"
+        steps = training_steps(args, len(train_set), getattr(args, batch[2:]), processes, accumulation, batch)
+    except (ValueError, FileNotFoundError) as err:  # the run's refusals (run_cli's)
+        return Check(False, f"start-up: {err}")
+    steps = f"{steps} PPO iteration(s)" if stage == "ppo" else f"{steps} optimizer step(s)"
+    return Check(True, f"start-up: {len(train_set)} training and {len(eval_set)} evaluation {what} fit, {steps}")
+
+
 def enclosing_model(path: Path) -> Optional[Path]:
     """The nearest existing ancestor of ``path`` that is a HF model folder (holds config.json), if any."""
     for parent in path.parents:
@@ -268,6 +297,8 @@ def make_plan(stage: str, args, processes: int):
         return None, Check(False, f"memory: {err}")
     except OSError as err:
         return None, Check(None, f"memory: not planned ({err})")
+    except KeyError as err:  # a config.json without a shape the plan reads
+        return None, Check(None, f"memory: not planned (a model's config.json has no {err})")
 
 
 def disk_check(output_dir: str, made) -> Check:
@@ -285,7 +316,8 @@ def disk_check(output_dir: str, made) -> Check:
 
 
 def memory_check(made, processes: int, gpus: Sequence[str]) -> Check:
-    """The memory plan's verdict, with its reserve, on the first visible GPU's memory."""
+    """The memory plan's verdict (:func:`dschat.cli.plan.judge`, as the plan itself gives it) on the first visible
+    GPU's memory and on this machine's host memory: the pre-flight runs on the training node."""
     from dschat.cli import plan
 
     if not gpus or os.environ.get("DS_ACCELERATOR") == "cpu":
@@ -293,10 +325,11 @@ def memory_check(made, processes: int, gpus: Sequence[str]) -> Check:
     import torch
 
     gpu_gib = torch.cuda.get_device_properties(0).total_memory / plan.GIB
+    host = plan.Host(plan.detected_host_gib(), local_world_size(processes), "this machine's: the training node")
+    verdict = plan.judge(made, gpu_gib, plan.RESERVE_GIB, host)
     line = (f"memory: peak {plan.gib(made.peak)} GiB + {plan.RESERVE_GIB:g} GiB reserve of {gpu_gib:.1f} GiB per "
-            f"GPU on {processes} GPU(s): {plan.verdict(made, gpu_gib)}")
-    return Check(plan.fits(made.peak, gpu_gib), line + ("" if plan.fits(made.peak, gpu_gib) else
-                                                        " (python -m dschat.cli.plan shows the terms)"))
+            f"GPU on {processes} GPU(s), host {plan.gib(host.per_node(made))} of {host.memory_gib:.1f} GiB: {verdict}")
+    return Check(verdict == "fits", line + ("" if verdict == "fits" else " (python -m dschat.cli.plan shows the terms)"))
 
 
 def preflight(stage: str, args, deferred: Optional[dict] = None, processes: Optional[int] = None) -> List[Check]:
@@ -309,6 +342,8 @@ def preflight(stage: str, args, deferred: Optional[dict] = None, processes: Opti
     checks += [model_check(flag, name, deferred or {}) for flag, name in models]
     checks += [check for check in (engine_check(stage, args, gpus, processes),) if check is not None]
     checks += [data_check(args), output_check(args.output_dir, [name for _, name in models])]
+    if all(check.ok for check in checks[1:len(models) + 1]) and checks[-2].ok:  # models and data there: read them
+        checks.append(startup_check(stage, args, processes))
     if all(check.ok for check in checks[1:len(models) + 1]):
         made, failed = make_plan(stage, args, processes)
         checks += [failed] if made is None else [disk_check(args.output_dir, made), memory_check(made, processes, gpus)]

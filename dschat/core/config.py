@@ -290,12 +290,20 @@ def add_flag(group, spec: FlagSpec) -> None:
     group.add_argument(*names, **kwargs)
 
 
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$", re.IGNORECASE)
+r"""A command-line token that is a negative number, exponent included (``-1e-5``, ``-2.5E3``, ``-.5``): argparse's
+own pattern (``^-\d+$|^-\d*\.\d+$``) misses the exponent, so ``--actor_learning_rate -1e-5`` was taken for an
+option and refused ("expected one argument")."""
+
+
 class ConfigParser(ArgumentParser):
     """An ``argparse`` parser generated from a config dataclass; usage errors raise :class:`ConfigError`
-    (one line, no usage dump) and ``--help`` shows every default."""
+    (one line, no usage dump) and ``--help`` shows every default. A negative number is a value, written with a
+    space or ``=`` alike (:data:`NEGATIVE_NUMBER`)."""
 
     def __init__(self, config_class: type, description: Optional[str] = None):
         super().__init__(description=description)
+        self._negative_number_matcher = NEGATIVE_NUMBER  # argparse's hook (no flag of ours looks like a number)
         self.config_class = config_class
         self.specs = {spec.name: spec for spec in flag_specs(config_class)}
         groups: Dict[str, argparse._ArgumentGroup] = {}

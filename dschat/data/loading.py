@@ -41,7 +41,8 @@ def load_code_tasks(name: str, split: str = "train", data_path: Optional[str] = 
                     eval_data_path: Optional[str] = None, options: Optional[DataOptions] = None) -> List[CodeTask]:
     adapter = get_adapter(name)
     if adapter.load_code_tasks is None:
-        raise DataError(f"dataset {name!r} has no code tasks; code datasets: {', '.join(code_datasets())}")
+        raise DataError(f"dataset {name!r} has no code tasks (what --reward code runs); code datasets: "
+                        f"{', '.join(code_datasets())}")
     return adapter.load_code_tasks(split, data_path, eval_data_path, options or DataOptions())
 
 

@@ -9,16 +9,43 @@ module read at every position (``token_values``).
 """
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
 import torch
 from transformers import AutoModelForSequenceClassification, GemmaForSequenceClassification
 
 from .loading import DTYPES, ModelLoadError, resolve_model_path
-from .names import TINY_GEMMA
+from .names import OFFLINE_NAMES, TINY_GEMMA, looks_like_hub_id
 from .tiny import tiny_gemma_config
 
 
 SCORE_HEAD = "score"
 """Name of the scalar head module of transformers' ``*ForSequenceClassification`` models."""
+
+
+def score_head_missing(name: str, flag: str = "reward model / critic") -> Optional[str]:
+    """None when checkpoint ``name``'s ``config.json`` names a ``*ForSequenceClassification`` architecture (a
+    model with a score head: a reward model, or a critic initialised from one), or cannot be read here without a
+    download (the load then checks the weights); else the one line refusing it, naming ``flag``. Reads no
+    weights."""
+    if name in OFFLINE_NAMES:  # built here (tiny-gemma with its head); the load checks the converted SmolLM2
+        return None
+    path = os.path.join(name, "config.json")
+    if not os.path.isfile(path):
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(name, "config.json") if looks_like_hub_id(name) else None
+        if not isinstance(cached, str):
+            return None
+        path = cached
+    architectures = json.loads(Path(path).read_text()).get("architectures") or []
+    if any(arch.endswith("ForSequenceClassification") for arch in architectures):
+        return None
+    return (f"{flag} {name}: the checkpoint has no score head (config.json's architectures: "
+            f"{', '.join(architectures) or 'none'}; is it a causal LM?); expected a reward model trained by step 2")
 
 
 def load_reward_model(name: str, tokenizer, dtype: str = "fp32", seed: int = 0, require_head: bool = False):

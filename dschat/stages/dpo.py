@@ -7,7 +7,7 @@ from dschat.stages.configs import DPOConfig
 from dschat.stages.supervised import Stage, run_supervised
 from dschat.rlhf.dpo import dpo_loss, logprob_positions, response_logprob_sums
 from dschat.rlhf.experience import sequence_logprobs
-from dschat.data import PairCollator, PairDataset
+from dschat.data import PairCollator
 from dschat.core.distributed import all_reduce_mean
 from dschat.training.engine import init_eval_engine
 from dschat.model import load_causal_lm
@@ -62,6 +62,6 @@ def objective(stage: Stage) -> tuple:
 
 def run(args: DPOConfig) -> dict:
     """Train with the parsed flags ``args``; returns the final evaluation."""
-    return run_supervised(args, phase=1, dataset_cls=PairDataset, collator_cls=PairCollator,
+    return run_supervised(args, collator_cls=PairCollator,
                           load_model=load_causal_lm, objective=objective, prefix="dpo")
 

@@ -9,6 +9,7 @@ from tqdm.auto import tqdm
 
 from dschat.stages.configs import PPOConfig, RLHFConfig, producer_placement_error
 from dschat.stages.resolve import resolve
+from dschat.stages.startup import check_files, prompt_sets
 from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_trainer import PPOTrainer
@@ -17,16 +18,15 @@ from dschat.rlhf.rollout import build_rollout_engine
 from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
 from dschat.training.checkpoint import save_hf_model
 from dschat.core.config import ConfigError, select
-from dschat.data import PromptCollator, PromptDataset
+from dschat.data import PromptCollator
 from dschat.data.registry import gold_score_of
 from dschat.core.distributed import init_distributed, is_main_process
-from dschat.training.loop import batches_from, batches_per_epoch, num_update_steps, shard_loader, train_loop
+from dschat.training.loop import batches_from, shard_loader, train_loop, training_steps
 from dschat.training.metrics import MetricLogger
-from dschat.training.output_dir import require_writable
+from dschat.training.output_dir import require_checkpoint_space, require_writable
 from dschat.model import load_tokenizer
 from dschat.training.run_record import mark_finished, write_run_config
 from dschat.core.seeding import seeded_rng, set_random_seed
-from dschat.data.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
 
 
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
@@ -63,15 +63,6 @@ def upcoming_prompts(args: RLHFConfig, prompt_set, collate, rank: int, world_siz
     return upcoming
 
 
-def load_prompts(args: RLHFConfig) -> tuple:
-    """``(train prompts, eval prompts, train tasks, eval tasks)``; the tasks (for ``--reward code``) are None
-    when a reward model scores the responses."""
-    if args.reward == "code":
-        train_tasks, eval_tasks = train_code_tasks(args), eval_code_tasks(args)
-        return [t.prompt for t in train_tasks], [t.prompt for t in eval_tasks], train_tasks, eval_tasks
-    return train_prompts(args), eval_prompts(args), None, None
-
-
 def make_reward_sources(args: RLHFConfig, engines, train_tasks, eval_tasks) -> tuple:
     """``(training reward source, evaluation reward source)``: the reward model for both, or program execution
     against the tasks each prompt set was built from (paper §B.5)."""
@@ -98,23 +89,19 @@ def run(args: RLHFConfig) -> dict:
     require_writable(args.output_dir)
     rank, world_size, device = init_distributed()
     args = resolve("ppo", args, world_size)  # the cross-flag rules the pre-flight checks (dschat/stages/resolve.py)
-    record = write_run_config(args, "ppo", world_size) if rank == 0 else None
+    check_files(args)  # and the files it reads (dschat/stages/startup.py)
     set_random_seed(args.seed)
     tokenizer = load_tokenizer(args.actor_model_name_or_path, padding_side="left")
-    train_texts, eval_texts, train_tasks, eval_tasks = load_prompts(args)
-    prompt_set = PromptDataset(train_texts, tokenizer, args.max_prompt_seq_len)
-    eval_set = PromptDataset(eval_texts, tokenizer, args.max_prompt_seq_len)
-    if len(eval_set) == 0:
-        raise ValueError(f"no evaluation prompt fits --max_prompt_seq_len {args.max_prompt_seq_len} "
-                         f"({len(eval_texts)} prompts, {eval_set.num_skipped} too long)")
-    per_epoch = batches_per_epoch(len(prompt_set), world_size, args.per_device_generation_batch_size)
-    if per_epoch == 0:
-        raise ValueError(f"{len(prompt_set)} prompts are fewer than one generation batch")
-    iterations = num_update_steps(per_epoch, args.num_train_epochs, max_steps=args.max_steps)
+    prompt_set, eval_set, train_tasks, eval_tasks = prompt_sets(args, tokenizer, world_size)
+    iterations = training_steps(args, len(prompt_set), args.per_device_generation_batch_size, world_size,
+                                batch_flag="--per_device_generation_batch_size")
     engines = RLHFEngine(args, tokenizer, world_size, iterations)
     refusal = producer_placement_error(args, engines.actor.device.type != "cpu", os.environ.get("CUDA_VISIBLE_DEVICES"))
     if refusal:
         raise ConfigError(refusal)
+    require_checkpoint_space(args.output_dir, engines.trained)
+    os.makedirs(args.output_dir, exist_ok=True)  # start-up passed: the folder now, on every process
+    record = write_run_config(args, "ppo", world_size) if rank == 0 else None
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
     collate = PromptCollator.for_tokenizer(tokenizer)
     trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank,

@@ -43,6 +43,34 @@ def resolve_supervised_batches(args: SupervisedArgs, world_size: int) -> Supervi
     return resolved
 
 
+# ---------------------------------------------------------------------------------------------- every stage's engines
+
+
+def zero_roles(args: Any) -> Tuple[Tuple[str, int, int], ...]:
+    """``((flag prefix, ZeRO stage, LoRA rank), ...)`` of the models a run trains: steps 1-2's one model
+    (``--zero_stage``, ``--lora_dim``), step 3's actor and, when ``--algo`` has one, its critic."""
+    if isinstance(args, SupervisedArgs):
+        return (("", args.zero_stage, args.lora_dim),)
+    roles = (("actor_", args.actor_zero_stage, args.actor_lora_dim),)
+    if get_algorithm(args.algo).needs_critic:
+        roles += (("critic_", args.critic_zero_stage, args.critic_lora_dim),)
+    return roles
+
+
+def resolve_zero(args: Any, world_size: int = 1) -> Any:
+    """``args`` unchanged once each trained model's ZeRO stage allows its LoRA and offload flags: LoRA adapters
+    on ZeRO-3's partitioned weights are not built here (DeepSpeed-Chat uses LoRA with stages 0-2), and
+    ``--offload_params`` moves ZeRO-3's partitioned parameters to the CPU, so it needs stage 3 (DeepSpeed's
+    ``offload_param``). (``world_size``: unused; every rule takes it.)"""
+    for prefix, stage, lora_dim in zero_roles(args):
+        if lora_dim and stage == 3:
+            raise ConfigError(f"--{prefix}lora_dim with --{prefix}zero_stage 3 is not supported; use ZeRO stage 0-2 "
+                              "with LoRA")
+        if args.offload_params and stage != 3:
+            raise ConfigError(f"--offload_params needs --{prefix}zero_stage 3 (it is {stage})")
+    return args
+
+
 # ---------------------------------------------------------------------------------------------- step 3
 
 
@@ -181,10 +209,10 @@ def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
 # ---------------------------------------------------------------------------------------------- every stage
 
 
-SUPERVISED_RULES: Tuple[Rule, ...] = (resolve_supervised_batches,)
+SUPERVISED_RULES: Tuple[Rule, ...] = (resolve_supervised_batches, resolve_zero)
 RULES: Dict[str, Tuple[Rule, ...]] = {
     "sft": SUPERVISED_RULES, "rm": SUPERVISED_RULES, "dpo": SUPERVISED_RULES,
-    "ppo": (resolve_algorithm, resolve_objective, resolve_models, resolve_engine, resolve_batches),
+    "ppo": (resolve_algorithm, resolve_objective, resolve_models, resolve_zero, resolve_engine, resolve_batches),
 }
 """Each stage's cross-flag rules, in the order they apply (a rule may read what an earlier one filled in)."""
 

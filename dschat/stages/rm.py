@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from dschat.stages.configs import RMConfig
 from dschat.stages.supervised import Stage, run_supervised
-from dschat.data import PairCollator, PairDataset
+from dschat.data import PairCollator
 from dschat.core.distributed import all_reduce_mean
 from dschat.model import load_reward_model, sequence_scores
 
@@ -52,6 +52,6 @@ def objective(stage: Stage) -> tuple:
 
 def run(args: RMConfig) -> dict:
     """Train with the parsed flags ``args``; returns the final evaluation."""
-    return run_supervised(args, phase=1, dataset_cls=PairDataset, collator_cls=PairCollator,
+    return run_supervised(args, collator_cls=PairCollator,
                           load_model=load_reward_model, objective=objective, prefix="rm", task_type="SEQ_CLS")
 

@@ -7,7 +7,7 @@ import torch
 
 from dschat.stages.configs import SFTConfig
 from dschat.stages.supervised import Stage, run_supervised
-from dschat.data import SFTCollator, SFTDataset
+from dschat.data import SFTCollator
 from dschat.core.distributed import all_reduce_mean
 from dschat.model import load_causal_lm
 
@@ -41,6 +41,6 @@ def objective(stage: Stage) -> tuple:
 
 def run(args: SFTConfig) -> dict:
     """Train with the parsed flags ``args``; returns the final evaluation."""
-    return run_supervised(args, phase=0, dataset_cls=SFTDataset, collator_cls=SFTCollator, load_model=load_causal_lm,
+    return run_supervised(args, collator_cls=SFTCollator, load_model=load_causal_lm,
                           objective=objective, prefix="sft")
 

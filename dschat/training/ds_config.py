@@ -20,14 +20,13 @@ def get_train_ds_config(
 
     ``global_batch_size`` (optional) must equal micro × accumulation × world size; it is checked here so a
     wrong launch fails before any model is built. ``offload`` moves optimizer state to CPU, ``offload_params``
-    (ZeRO-3 only) the parameters too.
+    (ZeRO-3 only: the resolver refuses it under another stage, ``dschat.stages.resolve.resolve_zero``) the
+    parameters too.
     """
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"--zero_stage {zero_stage}: expected 0, 1, 2 or 3")
     if dtype not in ("fp32", "bf16", "fp16"):
         raise ValueError(f"--dtype {dtype}: expected fp32, bf16 or fp16")
-    if offload_params and zero_stage != 3:
-        raise ValueError("--offload_params needs --zero_stage 3")
     train_batch = micro_batch_size * gradient_accumulation_steps * world_size
     if global_batch_size is not None and global_batch_size != train_batch:
         raise ValueError(
@@ -45,7 +44,7 @@ def get_train_ds_config(
     }
     if offload:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    if offload_params:
+    if offload_params and zero_stage == 3:
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     return {
         "train_batch_size": train_batch,

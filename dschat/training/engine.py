@@ -73,13 +73,12 @@ def apply_lora(model: torch.nn.Module, lora_dim: int, lora_alpha: float, lora_dr
 
 
 def prepare_model(model: torch.nn.Module, args: EngineConfig, task_type: str = "CAUSAL_LM") -> torch.nn.Module:
-    """Gradient checkpointing and LoRA as the stage's flags ask."""
+    """Gradient checkpointing and LoRA as the stage's flags ask (LoRA with ZeRO stages 0-2: the resolver refuses
+    ZeRO-3, ``dschat.stages.resolve.resolve_zero``)."""
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False
     if args.lora_dim > 0:
-        if args.zero_stage == 3:
-            raise ValueError("--lora_dim with --zero_stage 3 is not supported; use ZeRO stage 0-2 with LoRA")
         model = apply_lora(model, args.lora_dim, args.lora_alpha, args.lora_dropout, task_type)
     return model
 

@@ -79,6 +79,23 @@ def num_update_steps(batches: int, num_epochs: int, accumulation: int = 1, max_s
     return min(steps, max_steps) if max_steps else steps
 
 
+def training_steps(args, num_examples: int, batch_size: int, world_size: int, accumulation: int = 1,
+                   batch_flag: str = "--per_device_train_batch_size") -> int:
+    """The optimizer steps of the loop over ``num_examples`` (:func:`num_update_steps`); a ValueError (one line)
+    when that is none: fewer examples than one batch (of ``batch_flag``), or fewer batches than one accumulated
+    step. The stages call it at start-up, before they create their folder, and the pre-flight with the data's
+    size."""
+    per_epoch = batches_per_epoch(num_examples, world_size, batch_size)
+    if per_epoch == 0:
+        raise ValueError(f"{num_examples} training examples are fewer than one batch ({batch_flag} {batch_size} x "
+                         f"{world_size} processes)")
+    total_steps = num_update_steps(per_epoch, args.num_train_epochs, accumulation, args.max_steps)
+    if total_steps == 0:
+        raise ValueError(f"{args.num_train_epochs} epoch(s) of {per_epoch} batches make no optimizer step of "
+                         f"{accumulation} accumulated batches; lower --gradient_accumulation_steps")
+    return total_steps
+
+
 def stopped_at(err: NonFiniteError, step: int, output_dir: str) -> RunStopped:
     """The one-line error a run stops with when step ``step`` met a non-finite value: nothing was updated and
     the last good checkpoint stays ``latest``."""
@@ -138,14 +155,8 @@ def train_loop(update: StepFn, dataset: Dataset, collate_fn, batch_size: int,
     signal number).
     """
     summarize = summarize or mean_metrics
+    total_steps = training_steps(args, len(dataset), batch_size, world_size, accumulation)
     per_epoch = batches_per_epoch(len(dataset), world_size, batch_size)
-    if per_epoch == 0:
-        raise ValueError(f"{len(dataset)} training examples are fewer than one batch of "
-                         f"{batch_size} x {world_size} processes")
-    total_steps = num_update_steps(per_epoch, args.num_train_epochs, accumulation, args.max_steps)
-    if total_steps == 0:
-        raise ValueError(f"{args.num_train_epochs} epoch(s) of {per_epoch} batches make no optimizer step of "
-                         f"{accumulation} accumulated batches; lower --gradient_accumulation_steps")
     stateful = stateful or {}
     require_checkpoint_space(args.output_dir, engines)
     device = next(iter(engines.values())).device  # where the processes agree on stopping

@@ -3,6 +3,7 @@ room for one checkpoint of the engines a run trains (before the first step), so 
 directory is one line at the start, not a traceback at the first write or a failed save hours later."""
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -14,11 +15,23 @@ from .memory_plan import checkpoint_bytes as weights_checkpoint_bytes
 
 
 
+def nearest_existing(path: str) -> str:
+    """``path`` (absolute) if it exists, else its nearest existing ancestor."""
+    path = os.path.abspath(path)
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
 def require_writable(output_dir: str) -> None:
-    """Create ``output_dir`` and write (then remove) a probe file in it; ConfigError (one line) when it cannot."""
+    """Write (then remove) a probe file in ``output_dir``, or, while it does not exist yet, in its nearest existing
+    ancestor (where the run will create it); ConfigError (one line) when it cannot. Nothing is left behind: the
+    run creates the folder once its start-up checks passed (``write_run_config``)."""
+    probed = nearest_existing(output_dir)
     try:
-        os.makedirs(output_dir, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=output_dir, prefix=".write_probe"):
+        if not os.path.isdir(probed):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), probed)
+        with tempfile.NamedTemporaryFile(dir=probed, prefix=".write_probe"):
             pass
     except OSError as err:
         reason = os.strerror(err.errno) if err.errno else str(err)
@@ -44,10 +57,10 @@ def _megabytes(count: int) -> str:
 
 
 def require_checkpoint_space(output_dir: str, engines: Mapping[str, object]) -> None:
-    """Stop (``RunStopped``, one line) unless ``output_dir`` has free space for one checkpoint of ``engines``
-    (estimated by :func:`checkpoint_bytes`), on every process."""
+    """Stop (``RunStopped``, one line) unless ``output_dir`` (or, not created yet, its nearest existing ancestor)
+    has free space for one checkpoint of ``engines`` (estimated by :func:`checkpoint_bytes`), on every process."""
     needed = sum(checkpoint_bytes(engine) for engine in engines.values())
-    free = shutil.disk_usage(output_dir).free
+    free = shutil.disk_usage(nearest_existing(output_dir)).free
     if any_rank(free < needed, next(iter(engines.values())).device):
         raise RunStopped(f"--output_dir {output_dir}: {_megabytes(free)} free, but one checkpoint of the "
                          f"{', '.join(engines)} needs about {_megabytes(needed)}; free some space or choose "

@@ -3,7 +3,8 @@
 # weights on one GPU, through DeepSpeed, and the memory plan for the same flags; prints the run's
 # torch.cuda.max_memory_allocated. Sized for one 80 GB GPU (by the plan the launcher's own batches need 4):
 # 16 prompts per iteration, LoRA 64 on actor and critic, prompts <= 32 tokens (the embedded task's), the launcher's
-# 512 new tokens (random weights never stop early), 2 iterations, evaluation on 8 prompts.
+# 512 new tokens (random weights never stop early), 2 iterations, evaluation on 8 prompts; the HF rollout engine, as
+# the measured run had (docs/gpu/h100_gemma2b_memory.json: the configs chose vLLM after it).
 #   WHEELS=DIR bash scripts/benchmarks/gpu/step3_gemma2b.sh
 # WHEELS: a folder of wheels / sdists to install first when the GPU machine lacks them (offline), e.g. deepspeed,
 # hjson, pydantic (+ pydantic-core, annotated-types, typing-inspection). TORCH_CUDA_ARCH_LIST=9.0: DeepSpeed 0.19.8
@@ -22,7 +23,7 @@ fi
 FLAGS=(--config configs/ppo/gemma-2b/tldr.yaml --data_name synthetic --actor_model_name_or_path "$MODEL"
   --critic_model_name_or_path "$MODEL-rm" --global_batch_size 16 --max_prompt_seq_len 32 --max_steps 2
   --max_eval_samples 8 --save_steps 0 --no_progress_bar --log_steps 1 --actor_lora_dim 64 --critic_lora_dim 64
-  --output_dir "$OUT")
+  --rollout_engine hf --output_dir "$OUT")
 python -m dschat.cli.plan configs/ppo/gemma-2b/tldr.yaml --num_gpus 1 "${FLAGS[@]:2}"
 start=$(date +%s)
 python -c "

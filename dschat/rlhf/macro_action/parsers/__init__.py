@@ -13,12 +13,14 @@ Providers are built once per process and name (spaCy and benepar models take sec
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 from .tree import Node, ParseError, TreeProvider
 
 PARSERS = ("auto", "spacy", "benepar", "code")
 
-__all__ = ["PARSERS", "Node", "ParseError", "TreeProvider", "get_tree_provider", "resolve_parser_name"]
+__all__ = ["PARSERS", "Node", "ParseError", "TreeProvider", "get_tree_provider", "parser_missing",
+           "resolve_parser_name"]
 
 
 def resolve_parser_name(name: str) -> str:
@@ -30,6 +32,23 @@ def resolve_parser_name(name: str) -> str:
     from .benepar_tree import benepar_model_installed
 
     return "benepar" if benepar_model_installed() else "spacy"
+
+
+def parser_missing(name: str) -> Optional[str]:
+    """None when parser ``name`` can be built here; else the one line saying what is not installed (looking only
+    on disk: no model is loaded or downloaded), which building it raises too."""
+    resolved = resolve_parser_name(name)
+    if resolved == "benepar":
+        from .benepar_tree import benepar_missing
+
+        missing = benepar_missing()
+        if missing:
+            return missing
+    if resolved in ("spacy", "benepar"):  # benepar splits sentences with spaCy
+        from .spacy_tree import spacy_model_missing
+
+        return spacy_model_missing()
+    return None
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,8 +8,11 @@ needs a host that is not reachable everywhere), or a saved parser can be given b
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import Iterator, List, Optional, Sequence, Tuple
+
+from dschat.core.config import ConfigError
 
 from .spacy_tree import load_spacy
 from .tree import Node, ParseError, TreeProvider, branch, leaf
@@ -32,6 +35,18 @@ def benepar_model_installed(model: str = BENEPAR_MODEL) -> bool:
     except LookupError:
         return False
     return True
+
+
+def benepar_missing() -> Optional[str]:
+    """None when the benepar package and its model :data:`BENEPAR_MODEL` are installed (looking on disk, loading
+    nothing); else the one line saying which is not (``--parser benepar``'s start-up refusal)."""
+    if importlib.util.find_spec("benepar") is None:
+        return "--parser benepar: the benepar package is not installed (pip install benepar); or use --parser spacy"
+    if not benepar_model_installed():
+        return (f"--parser benepar: benepar's model {BENEPAR_MODEL} is not installed (nothing is downloaded here; on "
+                f"a machine with network: python -c \"import benepar; benepar.download('{BENEPAR_MODEL}')\"); or use "
+                "--parser spacy")
+    return None
 
 
 def tree_from_nltk(tree, word_spans: Sequence[Span]) -> Node:
@@ -64,9 +79,11 @@ class BeneparTreeProvider(TreeProvider):
     name = "benepar"
 
     def __init__(self, model: str = BENEPAR_MODEL, spacy_model: Optional[str] = None, batch_size: int = 64):
+        missing = benepar_missing() if model == BENEPAR_MODEL else None  # the start-up check's line
+        if missing:
+            raise ConfigError(missing)
         if not benepar_model_installed(model):
-            raise RuntimeError(f"benepar model {model!r} is not installed (it cannot be downloaded here); "
-                               "use --parser spacy")
+            raise ConfigError(f"benepar model {model}: not a saved parser nor an installed model")
         import benepar
 
         self._benepar = benepar

