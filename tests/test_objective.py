@@ -458,3 +458,38 @@ def test_rollout_is_mode_and_agg_reach_the_correction(tmp_path, monkeypatch):
     raised = run_with_shifted_engine(tmp_path / "low", monkeypatch, ["--rollout_is", "token", "--rollout_is_low", "3",
                                                                     "--rollout_is_cap", "5"])
     assert raised["rollout/is_weight_mean"] == pytest.approx(3.0)  # e < 3: truncate raises it to --rollout_is_low
+
+
+def resolved(*flags):
+    from dschat.cli.ppo import build_parser
+    from dschat.stages.resolve import resolve
+
+    return resolve("ppo", build_parser().parse_config(["--reward_model_name_or_path", "tiny-gemma", "--output_dir",
+                                                       "unused", *flags]), 1)
+
+
+def test_resolver_defaults_and_every_rule_with_a_critic_free_algo():
+    """A critic-free --algo keeps one macro per response unless a rule or --ngram is given (then it cuts the units);
+    the objective's defaults are filled in (ε_high = ε, the ratio's own aggregation, the algorithm's scaling), and
+    resolving twice changes nothing; PPO keeps --ngram 1."""
+    grpo = resolved("--algo", "grpo")
+    assert (grpo.termination, grpo.ngram, grpo.loss_agg, grpo.clip_eps_high, grpo.scale_rewards) == \
+        ("fixed", None, "token_mean", 0.2, "group")
+    assert resolved("--algo", "grpo", "--ngram", "1").ngram == 1
+    assert resolved("--algo", "rloo", "--ngram", "5").ngram == 5 and resolved("--algo", "rloo").scale_rewards == "none"
+    assert resolved("--algo", "ppo").ngram == 1
+    for rule in ("parsing", "ppl", "randomized", "entropy"):
+        args = resolved("--algo", "reinforce", "--termination", rule, "--ratio", "macro_geo")
+        assert (args.termination, args.loss_agg) == (rule, "macro_mean")
+    from dschat.stages.resolve import resolve
+    assert resolve("ppo", grpo, 1) == grpo
+
+
+def test_the_asynchronous_producer_takes_the_new_correction_modes():
+    """Staleness is corrected by the same machinery: --async_rollout with a masked, geometric macro correction
+    resolves as given (the trainer reads the same fields whichever engine sampled)."""
+    args = resolved("--algo", "grpo", "--async_rollout", "1", "--rollout_is", "macro", "--rollout_is_mode", "mask",
+                    "--rollout_is_low", "0.5", "--rollout_is_agg", "geo", "--ratio", "macro_geo", "--termination",
+                    "parsing")
+    assert (args.rollout_is, args.rollout_is_mode, args.rollout_is_low, args.rollout_is_agg, args.loss_agg) == \
+        ("macro", "mask", 0.5, "geo", "macro_mean")
