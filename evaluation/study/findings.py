@@ -29,9 +29,9 @@ from evaluation.study.position_report import (position_groups, positions_against
                                               sampling_seed_comparison, sampling_seed_text)
 from evaluation.study.report import ASYNC_RUNS, RERUNS, ROOT, read_jsonl
 from evaluation.study.stats import (ALPHA, FAILED_RULE, failure, few_df, format_p, mean_estimate,
-                                    new_model_seed_interval)
+                                    new_model_seed_interval, tost)
 from evaluation.study.summaries import arm_lambda, by_arm, common_seeds, failures, mappo_family, seed_split
-from evaluation.study.tables import confirmation_table, readme_table
+from evaluation.study.tables import commits_text, confirmation_table, readme_table
 
 
 def _finals(groups, arm, metric, seeds) -> List[float]:
@@ -153,7 +153,7 @@ def same_weight_bullet(groups, positions, tests) -> Optional[str]:
             f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds "
             f"({_failed(groups, ('mappo', 'ppo-lam0.99'), seeds)}): "
             f"gold {gold} ({'equivalent' if gold_tost.equivalent else 'not shown equivalent'} within "
-            f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.3f}, {gold_tost.high:.3f}]), RM {rm} "
+            f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.4f}, {gold_tost.high:.4f}]), RM {rm} "
             f"({rm_ahead}/{n} ahead; {'equivalent' if rm_tost.equivalent else 'not shown equivalent'} within "
             f"±{rm_tost.margin:g}), final length {length[0]:.1f} vs {length[1]:.1f} tokens")
     arms = position_groups(positions, seed_split(groups)[1])
@@ -192,7 +192,20 @@ def same_lambda_bullet(groups, tests) -> Optional[str]:
             "what is left between them is the macro itself (its value estimates and its per-macro update).")
 
 
-def model_seed_bullet(summaries, tests) -> Optional[str]:
+def added_model_seeds(summaries, gold, meta) -> List[int]:
+    """The SFT + RM seeds of ``gold``'s pair trained at the commit ``study_meta.json``'s plan of that pair names as
+    fixing its seeds (added after the earlier seeds had been read)."""
+    plan = next((p for p in (meta or {}).get("plans", []) if set(p.get("arms") or ()) == {gold.method, gold.baseline}
+                 and len(p["tasks"]) > 1), None)
+    if not plan or not plan["elements"].get("seeds"):
+        return []
+    tasks = {TASKS[t].model_seed: t for t in plan["tasks"] if t in TASKS}
+    return [m for m in gold.model_seeds if m in tasks and all(
+        r.get("commit", "").startswith(plan["elements"]["seeds"]) for r in summaries
+        if r["task"] == tasks[m] and r["arm"] in (gold.method, gold.baseline))]
+
+
+def model_seed_bullet(summaries, tests, meta=None) -> Optional[str]:
     """The pairs of ``MODEL_SEED_PAIRS`` on every SFT + RM seed, with the interval that covers the model seed."""
     found = model_seed_comparisons(summaries)
     if not found:
@@ -234,22 +247,30 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
     golds = [metrics["gold"] for metrics in found.values()]
     leads = []
     for gold, text in zip(golds, gold_readings):
+        added = added_model_seeds(summaries, gold, meta)
+        read = [m for m in gold.model_seeds if m not in added]
+        notes = [f"{', '.join(map(str, added))} added after " + (f"SFT + RM seed {read[0]}'s runs" if len(read) == 1
+                                                                 else f"the first {len(read)} seeds' runs")
+                 + " had been read" if added else "", few_df(len(gold.model_seeds) - 1)[2:-1]]
         lead = (f"{gold.method} − {gold.baseline} (λ = {arm_lambda(gold.method):g}) on {len(gold.model_seeds)} SFT + RM "
-                f"seeds: gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, {gold.across.high:.3f}], "
-                + ("not decided" if text.startswith("undecided") else text))
+                "seeds" + (f" ({'; '.join(filter(None, notes))})" if any(notes) else "")
+                + f": gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, "
+                f"{gold.across.high:.3f}], " + ("not decided" if text.startswith("undecided") else text))
         if (gold.baseline, gold.method) == tuple(MODEL_SEED_PAIRS["long"][0]):
             own = own_family(found[tuple(MODEL_SEED_PAIRS["long"][0])])["gold"]
             if own.equivalence.equivalent:
                 lead += (f" in the {2 * len(found)}-test family chosen after the 3-seed data, equivalent within "
                          f"±{own.equivalence.margin:g} in the pair's own 2-test family (TOST p "
-                         f"{format_p(own.equivalence.p)})")
+                         f"{format_p(own.equivalence.p)}; neither family was committed before the runs: both readings "
+                         "are post hoc, exploratory)")
             new = new_model_seed_interval(model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"])
             lead += (f"; on a new SFT + RM seed its mean over {len(gold.seeds[0])} PPO seeds is predicted in "
                      f"[{new.mean_low:.3f}, {new.mean_high:.3f}]")
         leads.append(lead)
     headline = "; ".join(leads)
     if all(gold.across.p_rank < ALPHA for gold in golds):
-        headline += ("; the SFT + RM seed changes the gap (rank test p < 0.05 for every pair): the bullets "
+        headline += ("; the SFT + RM seed changes the gap (rank test p < 0.05 for every pair, raw, in no family): "
+                     "the bullets "
                      f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
     return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
             "SFT + RM seed as well as the PPO seed (and the machine kinds the SFT + RM seeds were made on: report, "
@@ -260,7 +281,7 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
 
 
 def machine_bullet(summaries, reruns, meta=None, async_runs=()) -> Optional[str]:
-    """The machine component of the pre-registered pair, said as what it measured and what it cannot show: its seeds
+    """The machine component of the λ = 1 pair, said as what it measured and what it cannot show: its seeds
     rerun on another machine kind (with the SFT and reward model trained again there), and the SFT + RM seeds made
     there against intervals estimated without them."""
     pair = MODEL_SEED_PAIRS["long"][0]
@@ -278,16 +299,24 @@ def machine_bullet(summaries, reruns, meta=None, async_runs=()) -> Optional[str]
             inside += sum(published[0] <= r["gold"][-1] <= published[1] for c, r in again if c["arm"] == arm)
         same = sum(any(bits_equal(r, k) and (k["arm"], k["seed"]) == (r["arm"], r["seed"]) for k in async_runs
                        if not k.get("async_rollout")) for _, r in again)
-        leads.append(f"{len(again)} same-seed reruns on another machine kind, with the SFT and reward model trained "
-                     f"again there: {inside} of {len(again)} land inside their arm's published new-seed interval; "
+        code = commits_text(r for _, r in again) != commits_text(c for c, _ in again)
+        leads.append(f"{len(again)} same-seed reruns on another machine kind (by their bits)"
+                     + (" at another commit" if code else "") + ", with the SFT and reward model trained again there: "
+                     f"{inside} of {len(again)} land inside their arm's published new-seed interval; "
                      f"{sum(bool(failure(r)) for _, r in again)} of them failed, against "
                      f"{sum(bool(failure(c)) for c, _ in again)} of the {len(again)} committed runs")
         parts.append(f"the reruns' step-0 RM {again[0][1]['rm'][0]:.3f} against the committed "
-                     f"{again[0][0]['rm'][0]:.3f} (another SFT and reward model's bits, so machine and models are "
-                     "confounded); the pair's per-seed differences are derived from the same runs, no further evidence"
+                     f"{again[0][0]['rm'][0]:.3f} (another SFT and reward model's bits)"
+                     + (f", and another code version (reruns at {commits_text(r for _, r in again)}, committed runs at "
+                        f"{commits_text(c for c, _ in again)})" if code else "")
+                     + ": machine, models" + (" and code" if code else "") + " are confounded; "
+                     "the pair's per-seed differences are derived from the "
+                     "same runs, no further evidence"
                      + (f"; {same} of the {len(again)} reruns equal, bit for bit, the K = 0 runs of the "
-                        "asynchronous-rollout check (another commit and thread count, in the repository before the "
-                        "reruns were filed), so they are not a further draw" if same else ""))
+                        f"asynchronous-rollout check (trained at "
+                        f"{commits_text(k for k in async_runs if not k.get('async_rollout'))} with another thread count, in "
+                        "the repository before the reruns were filed), so they are not a further draw, and the code "
+                        "change they rule out is only the one after that commit" if same else ""))
     for check in checks:
         arms = [(name, v) for name, v in check.values.items() if name in pair]
         runs = sum(len(values) for _, (_, values, _, _) in arms)
@@ -295,30 +324,45 @@ def machine_bullet(summaries, reruns, meta=None, async_runs=()) -> Optional[str]
         failed = sum(sum(flags) for _, (_, _, _, flags) in arms)
         failed_inside = sum(f.run_low <= x <= f.run_high and bad for _, (f, values, _, flags) in arms
                             for x, bad in zip(values, flags))
+        diffs = [(f, values, flags) for name, (f, values, _, flags) in check.values.items() if name not in pair]
+        diff_inside = sum(f.run_low <= x <= f.run_high for f, values, _ in diffs for x in values)
+        diff_n = sum(len(values) for _, values, _ in diffs)
+        diff_out_failed = sum(not f.run_low <= x <= f.run_high and bad for f, values, flags in diffs
+                              for x, bad in zip(values, flags))
         leads.append(f"on SFT + RM seeds {', '.join(map(str, check.checked))} (made there), {inside} of {runs} runs "
                      f"land inside the intervals of a new SFT + RM seed, estimated from {len(check.estimated)} SFT + RM "
-                     f"seeds ({len(check.estimated) - 1} degrees of freedom) and wide enough to hold {failed_inside} of "
-                     f"the {failed} failed runs")
+                     f"seeds{few_df(len(check.estimated) - 1)} and wide enough to hold {failed_inside} of "
+                     f"the {failed} failed runs, and {diff_inside} of {diff_n} of the pair's per-seed differences "
+                     f"land inside theirs (of the {diff_n - diff_inside} outside, {diff_out_failed} are on a seed "
+                     "where a run failed)")
         parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))}: " + "; ".join(
             f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]" for name, (fitted, _, _, _) in arms))
-    return (f"- **The machine component (the pre-registered pair), what was measured: {'; '.join(leads)}. Neither "
+    return ("- **The machine component (the λ = 1 pair; exploratory by the check), what was measured: "
+            f"{'; '.join(leads)}. Neither "
             "check can show that the machine kind moves nothing.** Final gold; report, \"The machine component\"; "
             "exploratory (\"Pre-registration, checked\"). " + "; ".join(parts) + ".")
 
 
 def n_sweep_bullet(groups, tests) -> Optional[str]:
-    """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence."""
+    """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence: the TOST p raw and
+    after Holm within its family (set after the data; the report lists its tests)."""
     arms = [a for a in ("mappo-n3", "mappo-n10", "mappo-ninf", "mappo-entropy") if a in groups]
     if "mappo" not in groups or not arms:
         return None
     parts = []
     for arm in arms:
         gold, ahead, n, test = _diff(groups, arm, "mappo", "gold", tests)
-        parts.append(f"{arm} {gold} ({_failed(groups, (arm, 'mappo'), common_seeds(groups[arm], groups['mappo']))}; "
+        seeds = common_seeds(groups[arm], groups["mappo"])
+        raw = tost([a - b for a, b in zip(_finals(groups, arm, "gold", seeds), _finals(groups, "mappo", "gold", seeds))],
+                   EQUIVALENCE_MARGINS["gold"]).p
+        parts.append(f"{arm} {gold} ({_failed(groups, (arm, 'mappo'), seeds)}; "
                      f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
-                     f"TOST p {format_p(test.equivalence.p)} after Holm within family \"{test.family}\")")
+                     f"TOST p {format_p(raw)} raw, {format_p(test.equivalence.p)} after Holm)")
+    size = sum(u.family == test.family for u in tests.values())
     return ("- **MA-PPO's termination settings at λ = 0.95, gold against n = 5** (paired, equivalence within "
-            f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
+            f"±{EQUIVALENCE_MARGINS['gold']:g}; Holm within the {size}-test family \"{test.family}\", "
+            "set after these data had been seen, so a reading that rests on it — a raw TOST p below 0.05 that Holm "
+            "lifts above — is post hoc; the report, \"Families of tests\", lists its tests): " + "; ".join(parts) + ".")
 
 
 def positions_bullet(groups, positions) -> Optional[str]:
@@ -350,8 +394,14 @@ def failure_bullet(summaries) -> str:
                 f"gold {finals[seed]:.3f} from {groups[arm][seed]['gold'][0]:.3f} (rank {ranked.index(seed) + 1} of "
                 f"{len(ranked)} in its arm), length {groups[arm][seed]['length'][-1]:.0f}" for seed, why in runs.items())
                          + ")")
-    return (f"- **{total} of {len(summaries)} runs failed** ({FAILED_RULE}; every one listed in the report, \"Failed "
-            "runs\", and counted in every table's *failed* column; they stay in every figure): " + "; ".join(parts)
+    where = {}
+    for part in parts:
+        task = part.split("/")[0]
+        where.setdefault("Failed runs" if task in ("short", "long") else "Two pairs on several SFT + RM seeds",
+                         {})[task] = None
+    listed = "; ".join(f"{', '.join(tasks)} under \"{section}\"" for section, tasks in where.items())
+    return (f"- **{total} of {len(summaries)} runs failed** ({FAILED_RULE}; every one listed in the report ({listed}) "
+            "and counted wherever runs are counted; they stay in every figure): " + "; ".join(parts)
             + ". A collapsed run can still score well on gold: length alone moves it (next point).")
 
 
@@ -450,7 +500,7 @@ def findings_by_name(summaries: Sequence[dict], positions: Sequence[dict], rerun
     bullets = {"verdict": verdict_bullet(groups, tests),
                "same λ": same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
                "paper's λ": paper_lambda_bullet(groups, summaries, tests),
-               "SFT + RM seeds": model_seed_bullet(summaries, tests),
+               "SFT + RM seeds": model_seed_bullet(summaries, tests, meta),
                "same weight": same_weight_bullet(groups, positions, tests), "n sweep": n_sweep_bullet(groups, tests),
                "positions": positions_bullet(groups, positions), "failed runs": failure_bullet(summaries),
                "length": length_bullet(groups, positions), "plateau": plateau_bullet(groups),

@@ -19,7 +19,8 @@ from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGI
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
 from evaluation.study.stats import (ALPHA, AdjustedTest, COLLAPSE_FRACTION, FAILED_RULE, Paired, ParityResult,
                                     area_under_curve, collapse, failure, few_df, format_p, last_quarter_change,
-                                    mean_estimate, new_model_seed_interval, paired_difference, parity, resample_indices,
+                                    across_model_seeds, mean_estimate, new_model_seed_interval,
+                                    paired_difference, parity, resample_indices,
                                     seeds_for_equivalence, t_interval)
 from evaluation.study.summaries import (by_arm, common_seeds, failed_cell, failures, machine_name,
                                         mappo_family, seed_split)
@@ -94,20 +95,25 @@ def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[st
     return lines + [""]
 
 
+def _chosen(v: Verdict) -> str:
+    """Each fold: the arms chosen on one half of the seeds, compared on the other."""
+    return "; ".join(f"chosen on {_seed_text(f.select_seeds)[6:]}, compared on {_seed_text(f.test_seeds)[6:]}: "
+                     f"{f.best_b} vs {f.best_a}" for f in v.folds)
+
+
 def verdict_rows(found: Dict[str, Verdict], tests: Dict[TestKey, AdjustedTest], procedure: str) -> List[str]:
     rows = []
     for metric, v in found.items():
         test = tests["verdict", procedure, metric]
-        chosen = "; ".join(f"on {f.select_seeds[0]}-{f.select_seeds[-1]}: {f.best_b} vs {f.best_a}"
-                           for f in v.folds)
+        chosen = _chosen(v)
         rows.append(f"| {metric} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
                     f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
                     f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
     return rows
 
 
-VERDICT_HEADER = ["| metric | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead | "
-                  "p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|"]
+VERDICT_HEADER = ["| metric | chosen (by gold) on one half, compared on the other | MA-PPO best − token PPO best "
+                  "[95% t CI] | ahead | p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|"]
 
 
 def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
@@ -156,7 +162,7 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
     rows = []
     for name, v in found.items():
         test = tests["verdict", name, "gold"]
-        chosen = "; ".join(f"on {_seed_text(f.select_seeds)[6:]}: {f.best_b} vs {f.best_a}" for f in v.folds)
+        chosen = _chosen(v)
         rows.append(f"| {name} | {len(v.seeds)} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
                     f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
                     f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
@@ -166,8 +172,8 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
             f"{COLLAPSE_FRACTION:.0%} of its step-0 length scores its step-0 gold (no gain), and the whole procedure "
             "is run again; *seeds without a failed run*: the fresh seeds on which no run of the compared arms failed, "
             "halved again. Holm over these two (family \"collapse sensitivity\").", "",
-            "| analysis | seeds | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead "
-            "| p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
+            "| analysis | seeds | chosen (by gold) on one half, compared on the other | MA-PPO best − token PPO best "
+            "[95% t CI] | ahead | p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def confirmation_lines(summaries: Sequence[dict], meta=None) -> List[str]:
@@ -213,7 +219,8 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
              "MA-PPO n = 5 − token PPO at the same λ (final score, paired by PPO seed), with the SFT and reward model "
              f"trained from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed "
              "sets the base model's initialisation, the SFT / RM / PPO partition of the training rows and their "
-             "order): the confirmation's pre-registered pair at λ = 1, and the paper's at λ = 0.95 (on seed 1234 its "
+             "order): the confirmation's planned pair at λ = 1 (exploratory by the check), and the paper's at λ = 0.95 "
+             "(on seed 1234 its "
              "runs are the exploration's; on the others, fresh seeds); the machines each pair's runs were made on: "
              "below the table. The *across* row's "
              "interval is Student's t over the model seeds' means (degrees of freedom: model seeds − 1): it covers "
@@ -250,9 +257,12 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
         notes.append(f"- {name}, made on: {machines_text(summaries, (baseline, method), meta)}.")
         for m in (gold, rm):
             spread, wild = within_spread(summaries, m)
+            kept = [v for i, v in enumerate(model_seed_values(summaries, m)[name]) if i != wild]
+            between = (f"; without SFT + RM seed {m.model_seeds[wild]}, whose wild within-seed spread inflates the "
+                       f"within term, {across_model_seeds(kept, 1.0).between_sd:.4f}" if wild is not None else "")
             notes.append(f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model "
                          f"seed, pooled) {m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method "
-                         f"of moments); that the model seeds' mean differences are equal: one-way ANOVA p "
+                         f"of moments, floored at 0{between}); that the model seeds' mean differences are equal: one-way ANOVA p "
                          f"{format_p(m.across.p_differ)}, Kruskal-Wallis rank test p {format_p(m.across.p_rank)}. "
                          f"Within-seed standard deviations: " + ", ".join(
                              f"{seed} {sd:.3f}" for seed, sd in zip(m.model_seeds, spread))
@@ -264,7 +274,8 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     own = {pair: own_family(metrics) for pair, metrics in found.items()}
     notes.append("- The family: these rows are Holm-adjusted over the " + f"{2 * len(found)} tests of \"across SFT + "
                  "RM seeds\" (every pair, both metrics), a family set after the 3-seed data had been seen (\"Order of "
-                 "decisions\"). In each pair's own family (its gold and RM tests only) the TOST p would be: "
+                 "decisions\"). In each pair's own family (its gold and RM tests only; no commit fixed that family "
+                 "before the runs either, so it is as post hoc) the TOST p would be: "
                  + "; ".join(f"{p[1]} − {p[0]} gold {format_p(own[p]['gold'].equivalence.p)}, RM "
                              f"{format_p(own[p]['rm'].equivalence.p)}" for p in own)
                  + ": where one is below 0.05 the verdict depends on the family chosen.")
@@ -307,17 +318,37 @@ def new_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     return lines + [""]
 
 
+def _members(tests) -> str:
+    """A family's tests, so that a reader can recompute them: paired ones as task: method − baseline (seeds), the
+    others by their key; both metrics where both are in."""
+    found: Dict[str, List[str]] = {}
+    for key in tests:
+        if len(key) == 5:
+            task, method, base, metric, seeds = key
+            name = f"{task}: {method} − {base} ({_seed_text(list(seeds))})"
+        else:
+            name = f"{key[0]}: {' − '.join(reversed(key[1])) if isinstance(key[1], tuple) else key[1]}"
+        found.setdefault(name, []).append(key[-1] if len(key) != 5 else key[3])
+    return "; ".join(f"{name} {'/'.join(metrics)}" for name, metrics in found.items())
+
+
 def family_lines(summaries: Sequence[dict]) -> List[str]:
-    """The report's statement of the multiplicity rule and its families."""
+    """The report's statement of the multiplicity rule and its families, each with its tests."""
     families = comparison_families(summaries)
     return ["#### Families of tests: one multiplicity rule", "",
-            "Every p printed in this report and the README is Holm-adjusted within one family of tests, and so is "
-            "every equivalence claim: the TOST p-values of a family are Holm-adjusted over the same family (an "
-            "equivalence is claimed when the adjusted TOST p < 0.05), so a difference and an equivalence are held to "
-            "the same family-wise error rate. A comparison printed in two tables is one test, in the first family "
-            "below that holds it, and prints the same p everywhere.", "",
-            "| family | tests | what it holds |", "|---|---|---|",
-            *(f"| {name} | {len(tests)} | {what} |" for name, (what, tests) in families.items() if tests), ""]
+            "The p of every test below (a difference's t test and its TOST) is Holm-adjusted within its family, and "
+            "so is every equivalence claim (claimed when the adjusted TOST p < 0.05), so a difference and an "
+            "equivalence are held to the same family-wise error rate; these are the p's printed as *Holm p* and as "
+            "*TOST p* without another qualifier. Printed beside them and not Holm-adjusted: the verdict tables' raw "
+            "*p* column; the one-way ANOVA and Kruskal-Wallis p's of \"Two pairs on several SFT + RM seeds\" (and "
+            "the README's \"rank test p < 0.05\"), raw and in no family; each pair's TOST p \"in its own family\" "
+            "(Holm over that pair's two tests, a family not below). A comparison printed in two tables is one test, "
+            "in the first family below that holds it, and prints the same p everywhere. Every family was set after "
+            "the data it holds had been seen (the plans' *family* in \"Pre-registration, checked\"): exploratory.", "",
+            "| family | tests | what it holds | its tests (task: method − baseline (seeds) metrics) |",
+            "|---|---|---|---|",
+            *(f"| {name} | {len(tests)} | {what} | {_members(tests)} |" for name, (what, tests) in families.items()
+              if tests), ""]
 
 
 def failure_lines(summaries: Sequence[dict], task: str) -> List[str]:
@@ -509,13 +540,18 @@ def _interval(low: float, high: float) -> str:
     return f"[{low:.3f}, {high:.3f}]"
 
 
+def commits_text(rows) -> str:
+    """The commits ``rows`` were trained at."""
+    return ", ".join(f"`{c[:7]}`" for c in sorted({r.get("commit") or "unrecorded" for r in rows}))
+
+
 def _inside(values: Sequence[float], low: float, high: float) -> int:
     return sum(low <= v <= high for v in values)
 
 
 def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], meta=None,
                             async_runs: Sequence[dict] = ()) -> List[str]:
-    """The pre-registered pair's committed runs trained again (same task, arm and seed) on another machine kind
+    """The λ = 1 pair's committed runs trained again (same task, arm and seed) on another machine kind
     (``machine_reruns.jsonl``): what they measured and what they cannot show, per seed and per arm, against the
     published new-seed interval; then the SFT + RM seeds made on that machine kind."""
     pair = MODEL_SEED_PAIRS["long"][0]
@@ -534,15 +570,19 @@ def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], m
                   "The runner trains each task's SFT and reward model under OUT, so those were trained again there too: "
                   "step-0 RM (the SFT policy, the same sampling seed) "
                   + "; ".join(f"{c:.3f} committed, {r:.3f} rerun" for c, r in step0)
-                  + ". A rerun therefore differs from its committed run in the machine, the SFT and reward model's "
-                  "bits and the PPO seed's noise on those bits at once. **What it cannot show**: which of these moved a "
-                  "run (they are confounded), nor, with these seeds, a machine effect smaller than the spread across "
+                  + f". A rerun therefore differs from its committed run in the machine, the code (reruns at "
+                  f"{commits_text(r for _, r in pairs)}, committed runs at {commits_text(c for c, _ in pairs)}), the SFT and "
+                  "reward model's bits and the PPO seed's noise on those bits at once. **What it cannot show**: which of "
+                  "these moved a run (they are confounded), nor, with these seeds, a machine effect smaller than the "
+                  "spread across "
                   f"seeds. Failed runs: {sum(bool(failure(c)) for c, _ in pairs)} of {len(pairs)} committed, "
                   f"{sum(bool(failure(r)) for _, r in pairs)} of {len(pairs)} reruns."
                   + (f" {len(same)} of the {len(reruns)} reruns equal, bit for bit at every evaluation, the K = 0 runs "
-                     "of the asynchronous-rollout check (`docs/async/runs.jsonl`, trained at another commit and thread "
-                     "count, filed before the reruns: \"Order of decisions\"), so they are not a further draw beside "
-                     "those." if same else ""), "",
+                     f"of the asynchronous-rollout check (`docs/async/runs.jsonl`, trained at "
+                     f"{commits_text(a for a in async_runs if not a.get('async_rollout'))} and another thread count, filed "
+                     "before the reruns: \"Order of decisions\"), so they are not a further draw beside those; that "
+                     "equality shows that the code between those two commits left these bits alone, not the code "
+                     "between the committed runs' commits and them." if same else ""), "",
                   "| task | arm | seed | committed | rerun | rerun − committed | bits equal (step 0; every evaluation) "
                   "| failed (committed; rerun) |", "|---|---|---|---|---|---|---|---|"]
         for c, r in pairs:
@@ -615,6 +655,7 @@ def unseen_seed_lines(summaries: Sequence[dict], unseen: Sequence[dict], meta=No
     residual = {u: (u.gold - (u.low + u.high) / 2) / ((u.high - u.low) / 2 / scipy_stats.t.ppf(0.975, len(u.seeds) - 1))
                 for u in found}
     below = sum(r < 0 for r in residual.values())
+    base = [r for r in summaries for u in found if (r["task"], r["arm"]) == (u.task, u.arm) and r["seed"] in u.seeds]
     lines = ["#### Unseen seeds of every published arm", "",
              "**What was measured.** One PPO seed (17) no committed row of the arm has, for every published arm of "
              "both tasks: `unseen_seeds.jsonl` (filed by `python -m evaluation.study unseen`, never in `runs.jsonl`, so "
@@ -623,7 +664,8 @@ def unseen_seed_lines(summaries: Sequence[dict], unseen: Sequence[dict], meta=No
              f"{'; '.join(estimated)}. The runner trained each task's SFT and reward model again on that machine (same "
              "SFT + RM seed): their step-0 evaluation equals the committed runs' bit for bit on "
              f"{sum(u.step0_equal for u in found)} of {len(found)} rows, so an unseen seed changes the PPO seed, the "
-             "machine and the SFT and reward model's bits at once. Each interval: "
+             f"machine, the code (unseen seeds at {commits_text(unseen)}, the committed runs at "
+             f"{commits_text(base)}) and the SFT and reward model's bits at once. Each interval: "
              + "; ".join(dict.fromkeys(u.where for u in found)) + " (Student's t over the seeds named, s·√(1 + 1/n)).",
              "", f"**{sum(u.inside for u in found)} of {len(found)} land inside** ({sum(bool(f) for f in failed.values())} "
              "failed: " + ("; ".join(f"{u.task}/{u.arm} ({why}, " + ("inside" if u.inside else "outside") + ")"
