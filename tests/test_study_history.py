@@ -340,8 +340,10 @@ def test_the_registration_rows_count_every_run_and_say_when_an_outcome_was_known
 def test_the_three_seed_look_is_flagged_and_the_count_stops_at_a_named_commit():
     history = _section("#### Order of decisions (generated from git)")
     rows = {line.split("`")[1]: line for line in history.splitlines() if line.startswith("| `")}
-    assert "**interim look**" in rows["23f4a93"] and "| 216 |" in rows["23f4a93"]
-    assert "**interim look**" not in rows["b31ad11"]
+    fresh = {line.split("`")[1]: line for line in history_lines(ROOT, META) if line.startswith("| `")}
+    for found in (rows, fresh) if "23f4a93" in fresh else (rows,):  # a shallow clone may lack it
+        assert "**interim look**" in found["23f4a93"] and "| 216 |" in found["23f4a93"]
+        assert "**interim look**" not in found["b31ad11"]
     count, last = re.search(r"(\d+) commits touch the study's paths up to and including `([0-9a-f]{7})`",
                             history).groups()
     if _git("rev-parse", "--is-shallow-repository").strip() != "true":
@@ -352,7 +354,7 @@ def test_the_three_seed_look_is_flagged_and_the_count_stops_at_a_named_commit():
 
 
 def test_every_failed_run_is_in_the_report_section_the_findings_name():
-    bullet = next(line for line in findings().splitlines() if "runs failed**" in line)
+    bullet = next(line for line in PAGE.splitlines() if "runs failed**" in line)  # the generator's: test_study_readme
     named = dict((task, section) for tasks, section in re.findall(r"([\w, -]+?) under \"([^\"]+)\"", bullet)
                  for task in tasks.strip("( ;").split(", "))
     long_part = REPORT[REPORT.index("## long task"):]
