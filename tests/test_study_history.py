@@ -141,6 +141,12 @@ def test_the_machine_and_unseen_sections_by_hand():
     assert "| long | ppo | 17 |" in section and f"| {mine:+.2f} |" in section
 
 
+STUDY_PATHS = ("docs/study", "docs/study-findings.md", "evaluation/study", "evaluation/study.py", "evaluation/study_report.py",
+               "evaluation/study_findings.py", "evaluation/study_positions.py", "evaluation/study_inference.py",
+               "evaluation/study_plots.py", "scripts/reproduce/study.sh")
+"""The study's design, data and report, past and present, written again."""
+
+
 def _git(*args):
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
 
@@ -174,7 +180,7 @@ def test_the_committed_history_is_whole_up_to_its_last_commit():
     listed = re.findall(r"^\| `([0-9a-f]{7})` \|", section, re.M)
     if _git("rev-parse", "--is-shallow-repository").strip() == "true":
         return
-    every = [sha[:7] for sha in _git("log", "--reverse", "--format=%H", "--", "docs/study", "evaluation/study").split()]
+    every = [sha[:7] for sha in _git("log", "--reverse", "--format=%H", "--", *STUDY_PATHS).split()]
     last = every.index(listed[-1])
     assert [sha for sha in every[:last + 1] if sha not in listed] == []
 
@@ -347,10 +353,7 @@ def test_the_three_seed_look_is_flagged_and_the_count_stops_at_a_named_commit():
     count, last = re.search(r"(\d+) commits touch the study's paths up to and including `([0-9a-f]{7})`",
                             history).groups()
     if _git("rev-parse", "--is-shallow-repository").strip() != "true":
-        paths = ["docs/study", "docs/study-findings.md", "evaluation/study", "evaluation/study.py",
-                 "evaluation/study_report.py", "evaluation/study_findings.py", "evaluation/study_positions.py",
-                 "evaluation/study_inference.py", "evaluation/study_plots.py", "scripts/reproduce/study.sh"]
-        assert int(count) == int(_git("rev-list", "--count", last, "--", *paths)) == len(rows)
+        assert int(count) == int(_git("rev-list", "--count", last, "--", *STUDY_PATHS)) == len(rows)
 
 
 def test_every_failed_run_is_in_the_report_section_the_findings_name():

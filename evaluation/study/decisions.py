@@ -168,22 +168,15 @@ def own_family(metrics: Dict[str, ModelSeedComparison]) -> Dict[str, AdjustedTes
 
 def pair_seeds(summaries: Sequence[dict], pair: Sequence[str]) -> Dict[str, List[int]]:
     """Per task of the long task's SFT + RM seeds on which both arms of ``pair`` ran, the PPO seeds they share."""
-    found = {}
-    for task in ("long", *model_seed_tasks("long")):
-        groups = by_arm(summaries, task)
-        if all(arm in groups for arm in pair):
-            found[task] = common_seeds(*(groups[arm] for arm in pair))
-    return found
+    groups = {task: by_arm(summaries, task) for task in ("long", *model_seed_tasks("long"))}
+    return {task: common_seeds(*(g[arm] for arm in pair)) for task, g in groups.items() if all(arm in g for arm in pair)}
 
 
 def model_seed_comparisons(summaries: Sequence[dict]) -> Dict[Tuple[str, str], Dict[str, ModelSeedComparison]]:
     """Every pair of :data:`evaluation.study.design.MODEL_SEED_PAIRS` measured on two or more SFT + RM seeds, both metrics."""
-    found = {}
-    for pair in MODEL_SEED_PAIRS["long"]:
-        metrics = {metric: model_seed_comparison(summaries, pair, metric) for metric in ("gold", "rm")}
-        if metrics["gold"]:
-            found[pair] = metrics
-    return found
+    found = {pair: {metric: model_seed_comparison(summaries, pair, metric) for metric in ("gold", "rm")}
+             for pair in MODEL_SEED_PAIRS["long"]}
+    return {pair: metrics for pair, metrics in found.items() if metrics["gold"]}
 
 
 def same_lambda_comparisons(groups: Dict[str, Dict[int, dict]]) -> Dict[Tuple[str, str, str], dict]:

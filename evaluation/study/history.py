@@ -124,9 +124,8 @@ def study_history(root: Path, notes: Optional[Dict[str, str]] = None,
     status = (f"The clone is shallow: only {len(commits)} of the study's commits are here, so the history below is "
               "incomplete (`git fetch --unshallow` gives it whole)." if shallow else
               f"{len(commits)} commits touch the study's paths up to and including `{commits[-1].sha[:7]}` "
-              f"({commits[-1].when[:16].replace('T', ' ')} UTC), the last there when this section was rendered: "
-              f"the report's own commit and later ones are not counted (`git log {commits[-1].sha[:7]} -- "
-              f"{' '.join(PATHS)}`).")
+              f"({commits[-1].when[:16].replace('T', ' ')} UTC), the last there when this section was rendered: the report's "
+              f"own commit and later ones are not counted (`git log {commits[-1].sha[:7]} -- {' '.join(PATHS)}`).")
     return commits, status
 
 
@@ -259,12 +258,11 @@ def registration_lines(root: Path, meta: Optional[dict], summaries: Sequence[dic
     if not found:
         return []
     return ["#### Pre-registration, checked", "",
-            "A comparison is *confirmatory* only if each element of its plan (arms, seeds, metric, margin, analysis, family) "
-            "was committed before the first of its runs started (a run's start: its record's `started_at`, or its "
-            "finish time less its wall time), by the commit's time in git; otherwise *exploratory*, and its tests "
-            "and intervals are read as such. The plans of the comparisons made before `docs/study/plans/` existed "
-            "are the commits named in `study_meta.json` (`plans`, each with its tasks and each task's PPO seeds); "
-            "those of `docs/study/plans/<comparison>.md` are "
-            "the plan's own commit.", "",
+            "A comparison is *confirmatory* only if each element of its plan (arms, seeds, metric, margin, analysis, "
+            "family) was committed before the first of its runs started (a run's start: its record's `started_at`, or "
+            "its finish time less its wall time), by the commit's time in git; otherwise *exploratory*, and its tests "
+            "and intervals are read as such. The plans of the comparisons made before `docs/study/plans/` existed are "
+            "the commits named in `study_meta.json` (`plans`, each with its tasks and each task's PPO seeds); those of "
+            "`docs/study/plans/<comparison>.md` are the plan's own commit.", "",
             "| comparison | first run started (UTC) | each element: the commit that fixed it | label |",
             "|---|---|---|---|", *(r.text() for r in found), ""]
