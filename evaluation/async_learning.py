@@ -1,7 +1,8 @@
 """Does learning hold when rollouts run one policy version ahead (``--async_rollout 1``)?
 
 On the study's long task (:mod:`evaluation.study.design`: its SFT and reward model, flags, evaluation seed and
-confirmation schedule), token PPO and MA-PPO n = 5, both at λ = 1 (the study's pre-registered pair), are trained
+confirmation schedule), token PPO and MA-PPO n = 5, both at λ = 1 (the study's planned
+pair; exploratory by its pre-registration check), are trained
 with K = 0 (the synchronous loop) and K = 1 (corrected per macro action, ``--rollout_is macro``) on the same PPO
 seeds; each K = 1 run is paired with the K = 0 run of its seed. The final gold difference K1 − K0 is tested for
 equivalence within the study's margin (±0.010, :data:`evaluation.study.design.EQUIVALENCE_MARGINS`) by TOST,

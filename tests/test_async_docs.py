@@ -79,3 +79,24 @@ def test_the_projection_is_what_the_script_prints():
     for name, speed in re.findall(r"^(dynamic cache|static cache \+ compile): .*?best split \S+: [\d.]+ s, ([\d.]+)x",
                                   printed, re.M | re.S):
         assert f"{speed}×" in text, name
+
+
+def test_the_learning_section_names_its_commit_what_changed_since_and_its_models():
+    """The runs' commit as the page names it; no "since unchanged" where git shows the producer changed after it;
+    the step-0 RM that shows the SFT and reward model were retrained; the two speed-ups, each said as what it is."""
+    runs = [json.loads(line) for line in (DOCS / "async" / "runs.jsonl").read_text().splitlines()]
+    study = [json.loads(line) for line in (DOCS / "study" / "runs.jsonl").read_text().splitlines()]
+    (commit,) = {r["commit"][:7] for r in runs}
+    text = page()
+    assert f"Trained at commit `{commit}`" in text
+    changed = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", commit, "HEAD", "--",
+                              "dschat/rlhf/rollout/producer.py"], capture_output=True).returncode
+    if changed == 1:  # 0: unchanged; 128: no git or the commit is not in this clone
+        assert "since unchanged" not in text and "The producer has changed since" in text
+    committed = next(r for r in study if (r["task"], r["arm"], r["seed"]) == ("long", "ppo-lam1", 9))
+    assert f"{runs[0]['rm'][0]:.3f} against {committed['rm'][0]:.3f}" in text
+    sync2, async1 = bench("long")["sync-2t"]["s/iteration"], bench("long")["async-1"]["s/iteration"]
+    median_of_ratios = float(bench("long")["ratios"]["async-1 speed-up over sync-2t"][0])
+    assert f"{sync2} / {async1} = {sync2 / async1:.2f}× sooner (the ratio of the two variants' medians; the " \
+           f"{median_of_ratios:.2f}× in" in text
+    assert "pre-registered" not in text

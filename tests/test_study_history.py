@@ -6,6 +6,7 @@ import math
 import re
 import statistics
 import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,12 @@ def test_the_machine_and_unseen_sections_by_hand():
     assert "| long | ppo | 17 |" in section and f"| {mine:+.2f} |" in section
 
 
+STUDY_PATHS = ("docs/study", "docs/study-findings.md", "evaluation/study", "evaluation/study.py", "evaluation/study_report.py",
+               "evaluation/study_findings.py", "evaluation/study_positions.py", "evaluation/study_inference.py",
+               "evaluation/study_plots.py", "scripts/reproduce/study.sh")
+"""The study's design, data and report, past and present, written again."""
+
+
 def _git(*args):
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout
 
@@ -173,7 +180,7 @@ def test_the_committed_history_is_whole_up_to_its_last_commit():
     listed = re.findall(r"^\| `([0-9a-f]{7})` \|", section, re.M)
     if _git("rev-parse", "--is-shallow-repository").strip() == "true":
         return
-    every = [sha[:7] for sha in _git("log", "--reverse", "--format=%H", "--", "docs/study", "evaluation/study").split()]
+    every = [sha[:7] for sha in _git("log", "--reverse", "--format=%H", "--", *STUDY_PATHS).split()]
     last = every.index(listed[-1])
     assert [sha for sha in every[:last + 1] if sha not in listed] == []
 
@@ -236,3 +243,192 @@ def test_round_four_is_exploratory_by_the_check():
     labels = re.findall(r"\*\*(confirmatory|exploratory)\*\*", section)
     assert labels and set(labels) == {"exploratory"}
     assert "90a0d80" in section  # the families, committed after every one of these runs had started
+
+
+# --- the independent reader's findings (issue 54, second part), each recomputed here ---------------------------------
+
+README = (ROOT / "README.md").read_text()
+HEADLINE = README[README.index("## What the study shows"):].split("\n## ")[0]
+
+
+def _section(title, text=REPORT):
+    start = text.index(title)
+    return text[start:text.index("\n#", start + len(title))]
+
+
+def test_no_exploratory_comparison_is_called_pre_registered():
+    """The check labels every comparison exploratory, so no generated or hand-written page names one pre-registered
+    (git's commit subjects in the order of decisions are quoted as they are)."""
+    history = _section("#### Order of decisions (generated from git)")
+    for name, text in (("report", REPORT.replace(history, "")), ("page", PAGE), ("README", README),
+                       ("async", (ROOT / "docs/async-rollouts.md").read_text()),
+                       ("async report", (ROOT / "docs/async/report.md").read_text())):
+        assert "pre-registered" not in text.lower().replace("pre-registration", ""), name
+
+
+def test_the_headline_says_which_seeds_came_after_a_look_and_that_both_families_are_post_hoc():
+    plan = next(p for p in META["plans"] if "long-sftrm4" in p["tasks"])
+    later = sorted({int(r["task"][-1]) for r in RUNS if r["task"].startswith("long-sftrm")
+                    and r["arm"] in plan["arms"] and r["commit"].startswith(plan["elements"]["seeds"])})
+    assert later == [4, 5, 6]
+    lead = (f"on 6 SFT + RM seeds ({', '.join(map(str, later))} added after the first 3 seeds' runs had been read): "
+            "gold")
+    tail = "neither family was committed before the runs: both readings are post hoc, exploratory"
+    assert lead in HEADLINE and tail in HEADLINE and lead in PAGE
+    # neither family was committed before the first run: the report's check says so for the 4-test one
+    row = next(line for line in _section("#### Pre-registration, checked").splitlines() if "λ = 1 pair" in line)
+    assert "family" in row.split("**exploratory**")[1]
+
+
+def test_every_interval_under_five_degrees_of_freedom_is_labelled_in_the_bold_leads():
+    leads = re.findall(r"^- \*\*(.+?)\*\*", PAGE, re.M) + re.findall(r"^- \*\*(.+?)\*\*", HEADLINE, re.M)
+    found = 0
+    for lead in leads:
+        for n, paren in re.findall(r"(?:on|from) (\d+) SFT \+ RM seeds( \([^)]*\))?", lead):
+            if int(n) - 1 < 5:
+                found += 1
+                assert f"{int(n) - 1} degrees of freedom, fewer than 5" in paren, lead[:80]
+    assert found >= 4  # the λ = 0.95 pair and the machine check, in the page and the README
+
+
+def test_which_p_values_are_holm_adjusted_is_said_exactly():
+    families = _section("#### Families of tests: one multiplicity rule")
+    assert "Every p printed" not in families
+    for raw in ("the verdict tables' raw *p* column", "ANOVA and Kruskal-Wallis p's", "raw and in no family",
+                "TOST p \"in its own family\""):
+        assert raw in families, raw
+    # the verdict table's raw p is a paired t test over the eight compared differences, not a Holm-adjusted one
+    verdict = _section("#### The verdict: MA-PPO's best")
+    row = next(line for line in verdict.splitlines() if line.startswith("| gold |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    final = {(r["arm"], r["seed"]): r["gold"][-1] for r in RUNS if r["task"] == "long"}
+    diffs = []
+    for fold in re.findall(r"chosen on (\d+)-(\d+), compared on (\d+)-(\d+): ([\w.-]+) vs ([\w.-]+)", cells[1]):
+        pick, compare = range(int(fold[0]), int(fold[1]) + 1), range(int(fold[2]), int(fold[3]) + 1)
+        candidates = {a for a, s in final if a.startswith("mappo") and s in pick}
+        best = max(candidates, key=lambda a: statistics.fmean(final[a, s] for s in pick))
+        assert best == fold[4]  # chosen on the first half named, compared on the other
+        diffs += [final[best, s] - final[fold[5], s] for s in compare]
+    assert cells[4] == f"{scipy_stats.ttest_1samp(diffs, 0).pvalue:.3f}"
+
+
+def test_the_machine_and_unseen_sections_name_the_code_versions():
+    def commits(rows):
+        return ", ".join(f"`{c[:7]}`" for c in sorted({r["commit"] for r in rows}))
+
+    keys = {(r["task"], r["arm"], r["seed"]) for r in RERUNS}
+    machine, unseen = _section("#### The machine component"), _section("#### Unseen seeds of every published arm")
+    assert (f"the code (reruns at {commits(RERUNS)}, committed runs at "
+            f"{commits(r for r in RUNS if (r['task'], r['arm'], r['seed']) in keys)})") in machine
+    assert f"trained at {commits(r for r in ASYNC if not r['async_rollout'])}" in machine
+    assert f"the code (unseen seeds at {commits(UNSEEN)}" in unseen
+    assert f"another code version (reruns at {commits(RERUNS)}" in findings()
+
+
+def _start(rows):
+    return min(datetime.fromisoformat(r["finished"].replace("Z", "+00:00")).timestamp() - r["wall_s"] for r in rows)
+
+
+def test_the_registration_rows_count_every_run_and_say_when_an_outcome_was_known():
+    section = _section("#### Pre-registration, checked")
+    rows = [r for r in RUNS if r["arm"] in ("ppo", "mappo") and (
+        (r["task"] == "long" and r["seed"] <= 8) or (r["task"] in ("long-sftrm2", "long-sftrm3") and r["seed"] >= 9))]
+    first = datetime.fromtimestamp(_start(rows), timezone.utc).strftime("%Y-%m-%d %H:%M")
+    row = next(line for line in section.splitlines() if "λ = 0.95 pair" in line)
+    assert f"| {first} |" in row and first.startswith("2026-11-24")
+    assert "(arms, seeds, metric, margin, analysis, family not committed before the first run)" in row
+    known = float(_git("show", "-s", "--format=%ct", "7d09fcf").strip())
+    assert known < _start(RERUNS)  # the K = 0 runs the reruns equal were in the repository before the first rerun
+    row = next(line for line in section.splitlines() if line.startswith("| machine reruns"))
+    assert "its outcome was in the repository before its plan: `7d09fcf`" in row
+
+
+def test_the_three_seed_look_is_flagged_and_the_count_stops_at_a_named_commit():
+    history = _section("#### Order of decisions (generated from git)")
+    rows = {line.split("`")[1]: line for line in history.splitlines() if line.startswith("| `")}
+    fresh = {line.split("`")[1]: line for line in history_lines(ROOT, META) if line.startswith("| `")}
+    for found in (rows, fresh) if "23f4a93" in fresh else (rows,):  # a shallow clone may lack it
+        assert "**interim look**" in found["23f4a93"] and "| 216 |" in found["23f4a93"]
+        assert "**interim look**" not in found["b31ad11"]
+    count, last = re.search(r"(\d+) commits touch the study's paths up to and including `([0-9a-f]{7})`",
+                            history).groups()
+    if _git("rev-parse", "--is-shallow-repository").strip() != "true":
+        assert int(count) == int(_git("rev-list", "--count", last, "--", *STUDY_PATHS)) == len(rows)
+
+
+def test_every_failed_run_is_in_the_report_section_the_findings_name():
+    bullet = next(line for line in PAGE.splitlines() if "runs failed**" in line)  # the generator's: test_study_readme
+    named = dict((task, section) for tasks, section in re.findall(r"([\w, -]+?) under \"([^\"]+)\"", bullet)
+                 for task in tasks.strip("( ;").split(", "))
+    long_part = REPORT[REPORT.index("## long task"):]
+    for r in (r for r in RUNS if failed(r)):
+        section = named[r["task"]]
+        if section == "Failed runs":
+            text = _section("#### Failed runs", REPORT[REPORT.index(f"## {r['task']} task"):])
+            row = next(line for line in text.splitlines() if line.startswith(f"| {r['arm']} |"))
+            assert f"; {r['seed']}: " in row.split("|")[3], (r["task"], r["arm"], r["seed"])
+        else:
+            assert f"SFT + RM seed {r['task'][-1]} {r['arm']} seed {r['seed']} (" in _section(f"#### {section}",
+                                                                                                   long_part)
+
+
+def _between_sd(groups):
+    """Method of moments: var of the seeds' means − pooled within variance / n, floored at 0."""
+    n = len(groups[0])
+    within = statistics.fmean(statistics.variance(g) for g in groups)
+    return math.sqrt(max(0.0, statistics.variance([statistics.fmean(g) for g in groups]) - within / n))
+
+
+def test_the_floored_between_seed_sd_is_qualified_with_its_value_without_seed_5():
+    gold = _pair_diffs()
+    assert _between_sd(gold) == 0.0
+    without = _between_sd([d for i, d in enumerate(gold) if i != 4])
+    assert f"across model seeds 0.0000 (method of moments, floored at 0; without SFT + RM seed 5, whose wild " \
+           f"within-seed spread inflates the within term, {without:.4f})" in REPORT and f"{without:.4f}" == "0.0060"
+
+
+def test_the_machine_lead_counts_the_differences_outside_their_interval():
+    table = _section("**SFT + RM seeds 4, 5, 6, made on")
+    row = next(line for line in table.splitlines() if line.startswith("| mappo-lam1 − ppo-lam1 |"))
+    low, high = map(float, re.search(r"\[(-?[\d.]+), (-?[\d.]+)\]", row).groups())
+    diffs = _pair_diffs()[3:]
+    outside = [(k, s) for k, d in zip((4, 5, 6), diffs) for s, v in zip(range(9, 17), d) if not low <= v <= high]
+    assert outside == [(5, 11), (5, 13)]  # the two diverged runs' seeds
+    final = {(r["task"], r["arm"], r["seed"]): r for r in RUNS}
+    bad = sum(failed(final[f"long-sftrm{k}", "ppo-lam1", s]) or failed(final[f"long-sftrm{k}", "mappo-lam1", s])
+              for k, s in outside)
+    assert (f"and {24 - len(outside)} of 24 of the pair's per-seed differences land inside theirs (of the "
+            f"{len(outside)} outside, {bad} are on a seed where a run failed)") in HEADLINE
+
+
+def test_the_same_weight_interval_is_printed_with_enough_digits():
+    final = {(r["arm"], r["seed"]): r["gold"][-1] for r in RUNS if r["task"] == "long"}
+    d = [final["mappo", s] - final["ppo-lam0.99", s] for s in range(1, 9)]
+    half = scipy_stats.t.ppf(0.95, 7) * statistics.stdev(d) / math.sqrt(8)
+    low, high = statistics.fmean(d) - half, statistics.fmean(d) + half
+    assert high > 0.010  # outside the margin, which a 3-digit print hid
+    assert f"not shown equivalent within ±0.01: 90% CI [{low:.4f}, {high:.4f}]" in PAGE
+
+
+def test_the_n_sweep_family_is_listed_and_its_holm_tost_p_values_recompute():
+    families = _section("#### Families of tests: one multiplicity rule")
+    row = next(line for line in families.splitlines() if line.startswith("| against MA-PPO n = 5 |"))
+    size, members = int(row.split("|")[2]), row.split("|")[4]
+    final = {(r["task"], r["arm"], r["seed"]): r for r in RUNS}
+    raw = {}
+    for task, arm, base, lo, hi, metrics in re.findall(r"([\w-]+): ([\w.-]+) − ([\w.-]+) \(seeds (\d+)-(\d+)\) "
+                                                      r"([\w/]+)", members):
+        for metric in metrics.split("/"):
+            d = [final[task, arm, s][metric][-1] - final[task, base, s][metric][-1] for s in range(int(lo), int(hi) + 1)]
+            raw[task, arm, metric] = _tost_p(d, 0.010 if metric == "gold" else 0.067)
+    assert len(raw) == size == 32
+    order = sorted(raw, key=raw.get)
+    holm, running = {}, 0.0
+    for i, key in enumerate(order):
+        running = max(running, min(1.0, (len(order) - i) * raw[key]))
+        holm[key] = running
+    text = findings()
+    for arm in ("mappo-n3", "mappo-n10", "mappo-ninf", "mappo-entropy"):
+        assert (f"TOST p {raw['long', arm, 'gold']:.3f} raw, {holm['long', arm, 'gold']:.3f} after Holm"
+                in text.replace("p <0.001", "p 0.000")), arm
+    assert "set after these data had been seen" in text

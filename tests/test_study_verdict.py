@@ -175,10 +175,13 @@ def test_the_pairs_across_sft_rm_seeds_by_hand():
     assert "mappo-lam1 − ppo-lam1 at λ = 1 on SFT + RM seeds 1234, 2, 3 (4 PPO seeds each (2 degrees of freedom" in bullet
     assert "seed 2 +0.000 (2/4)" in bullet and "mappo − ppo at λ = 0.95 on SFT + RM seeds 1234, 2" in bullet
     predicted = stats.t.ppf(0.975, 2) * statistics.stdev(means) * (1 + 1 / 3) ** 0.5  # a new model seed's mean
-    assert bullet.startswith(f"- **mappo-lam1 − ppo-lam1 (λ = 1) on 3 SFT + RM seeds: gold +0.005 [{0.005 - half:.3f}, "
+    # every interval with fewer than 5 degrees of freedom is labelled in the bold lead too (the README's headline)
+    assert bullet.startswith(f"- **mappo-lam1 − ppo-lam1 (λ = 1) on 3 SFT + RM seeds (2 degrees of freedom, fewer "
+                             f"than 5: wide and fragile): gold +0.005 [{0.005 - half:.3f}, "
                              f"{0.005 + half:.3f}], not decided; on a new SFT + RM seed its mean over 4 PPO seeds is "
                              f"predicted in [{0.005 - predicted:.3f}, {0.005 + predicted:.3f}]; "
-                             "mappo − ppo (λ = 0.95) on 2 SFT + RM seeds: ")
+                             "mappo − ppo (λ = 0.95) on 2 SFT + RM seeds (1 degrees of freedom, fewer than 5: wide and "
+                             "fragile): ")
     assert "(4 PPO seeds each (2 degrees of freedom, fewer than 5: wide and fragile); failed runs: SFT + RM seed 2: " \
            "mappo-lam1 seed 6 (collapsed;" in bullet
     costs = "\n".join(not_run_lines(summaries + paper))

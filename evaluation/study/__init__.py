@@ -1,6 +1,6 @@
 """The PPO vs MA-PPO study, one module per concern; each imports only the ones listed before it:
 
-- :mod:`~evaluation.study.design`: the tasks, arms, groups of arms and pre-registered constants (data, no imports);
+- :mod:`~evaluation.study.design`: the tasks, arms, groups of arms and fixed constants (data, no imports);
 - :mod:`~evaluation.study.history`: the order of decisions and the pre-registration check, read from git;
 - :mod:`~evaluation.study.stats`: the statistics (intervals, tests, Holm, equivalence, the failed-run rule), pure
   functions;

@@ -91,7 +91,7 @@ SENSITIVITY = ("collapse-floored gold", "seeds without a failed run")
 
 
 def collapse_sensitivity(groups: Dict[str, Dict[int, dict]]) -> Dict[str, Verdict]:
-    """The pre-registered verdict on gold, done again two ways that a collapsed run cannot win: every run's final
+    """The headline verdict on gold, done again two ways that a collapsed run cannot win: every run's final
     gold floored for collapse (the whole procedure, token PPO's λ choice included), and the fresh seeds on which no
     run of the verdict's arms failed (:func:`evaluation.study.stats.failure`; the same choice of arms, halves of the
     seeds left)."""
@@ -168,22 +168,15 @@ def own_family(metrics: Dict[str, ModelSeedComparison]) -> Dict[str, AdjustedTes
 
 def pair_seeds(summaries: Sequence[dict], pair: Sequence[str]) -> Dict[str, List[int]]:
     """Per task of the long task's SFT + RM seeds on which both arms of ``pair`` ran, the PPO seeds they share."""
-    found = {}
-    for task in ("long", *model_seed_tasks("long")):
-        groups = by_arm(summaries, task)
-        if all(arm in groups for arm in pair):
-            found[task] = common_seeds(*(groups[arm] for arm in pair))
-    return found
+    groups = {task: by_arm(summaries, task) for task in ("long", *model_seed_tasks("long"))}
+    return {task: common_seeds(*(g[arm] for arm in pair)) for task, g in groups.items() if all(arm in g for arm in pair)}
 
 
 def model_seed_comparisons(summaries: Sequence[dict]) -> Dict[Tuple[str, str], Dict[str, ModelSeedComparison]]:
     """Every pair of :data:`evaluation.study.design.MODEL_SEED_PAIRS` measured on two or more SFT + RM seeds, both metrics."""
-    found = {}
-    for pair in MODEL_SEED_PAIRS["long"]:
-        metrics = {metric: model_seed_comparison(summaries, pair, metric) for metric in ("gold", "rm")}
-        if metrics["gold"]:
-            found[pair] = metrics
-    return found
+    found = {pair: {metric: model_seed_comparison(summaries, pair, metric) for metric in ("gold", "rm")}
+             for pair in MODEL_SEED_PAIRS["long"]}
+    return {pair: metrics for pair, metrics in found.items() if metrics["gold"]}
 
 
 def same_lambda_comparisons(groups: Dict[str, Dict[int, dict]]) -> Dict[Tuple[str, str, str], dict]:
@@ -241,7 +234,7 @@ def comparison_families(summaries: Sequence[dict]) -> Dict[str, Tuple[str, Dict[
         families[name] = (what, kept)
 
     best, confirmed = confirmation_verdicts(long)
-    add("pre-registered verdict", "the confirmation's MA-PPO best − token PPO best, gold and RM (the headline)",
+    add("headline verdict", "the confirmation's MA-PPO best − token PPO best, gold and RM (the headline)",
         {("verdict", "confirmation", m): ([d for f in v.folds for d in f.diffs], EQUIVALENCE_MARGINS[m])
          for m, v in confirmed.items()})
     tests = {}
@@ -270,7 +263,7 @@ def comparison_families(summaries: Sequence[dict]) -> Dict[str, Tuple[str, Dict[
                 tests.update(_paired(groups[task], task, arm, "mappo", seeds))
     add("against MA-PPO n = 5", "every other arm of token PPO's λ and MA-PPO's n sweeps − MA-PPO n = 5 not "
         "already above, both tasks and metrics (the study page's n-sweep point)", tests)
-    add("collapse sensitivity", "the pre-registered verdict's gold with collapsed runs floored, and without the seeds "
+    add("collapse sensitivity", "the headline verdict's gold with collapsed runs floored, and without the seeds "
         "of failed runs", {("verdict", name, "gold"): ([d for f in v.folds for d in f.diffs],
                                                          EQUIVALENCE_MARGINS["gold"])
                               for name, v in collapse_sensitivity(long).items()})
@@ -385,7 +378,7 @@ def model_seeds_by_machine(summaries: Sequence[dict], pair: Sequence[str], meta:
 
 def published_new_seed(summaries: Sequence[dict], task: str, name: str
                        ) -> Optional[Tuple[float, float, Tuple[int, ...]]]:
-    """The published 95% interval of a new PPO seed's final gold for ``name`` (an arm of the pre-registered pair or
+    """The published 95% interval of a new PPO seed's final gold for ``name`` (an arm of the planned λ = 1 pair or
     their difference) on the long task's own SFT + RM seed: Student's t over the pair's seeds there (the report's
     "Where a new seed would land"); (low, high, seeds), None where the pair has no comparison on ``task``."""
     pair = tuple(MODEL_SEED_PAIRS["long"][0])
@@ -399,7 +392,7 @@ def published_new_seed(summaries: Sequence[dict], task: str, name: str
 
 @dataclass(frozen=True)
 class NewMachineCheck:
-    """The pre-registered pair on the SFT + RM seeds made on ``machine`` (``checked``) against the intervals of a new
+    """The planned λ = 1 pair on the SFT + RM seeds made on ``machine`` (``checked``) against the intervals of a new
     SFT + RM seed estimated from those made on the long task's machine ``home`` (``estimated``): per value (an arm
     or the difference) the fitted :class:`~evaluation.study.stats.NewModelSeed`, the checked runs' finals and each
     checked SFT + RM seed's mean."""
@@ -416,7 +409,7 @@ class NewMachineCheck:
 
 
 def new_machine_checks(summaries: Sequence[dict], meta: Optional[dict] = None) -> List[NewMachineCheck]:
-    """One check per machine kind other than the long task's that made SFT + RM seeds of the pre-registered pair's
+    """One check per machine kind other than the long task's that made SFT + RM seeds of the planned λ = 1 pair's
     comparison (two or more SFT + RM seeds on the long task's machine to estimate from). The intervals come from
     the first n PPO seeds every SFT + RM seed of the long task's machine has (n the fewest there), whatever the
     others have run; every run of the others is checked, and the mean of each that has n PPO seeds (its first n)."""
@@ -463,7 +456,7 @@ def published_arm_interval(summaries: Sequence[dict], task: str, arm: str
                            ) -> Optional[Tuple[float, float, Tuple[int, ...], str]]:
     """The published 95% interval of a new PPO seed's final gold for ``arm`` on ``task`` (its own SFT + RM seed,
     1234), estimated from the committed rows only: "Where a new seed would land"'s (:func:`published_new_seed`) for
-    an arm of the pre-registered pair; else the core arms' table's *new seed* cell (Student's t over the seeds the
+    an arm of the planned λ = 1 pair; else the core arms' table's *new seed* cell (Student's t over the seeds the
     arm shares with PPO); else (an arm run on the confirmation's seeds only) the same t over all its seeds, which
     the unseen seeds' section publishes; (low, high, seeds, where, :data:`WHERE_PUBLISHED`), None below 2 seeds."""
     found = published_new_seed(summaries, task, arm) if arm in MODEL_SEED_PAIRS["long"][0] else None

@@ -129,7 +129,7 @@ at seed 9, then 10, ...): a budget cut leaves paired seeds, and the first tier w
 
 MODEL_SEED_PAIRS = {"long": (CONFIRMATION_TIERS["long"][0], ("ppo", "mappo"))}
 """Per task, the (token PPO, MA-PPO) pairs trained again on its further SFT + RM seeds (:data:`MODEL_SEED_TASKS`),
-in this order: the confirmation's pre-registered pair (λ = 1), then the paper's (λ = 0.95, Table 5). The task's own
+in this order: the confirmation's planned pair (λ = 1), then the paper's (λ = 0.95, Table 5). The task's own
 SFT + RM seed has them already: the first on the fresh seeds, the second on the exploration seeds."""
 
 

@@ -29,9 +29,9 @@ from evaluation.study.position_report import (position_groups, positions_against
                                               sampling_seed_comparison, sampling_seed_text)
 from evaluation.study.report import ASYNC_RUNS, RERUNS, ROOT, read_jsonl
 from evaluation.study.stats import (ALPHA, FAILED_RULE, failure, few_df, format_p, mean_estimate,
-                                    new_model_seed_interval)
+                                    new_model_seed_interval, tost)
 from evaluation.study.summaries import arm_lambda, by_arm, common_seeds, failures, mappo_family, seed_split
-from evaluation.study.tables import confirmation_table, readme_table
+from evaluation.study.tables import commits_text, confirmation_table, readme_table
 
 
 def _finals(groups, arm, metric, seeds) -> List[float]:
@@ -85,15 +85,14 @@ def verdict_bullet(groups, tests) -> Optional[str]:
              "procedure was committed after the first of these runs had finished, and an interim result on 5 seed "
              f"pairs was published before the last: report, \"Order of decisions\"), {mappo} − "
              f"token PPO at λ = {arm_lambda(best):g} (its best λ on seeds {_seed_range(exploration)}): ")
-    text += (f"exploratory by the pre-registration check (report, \"Pre-registration, checked\"): "
-             f"gold {gold.diff.text()} ({gold.ahead}/{gold.diff.n} seeds ahead, "
-             f"{_failed(groups, (best, *candidates), gold.seeds)}, Holm p "
+    text += (f"exploratory by the pre-registration check (report, \"Pre-registration, checked\"): gold {gold.diff.text()} "
+             f"({gold.ahead}/{gold.diff.n} seeds ahead, {_failed(groups, (best, *candidates), gold.seeds)}, Holm p "
              f"{format_p(adjusted['gold'].p_holm)}; {adjusted['gold'].equivalence.text()}), RM {rm.diff.text()} "
              f"({rm.ahead}/{rm.diff.n}, Holm p {format_p(adjusted['rm'].p_holm)}; "
-             f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')})"
-             ". The margin Δ (gold ±{:g}, RM ±{:g}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on "
-             "seeds 1-8, fixed before round 3's runs (a first round, 2026-11-23, had run both methods at λ = 1 on 5 "
-             "seeds per task).".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
+             f"{reading(rm.diff.mean, adjusted['rm'].p_holm, adjusted['rm'].equivalence, 'MA-PPO', 'token PPO')}). The margin "
+             f"Δ (gold ±{{:g}}, RM ±{{:g}}) is a third of what tuning token PPO's λ from 0.95 to 1 bought on seeds 1-8, fixed "
+             f"before round 3's runs (a first round, 2026-11-23, had run both methods at λ = 1 on 5 seeds per "
+             f"task).".format(EQUIVALENCE_MARGINS["gold"], EQUIVALENCE_MARGINS["rm"]))
     sensitivity = collapse_sensitivity(groups)
     if sensitivity:
         parts = []
@@ -128,12 +127,11 @@ def paper_lambda_bullet(groups, summaries, tests) -> Optional[str]:
         elsewhere = "; on SFT + RM seeds " + ", ".join(
             f"{m}: {p.diff.mean:+.3f} ({p.ahead}/{p.diff.n})" for m, p in zip(others.model_seeds, others.per_model_seed)
             if m != TASKS["long"].model_seed)
-    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds of one "
-            f"SFT + RM seed ({TASKS['long'].model_seed}; {_failed(groups, ('ppo', 'mappo'), seeds)}){elsewhere}**: "
-            f"on seed {TASKS['long'].model_seed} "
-            f"{gold} (Holm p {format_p(gold_test.p_holm)}, family \"{gold_test.family}\"), a new PPO seed's difference "
-            f"predicted in [{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on {rm_ahead} of {n} "
-            f"seeds, and the mean difference {rm} (Holm p {format_p(rm_test.p_holm)}) is pulled down by "
+    return (f"- **At the paper's λ = 0.95, MA-PPO n = 5 beats token PPO on gold on {gold_ahead} of {n} seeds of one SFT + RM "
+            f"seed ({TASKS['long'].model_seed}; {_failed(groups, ('ppo', 'mappo'), seeds)}){elsewhere}**: on seed "
+            f"{TASKS['long'].model_seed} {gold} (Holm p {format_p(gold_test.p_holm)}, family \"{gold_test.family}\"), a new "
+            f"PPO seed's difference predicted in [{new.new_low:.3f}, {new.new_high:.3f}]. On the RM score it is ahead on "
+            f"{rm_ahead} of {n} seeds, and the mean difference {rm} (Holm p {format_p(rm_test.p_holm)}) is pulled down by "
             + ", ".join(f"seed {s} ({d:+.2f})" for s, d in behind)
             + f". Final responses are about as long: {lengths['ppo']:.1f} tokens (PPO) and {lengths['mappo']:.1f} "
             "(MA-PPO), seed means.")
@@ -153,7 +151,7 @@ def same_weight_bullet(groups, positions, tests) -> Optional[str]:
             f"as token PPO does at 0.95^(1/5) = {0.95 ** 0.2:.3f} (§3.2.3; arithmetic). Measured on {n} paired seeds "
             f"({_failed(groups, ('mappo', 'ppo-lam0.99'), seeds)}): "
             f"gold {gold} ({'equivalent' if gold_tost.equivalent else 'not shown equivalent'} within "
-            f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.3f}, {gold_tost.high:.3f}]), RM {rm} "
+            f"±{gold_tost.margin:g}: 90% CI [{gold_tost.low:.4f}, {gold_tost.high:.4f}]), RM {rm} "
             f"({rm_ahead}/{n} ahead; {'equivalent' if rm_tost.equivalent else 'not shown equivalent'} within "
             f"±{rm_tost.margin:g}), final length {length[0]:.1f} vs {length[1]:.1f} tokens")
     arms = position_groups(positions, seed_split(groups)[1])
@@ -192,7 +190,18 @@ def same_lambda_bullet(groups, tests) -> Optional[str]:
             "what is left between them is the macro itself (its value estimates and its per-macro update).")
 
 
-def model_seed_bullet(summaries, tests) -> Optional[str]:
+def added_model_seeds(summaries, gold, meta) -> List[int]:
+    """The SFT + RM seeds of ``gold``'s pair trained at the commit that ``study_meta.json``'s plan of the pair names
+    as fixing its seeds (added after the earlier ones had been read)."""
+    plan = next((p for p in (meta or {}).get("plans", []) if len(p["tasks"]) > 1
+                 and set(p.get("arms") or ()) == {gold.method, gold.baseline} and p["elements"].get("seeds")), None)
+    tasks = {TASKS[t].model_seed: t for t in plan["tasks"]} if plan else {}
+    return [m for m in gold.model_seeds if m in tasks and all(r.get("commit", "").startswith(plan["elements"]["seeds"])
+                                                             for r in summaries if r["task"] == tasks[m]
+                                                             and r["arm"] in (gold.method, gold.baseline))]
+
+
+def model_seed_bullet(summaries, tests, meta=None) -> Optional[str]:
     """The pairs of ``MODEL_SEED_PAIRS`` on every SFT + RM seed, with the interval that covers the model seed."""
     found = model_seed_comparisons(summaries)
     if not found:
@@ -234,23 +243,29 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
     golds = [metrics["gold"] for metrics in found.values()]
     leads = []
     for gold, text in zip(golds, gold_readings):
+        added = added_model_seeds(summaries, gold, meta)
+        read = [m for m in gold.model_seeds if m not in added]
+        notes = [f"{', '.join(map(str, added))} added after " + (f"SFT + RM seed {read[0]}'s runs" if len(read) == 1
+                                                                 else f"the first {len(read)} seeds' runs")
+                 + " had been read" if added else "", few_df(len(gold.model_seeds) - 1)[2:-1]]
         lead = (f"{gold.method} − {gold.baseline} (λ = {arm_lambda(gold.method):g}) on {len(gold.model_seeds)} SFT + RM "
-                f"seeds: gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, {gold.across.high:.3f}], "
-                + ("not decided" if text.startswith("undecided") else text))
+                "seeds" + (f" ({'; '.join(filter(None, notes))})" if any(notes) else "")
+                + f": gold {gold.across.mean:+.3f} [{gold.across.low:.3f}, "
+                f"{gold.across.high:.3f}], " + ("not decided" if text.startswith("undecided") else text))
         if (gold.baseline, gold.method) == tuple(MODEL_SEED_PAIRS["long"][0]):
             own = own_family(found[tuple(MODEL_SEED_PAIRS["long"][0])])["gold"]
             if own.equivalence.equivalent:
                 lead += (f" in the {2 * len(found)}-test family chosen after the 3-seed data, equivalent within "
-                         f"±{own.equivalence.margin:g} in the pair's own 2-test family (TOST p "
-                         f"{format_p(own.equivalence.p)})")
+                         f"±{own.equivalence.margin:g} in the pair's own 2-test family (TOST p {format_p(own.equivalence.p)}; "
+                         f"neither family was committed before the runs: both readings are post hoc, exploratory)")
             new = new_model_seed_interval(model_seed_values(summaries, gold)[f"{gold.method} − {gold.baseline}"])
             lead += (f"; on a new SFT + RM seed its mean over {len(gold.seeds[0])} PPO seeds is predicted in "
                      f"[{new.mean_low:.3f}, {new.mean_high:.3f}]")
         leads.append(lead)
     headline = "; ".join(leads)
     if all(gold.across.p_rank < ALPHA for gold in golds):
-        headline += ("; the SFT + RM seed changes the gap (rank test p < 0.05 for every pair): the bullets "
-                     f"above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
+        headline += (f"; the SFT + RM seed changes the gap (rank test p < 0.05 for every pair, raw, in no family): the "
+                     f"bullets above rest on SFT + RM seed {TASKS['long'].model_seed} alone")
     return (f"- **{headline}.** Final score; the interval is Student's t over the model seeds' means, so it covers the "
             "SFT + RM seed as well as the PPO seed (and the machine kinds the SFT + RM seeds were made on: report, "
             "\"Two pairs on several SFT + RM seeds\"); differences and equivalences Holm-adjusted over these "
@@ -260,7 +275,7 @@ def model_seed_bullet(summaries, tests) -> Optional[str]:
 
 
 def machine_bullet(summaries, reruns, meta=None, async_runs=()) -> Optional[str]:
-    """The machine component of the pre-registered pair, said as what it measured and what it cannot show: its seeds
+    """The machine component of the λ = 1 pair, said as what it measured and what it cannot show: its seeds
     rerun on another machine kind (with the SFT and reward model trained again there), and the SFT + RM seeds made
     there against intervals estimated without them."""
     pair = MODEL_SEED_PAIRS["long"][0]
@@ -278,47 +293,63 @@ def machine_bullet(summaries, reruns, meta=None, async_runs=()) -> Optional[str]
             inside += sum(published[0] <= r["gold"][-1] <= published[1] for c, r in again if c["arm"] == arm)
         same = sum(any(bits_equal(r, k) and (k["arm"], k["seed"]) == (r["arm"], r["seed"]) for k in async_runs
                        if not k.get("async_rollout")) for _, r in again)
-        leads.append(f"{len(again)} same-seed reruns on another machine kind, with the SFT and reward model trained "
-                     f"again there: {inside} of {len(again)} land inside their arm's published new-seed interval; "
+        code = commits_text(r for _, r in again) != commits_text(c for c, _ in again)
+        leads.append(f"{len(again)} same-seed reruns on another machine kind (by their bits)"
+                     + (" at another commit" if code else "") + ", with the SFT and reward model trained again there: "
+                     f"{inside} of {len(again)} land inside their arm's published new-seed interval; "
                      f"{sum(bool(failure(r)) for _, r in again)} of them failed, against "
                      f"{sum(bool(failure(c)) for c, _ in again)} of the {len(again)} committed runs")
         parts.append(f"the reruns' step-0 RM {again[0][1]['rm'][0]:.3f} against the committed "
-                     f"{again[0][0]['rm'][0]:.3f} (another SFT and reward model's bits, so machine and models are "
-                     "confounded); the pair's per-seed differences are derived from the same runs, no further evidence"
-                     + (f"; {same} of the {len(again)} reruns equal, bit for bit, the K = 0 runs of the "
-                        "asynchronous-rollout check (another commit and thread count, in the repository before the "
-                        "reruns were filed), so they are not a further draw" if same else ""))
+                     f"{again[0][0]['rm'][0]:.3f} (another SFT and reward model's bits)"
+                     + (f", and another code version (reruns at {commits_text(r for _, r in again)}, committed runs at "
+                        f"{commits_text(c for c, _ in again)})" if code else "")
+                     + ": machine, models" + (" and code" if code else "") + " are confounded; the pair's per-seed "
+                     "differences are derived from the same runs, no further evidence"
+                     + (f"; {same} of the {len(again)} reruns equal, bit for bit, the K = 0 runs of the asynchronous-rollout "
+                        f"check (trained at {commits_text(k for k in async_runs if not k.get('async_rollout'))} with another "
+                        f"thread count, in the repository before the reruns were filed), so they are not a further draw, and "
+                        f"the code change they rule out is only the one after that commit" if same else ""))
     for check in checks:
         arms = [(name, v) for name, v in check.values.items() if name in pair]
-        runs = sum(len(values) for _, (_, values, _, _) in arms)
-        inside = sum(f.run_low <= x <= f.run_high for _, (f, values, _, _) in arms for x in values)
-        failed = sum(sum(flags) for _, (_, _, _, flags) in arms)
-        failed_inside = sum(f.run_low <= x <= f.run_high and bad for _, (f, values, _, flags) in arms
-                            for x, bad in zip(values, flags))
-        leads.append(f"on SFT + RM seeds {', '.join(map(str, check.checked))} (made there), {inside} of {runs} runs "
-                     f"land inside the intervals of a new SFT + RM seed, estimated from {len(check.estimated)} SFT + RM "
-                     f"seeds ({len(check.estimated) - 1} degrees of freedom) and wide enough to hold {failed_inside} of "
-                     f"the {failed} failed runs")
+        marks = {name: [(f.run_low <= x <= f.run_high, bad) for x, bad in zip(values, flags)]
+                 for name, (f, values, _, flags) in check.values.items()}  # (inside, failed) per run
+        of_arms = [m for name, _ in arms for m in marks[name]]
+        runs, inside = len(of_arms), sum(i for i, _ in of_arms)
+        failed, failed_inside = sum(b for _, b in of_arms), sum(i and b for i, b in of_arms)
+        diffs = [m for name, runs_of in marks.items() if name not in pair for m in runs_of]
+        diff_n, diff_inside, diff_out_failed = len(diffs), sum(i for i, _ in diffs), sum(b and not i for i, b in diffs)
+        leads.append(f"on SFT + RM seeds {', '.join(map(str, check.checked))} (made there), {inside} of {runs} runs land "
+                     f"inside the intervals of a new SFT + RM seed, estimated from {len(check.estimated)} SFT + RM "
+                     f"seeds{few_df(len(check.estimated) - 1)} and wide enough to hold {failed_inside} of the {failed} failed "
+                     f"runs, and {diff_inside} of {diff_n} of the pair's per-seed differences land inside theirs (of the "
+                     f"{diff_n - diff_inside} outside, {diff_out_failed} are on a seed where a run failed)")
         parts.append(f"SFT + RM seeds {', '.join(map(str, check.checked))}: " + "; ".join(
             f"{name} one run [{fitted.run_low:.3f}, {fitted.run_high:.3f}]" for name, (fitted, _, _, _) in arms))
-    return (f"- **The machine component (the pre-registered pair), what was measured: {'; '.join(leads)}. Neither "
-            "check can show that the machine kind moves nothing.** Final gold; report, \"The machine component\"; "
-            "exploratory (\"Pre-registration, checked\"). " + "; ".join(parts) + ".")
+    return (f"- **The machine component (the λ = 1 pair; exploratory by the check), what was measured: "
+            f"{'; '.join(leads)}. Neither check can show that the machine kind moves nothing.** Final gold; report, "
+            f"\"The machine component\"; exploratory (\"Pre-registration, checked\"). " + "; ".join(parts) + ".")
 
 
 def n_sweep_bullet(groups, tests) -> Optional[str]:
-    """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence."""
+    """MA-PPO's other termination settings against n = 5 at λ = 0.95 on gold, with equivalence: the TOST p raw and
+    after Holm within its family (set after the data; the report lists its tests)."""
     arms = [a for a in ("mappo-n3", "mappo-n10", "mappo-ninf", "mappo-entropy") if a in groups]
     if "mappo" not in groups or not arms:
         return None
     parts = []
     for arm in arms:
         gold, ahead, n, test = _diff(groups, arm, "mappo", "gold", tests)
-        parts.append(f"{arm} {gold} ({_failed(groups, (arm, 'mappo'), common_seeds(groups[arm], groups['mappo']))}; "
+        seeds = common_seeds(groups[arm], groups["mappo"])
+        raw = tost([a - b for a, b in zip(_finals(groups, arm, "gold", seeds), _finals(groups, "mappo", "gold", seeds))],
+                   EQUIVALENCE_MARGINS["gold"]).p
+        parts.append(f"{arm} {gold} ({_failed(groups, (arm, 'mappo'), seeds)}; "
                      f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'}: "
-                     f"TOST p {format_p(test.equivalence.p)} after Holm within family \"{test.family}\")")
+                     f"TOST p {format_p(raw)} raw, {format_p(test.equivalence.p)} after Holm)")
+    size = sum(u.family == test.family for u in tests.values())
     return ("- **MA-PPO's termination settings at λ = 0.95, gold against n = 5** (paired, equivalence within "
-            f"±{EQUIVALENCE_MARGINS['gold']:g}): " + "; ".join(parts) + ".")
+            f"±{EQUIVALENCE_MARGINS['gold']:g}; Holm within the {size}-test family \"{test.family}\", "
+            "set after these data had been seen, so a reading that rests on it — a raw TOST p below 0.05 that Holm "
+            "lifts above — is post hoc; the report, \"Families of tests\", lists its tests): " + "; ".join(parts) + ".")
 
 
 def positions_bullet(groups, positions) -> Optional[str]:
@@ -350,8 +381,14 @@ def failure_bullet(summaries) -> str:
                 f"gold {finals[seed]:.3f} from {groups[arm][seed]['gold'][0]:.3f} (rank {ranked.index(seed) + 1} of "
                 f"{len(ranked)} in its arm), length {groups[arm][seed]['length'][-1]:.0f}" for seed, why in runs.items())
                          + ")")
-    return (f"- **{total} of {len(summaries)} runs failed** ({FAILED_RULE}; every one listed in the report, \"Failed "
-            "runs\", and counted in every table's *failed* column; they stay in every figure): " + "; ".join(parts)
+    where = {}
+    for part in parts:
+        task = part.split("/")[0]
+        where.setdefault("Failed runs" if task in ("short", "long") else "Two pairs on several SFT + RM seeds",
+                         {})[task] = None
+    listed = "; ".join(f"{', '.join(tasks)} under \"{section}\"" for section, tasks in where.items())
+    return (f"- **{total} of {len(summaries)} runs failed** ({FAILED_RULE}; every one listed in the report ({listed}) "
+            "and counted wherever runs are counted; they stay in every figure): " + "; ".join(parts)
             + ". A collapsed run can still score well on gold: length alone moves it (next point).")
 
 
@@ -411,9 +448,8 @@ def short_bullet(summaries, tests) -> Optional[str]:
         gold, ahead, n, test = _diff(groups, arm, "ppo", "gold", tests, task="short")
         parts.append(f"{arm} − PPO gold {gold} ({ahead}/{n}, "
                      f"{_failed(groups, (arm, 'ppo'), common_seeds(groups[arm], groups['ppo']))}, Holm p "
-                     f"{format_p(test.p_holm)}; "
-                     f"{'equivalent' if test.equivalence.equivalent else 'not shown equivalent'} within "
-                     f"±{test.equivalence.margin:g})")
+                     f"{format_p(test.p_holm)}; {'equivalent' if test.equivalence.equivalent else 'not shown equivalent'} "
+                     f"within ±{test.equivalence.margin:g})")
     return "- **Short task (~16 tokens): no difference shown.** " + "; ".join(parts) + "."
 
 
@@ -450,7 +486,7 @@ def findings_by_name(summaries: Sequence[dict], positions: Sequence[dict], rerun
     bullets = {"verdict": verdict_bullet(groups, tests),
                "same λ": same_lambda_bullet(groups, tests) if MAPPO_LAMBDA_ARMS else None,
                "paper's λ": paper_lambda_bullet(groups, summaries, tests),
-               "SFT + RM seeds": model_seed_bullet(summaries, tests),
+               "SFT + RM seeds": model_seed_bullet(summaries, tests, meta),
                "same weight": same_weight_bullet(groups, positions, tests), "n sweep": n_sweep_bullet(groups, tests),
                "positions": positions_bullet(groups, positions), "failed runs": failure_bullet(summaries),
                "length": length_bullet(groups, positions), "plateau": plateau_bullet(groups),

@@ -74,8 +74,12 @@ class Commit:
     note: str = ""
 
 
-def study_history(root: Path, notes: Optional[Dict[str, str]] = None) -> Tuple[List[Commit], str]:
-    """(the commits touching :data:`PATHS`, oldest first, each classified; a line on how complete the history is)."""
+def study_history(root: Path, notes: Optional[Dict[str, str]] = None,
+                  looks: Optional[Dict[str, dict]] = None) -> Tuple[List[Commit], str]:
+    """(the commits touching :data:`PATHS`, oldest first, each classified; a line on how complete the history is).
+    ``looks`` (``study_meta.json``'s ``interim_looks``): an interim look the rows cannot show (a comparison extended
+    by new tasks rather than by more seeds of one), ``{first commit: {"until": commit, "why": text}}``: every commit
+    from the first to ``until`` (not included) that changed the report is an interim look."""
     log = git(root, "log", "--reverse", "--format=@%H %cI %P%x09%s", "--name-only", "--", *PATHS)
     if not log:
         return [], "No git history here: the history of decisions cannot be generated."
@@ -106,12 +110,22 @@ def study_history(root: Path, notes: Optional[Dict[str, str]] = None) -> Tuple[L
         c.runs = sum(len(rows) for rows in state.values())
         c.note = (notes or {}).get(c.sha[:7], "")
         snapshots.append({p: dict(rows) for p, rows in state.items()})
+    window = None
     for i, c in enumerate(commits):
+        window = (looks or {}).get(c.sha[:7], window)
+        if window and c.sha.startswith(window["until"]):
+            window = None
         if any(f in REPORT for f in c.files):
             c.interim = any(_grows_later(snapshots[i], later) for later in snapshots[i + 1:])
+            c.interim = c.interim or bool(window)
+        if window and c.sha[:7] in looks:
+            c.note = "; ".join(filter(None, (c.note, f"*interim look* from here to `{window['until']}` (noted): "
+                                                     f"{window['why']}")))
     status = (f"The clone is shallow: only {len(commits)} of the study's commits are here, so the history below is "
               "incomplete (`git fetch --unshallow` gives it whole)." if shallow else
-              f"{len(commits)} commits touch the study's paths (`git log -- {' '.join(PATHS)}`).")
+              f"{len(commits)} commits touch the study's paths up to and including `{commits[-1].sha[:7]}` "
+              f"({commits[-1].when[:16].replace('T', ' ')} UTC), the last there when this section was rendered: the report's "
+              f"own commit and later ones are not counted (`git log {commits[-1].sha[:7]} -- {' '.join(PATHS)}`).")
     return commits, status
 
 
@@ -134,7 +148,7 @@ def _grows_later(now: Dict[str, Dict[Tuple, float]], later: Dict[str, Dict[Tuple
 
 def history_lines(root: Path, meta: Optional[dict]) -> List[str]:
     """The report's "Order of decisions": one line per commit of :func:`study_history`."""
-    commits, status = study_history(root, (meta or {}).get("notes"))
+    commits, status = study_history(root, (meta or {}).get("notes"), (meta or {}).get("interim_looks"))
     lines = ["#### Order of decisions (generated from git)", "",
              f"{status} Kind of change, from the files and rows each commit changed: *design* "
              f"({', '.join(f'`{d}`' for d in DESIGN)}), *runs added* / *runs replaced* (rows of a run file, "
@@ -158,6 +172,9 @@ class Registration:
     first_start: Optional[datetime]
     elements: Dict[str, Optional[Tuple[str, datetime]]]
     """Plan element -> (commit that fixed it, its time), None where nothing fixed it."""
+    known: Optional[Tuple[str, datetime, str]] = None
+    """(commit, time, what): where the comparison's outcome was in the repository before its plan (a plan's
+    ``outcome_known``), which no element's time shows."""
 
     @property
     def late(self) -> List[str]:
@@ -172,8 +189,10 @@ class Registration:
         start = self.first_start.strftime("%Y-%m-%d %H:%M") if self.first_start else "no run"
         fixed = "; ".join(f"{name} `{found[0][:7]}` {found[1].strftime('%Y-%m-%d %H:%M')}" if found
                           else f"{name}: not fixed by any commit" for name, found in self.elements.items())
+        known = (f"; its outcome was in the repository before its plan: `{self.known[0][:7]}` "
+                 f"{self.known[1].strftime('%Y-%m-%d %H:%M')} ({self.known[2]})" if self.known else "")
         return (f"| {self.comparison} | {start} | {fixed} | **{self.label}**"
-                + (f" ({', '.join(self.late)} not committed before the first run)" if self.late else "") + " |")
+                + (f" ({', '.join(self.late)} not committed before the first run)" if self.late else "") + known + " |")
 
 
 def commit_time(root: Path, commit: str) -> Optional[Tuple[str, datetime]]:
@@ -214,14 +233,18 @@ def study_registrations(root: Path, meta: Optional[dict], summaries: Sequence[di
     commit that fixed each element), then those of ``docs/study/plans/``."""
     found = []
     for plan in (meta or {}).get("plans", []):
+        seeds = {t: plan["seeds"][t] if isinstance(plan["seeds"], dict) else plan["seeds"] for t in plan["tasks"]}
         rows = [r for r in files.get(plan["file"], summaries) if r["task"] in plan["tasks"]
-                and (not plan.get("arms") or r["arm"] in plan["arms"]) and plan["seeds"][0] <= r["seed"] <= plan["seeds"][1]]
+                and (not plan.get("arms") or r["arm"] in plan["arms"])
+                and seeds[r["task"]][0] <= r["seed"] <= seeds[r["task"]][1]]
         starts = [utc(r["started_at"]).timestamp() if r.get("started_at") else
                   utc(r["finished"]).timestamp() - r["wall_s"] for r in rows if r.get("started_at") or r.get("finished")]
         first = datetime.fromtimestamp(min(starts), timezone.utc) if starts else None
         elements = {k: (commit_time(root, plan["elements"][k]) if plan["elements"].get(k) else None)
                     for k in PLAN_ELEMENTS}
-        found.append(Registration(plan["comparison"], first, elements))
+        known = plan.get("outcome_known")
+        when = commit_time(root, known["commit"]) if known else None
+        found.append(Registration(plan["comparison"], first, elements, when and (*when, known["what"])))
     plans = Path(root) / "docs/study/plans"
     for plan in sorted(plans.glob("*.md")) if plans.is_dir() else []:
         if "-amendment-" not in plan.stem:
@@ -235,11 +258,11 @@ def registration_lines(root: Path, meta: Optional[dict], summaries: Sequence[dic
     if not found:
         return []
     return ["#### Pre-registration, checked", "",
-            "A comparison is *confirmatory* only if each element of its plan (arms, seeds, metric, margin, analysis, family) "
-            "was committed before the first of its runs started (a run's start: its record's `started_at`, or its "
-            "finish time less its wall time), by the commit's time in git; otherwise *exploratory*, and its tests "
-            "and intervals are read as such. The plans of the comparisons made before `docs/study/plans/` existed "
-            "are the commits named in `study_meta.json` (`plans`); those of `docs/study/plans/<comparison>.md` are "
-            "the plan's own commit.", "",
+            "A comparison is *confirmatory* only if each element of its plan (arms, seeds, metric, margin, analysis, "
+            "family) was committed before the first of its runs started (a run's start: its record's `started_at`, or "
+            "its finish time less its wall time), by the commit's time in git; otherwise *exploratory*, and its tests "
+            "and intervals are read as such. The plans of the comparisons made before `docs/study/plans/` existed are "
+            "the commits named in `study_meta.json` (`plans`, each with its tasks and each task's PPO seeds); those of "
+            "`docs/study/plans/<comparison>.md` are the plan's own commit.", "",
             "| comparison | first run started (UTC) | each element: the commit that fixed it | label |",
             "|---|---|---|---|", *(r.text() for r in found), ""]

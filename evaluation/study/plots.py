@@ -8,19 +8,12 @@ from typing import Dict, Sequence
 import numpy as np
 
 from evaluation.plots import COLORS, plt, save_figure
-from evaluation.study.design import ARMS, CORE_ARMS, LAMBDA_SWEEP, METRICS, N_SWEEP
+from evaluation.study.design import ARMS, CORE_ARMS, METRICS
 from evaluation.study.stats import t_interval
-from evaluation.study.summaries import by_arm, common_seeds, seed_split
+from evaluation.study.summaries import by_arm, common_seeds
 
 
 BAND = "band: 95% t CI of the seed mean"
-
-
-GROUPS = (("λ (token PPO)", LAMBDA_SWEEP + ("mappo",)),
-          ("n (Fig. 6)", N_SWEEP),
-          ("termination (Fig. 5 + entropy)", ("ppo", "mappo", "mappo-randomized", "mappo-parsing", "mappo-ppl",
-                                              "mappo-entropy")),
-          ("optimizer steps per rollout", ("ppo", "mappo", "ppo-minibatch", "mappo-minibatch")))
 
 
 def arm_color(arm: str) -> str:
@@ -67,27 +60,5 @@ def plot_main(summaries: Sequence[dict], path: Path) -> bool:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=8, title=BAND, title_fontsize=7)
     fig.suptitle("Core arms (λ = 0.95 unless named), tiny Gemma on CPU")
-    save_figure(fig, str(path))
-    return True
-
-
-def plot_ablations(summaries: Sequence[dict], path: Path, task: str = "long") -> bool:
-    """``task``'s ablation groups (columns), RM and gold (rows), on the ablation seeds; False when none ran."""
-    groups = by_arm(summaries, task)
-    present = [(title, arms) for title, arms in GROUPS
-               if any(arm in groups for arm in arms if arm not in ("ppo", "mappo"))]
-    if not present:
-        return False
-    ablation_seeds = seed_split(groups)[0]  # the exploration's seeds (the confirmation has its own tables)
-    fig, axes = plt.subplots(2, len(present), figsize=(4.2 * len(present), 7), squeeze=False)
-    for col, (title, arms) in enumerate(present):
-        for row, metric in enumerate(METRICS):
-            ax = axes[row][col]
-            _curves(ax, groups, arms, metric, ablation_seeds)
-            ax.set_title(f"{title}: {metric}", fontsize=10)
-            ax.set_xlabel("PPO step")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7, title=BAND, title_fontsize=6)
-    fig.suptitle(f"{task.capitalize()}-task arms (seeds {', '.join(map(str, ablation_seeds))})")
     save_figure(fig, str(path))
     return True

@@ -105,7 +105,7 @@ def positions_against_runs(records: Sequence[dict], summaries: Sequence[dict], k
 
 @dataclass(frozen=True)
 class SamplingSeedComparison:
-    """The pre-registered pair (``method`` − ``baseline``, whole-response gold of the final actors, paired by PPO
+    """The planned λ = 1 pair (``method`` − ``baseline``, whole-response gold of the final actors, paired by PPO
     seed) under each sampling seed both were drawn with, and on each actor's mean over those draws (an interval
     over PPO seeds that averages the evaluation sample's noise)."""
 

@@ -317,8 +317,7 @@ def main(argv=None) -> None:
         parser.exit(2, "error: --seeds and --jobs must be >= 1, --ablation_seeds >= 0\n")
     if args.command in ("report", "reruns", "unseen"):
         if not (args.report_dir / "runs.jsonl").is_file() and args.command != "report":
-            parser.exit(2, f"error: {args.report_dir}/runs.jsonl: no such file ({args.command} are filed beside its "
-                           "runs)\n")
+            parser.exit(2, f"error: {args.report_dir}/runs.jsonl: no such file ({args.command} are filed beside its runs)\n")
         try:
             {"report": write_report, "reruns": write_reruns, "unseen": write_unseen}[args.command](args.out,
                                                                                              args.report_dir)

@@ -323,13 +323,6 @@ N_BOOT = 10000
 SMOOTHING = 0.6
 
 
-def percentile_interval(samples: Sequence[float], level: float = LEVEL) -> Tuple[float, float]:
-    """The central ``level`` percentile interval of bootstrap samples (numpy's linear interpolation)."""
-    tail = 100 * (1 - level) / 2
-    low, high = np.percentile(np.asarray(samples, dtype=float), [tail, 100 - tail])
-    return float(low), float(high)
-
-
 def resample_indices(n: int, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
     """``[n_boot, n]`` seed indices drawn with replacement (the same draws for every statistic of a table)."""
     return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
@@ -337,10 +330,13 @@ def resample_indices(n: int, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
 
 def bootstrap_mean_ci(values: Sequence[float], indices: Optional[np.ndarray] = None,
                       level: float = LEVEL) -> Tuple[float, float]:
-    """95% percentile bootstrap CI of the mean of ``values`` over the resamples ``indices``."""
+    """The central ``level`` percentile interval (numpy's linear interpolation) of the mean of ``values`` over the
+    resamples ``indices``."""
     values = np.asarray(values, dtype=float)
     indices = resample_indices(len(values)) if indices is None else indices
-    return percentile_interval(values[indices].mean(axis=1), level)
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(values[indices].mean(axis=1), [tail, 100 - tail])
+    return float(low), float(high)
 
 
 @dataclass(frozen=True)

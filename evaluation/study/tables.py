@@ -5,6 +5,7 @@ tests) and returns lines; the numbers come from :mod:`evaluation.study.decisions
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from typing import Dict, List, Sequence
 
 from scipy import stats as scipy_stats
@@ -19,7 +20,8 @@ from evaluation.study.design import (ARMS, CONFIRMATION_TIERS, EQUIVALENCE_MARGI
                                      MODEL_SEED_PAIRS, README_ARMS, TASKS, confirmation_seeds, model_seed_tasks)
 from evaluation.study.stats import (ALPHA, AdjustedTest, COLLAPSE_FRACTION, FAILED_RULE, Paired, ParityResult,
                                     area_under_curve, collapse, failure, few_df, format_p, last_quarter_change,
-                                    mean_estimate, new_model_seed_interval, paired_difference, parity, resample_indices,
+                                    across_model_seeds, mean_estimate, new_model_seed_interval,
+                                    paired_difference, parity, resample_indices,
                                     seeds_for_equivalence, t_interval)
 from evaluation.study.summaries import (by_arm, common_seeds, failed_cell, failures, machine_name,
                                         mappo_family, seed_split)
@@ -71,9 +73,8 @@ def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[st
     if baseline not in groups:
         return []
     lines = [f"#### {title}", "",
-             "| arm | seeds | metric | final | t CI | bootstrap CI | new seed | final − "
-             f"{baseline} | t CI | bootstrap CI | new seed | ahead | AUC − {baseline} [t CI] | parity speed-up "
-             "| last-quarter change [t CI] |",
+             f"| arm | seeds | metric | final | t CI | bootstrap CI | new seed | final − {baseline} | t CI | bootstrap "
+             f"CI | new seed | ahead | AUC − {baseline} [t CI] | parity speed-up | last-quarter change [t CI] |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for arm in arms:
         if arm not in groups:
@@ -94,20 +95,25 @@ def table(summaries: Sequence[dict], task: str, baseline: str, arms: Sequence[st
     return lines + [""]
 
 
+def _chosen(v: Verdict) -> str:
+    """Each fold: the arms chosen on one half of the seeds, compared on the other."""
+    return "; ".join(f"chosen on {_seed_text(f.select_seeds)[6:]}, compared on {_seed_text(f.test_seeds)[6:]}: "
+                     f"{f.best_b} vs {f.best_a}" for f in v.folds)
+
+
 def verdict_rows(found: Dict[str, Verdict], tests: Dict[TestKey, AdjustedTest], procedure: str) -> List[str]:
     rows = []
     for metric, v in found.items():
         test = tests["verdict", procedure, metric]
-        chosen = "; ".join(f"on {f.select_seeds[0]}-{f.select_seeds[-1]}: {f.best_b} vs {f.best_a}"
-                           for f in v.folds)
+        chosen = _chosen(v)
         rows.append(f"| {metric} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
                     f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
                     f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
     return rows
 
 
-VERDICT_HEADER = ["| metric | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead | "
-                  "p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|"]
+VERDICT_HEADER = ["| metric | chosen (by gold) on one half, compared on the other | MA-PPO best − token PPO best "
+                  "[95% t CI] | ahead | p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|"]
 
 
 def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, AdjustedTest]) -> List[str]:
@@ -121,21 +127,17 @@ def verdict_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, Adjus
              "of their own); equivalence: two one-sided tests at 5%.", ""]
     if confirmed:  # the exploration's own best-against-best is not run: its margin was derived from its seeds
         v = confirmed["gold"]
-        commits: Dict[str, int] = {}
-        for arm in (best, *mappo_family(groups, v.seeds)):
-            for seed in v.seeds:
-                commits[groups[arm][seed]["commit"]] = commits.get(groups[arm][seed]["commit"], 0) + 1
+        commits = Counter(groups[arm][seed]["commit"] for arm in (best, *mappo_family(groups, v.seeds)) for seed in v.seeds)
         made = ", ".join(f"`{c}` ({n} runs)" for c, n in commits.items())
         lines += [f"**Confirmation** (fresh seeds {v.seeds[0]}-{v.seeds[-1]}, {len(v.seeds)} of them, trained at "
                   f"{len(commits)} commit{'s' if len(commits) > 1 else ''} — {made} — on a machine the runs do not "
-                  "record (\"Machines\"), after the margin and candidates were fixed; the selection procedure below "
-                  "was committed after the first of these runs had finished, and an interim result was published "
-                  "before the last: \"Order of decisions\"; exploratory by \"Pre-registration, checked\"): token "
-                  f"PPO {best} (its best "
-                  f"λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's best of "
-                  f"{', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
+                  f"record (\"Machines\"), after the margin and candidates were fixed; the selection procedure below "
+                  f"was committed after the first of these runs had finished, and an interim result was published "
+                  f"before the last: \"Order of decisions\"; exploratory by \"Pre-registration, checked\"): token PPO "
+                  f"{best} (its best λ on the exploration seeds {exploration[0]}-{exploration[-1]}) against MA-PPO's "
+                  f"best of {', '.join(dict.fromkeys(f.best_b for f in v.folds))} among "
                   f"{', '.join(mappo_family(groups, v.seeds))} (chosen on one half of the fresh seeds, compared on the "
-                  "other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed, tests, "confirmation"), "",
+                  f"other, both ways).", "", *VERDICT_HEADER, *verdict_rows(confirmed, tests, "confirmation"), "",
                   *sensitivity_lines(groups, tests)]
     return lines
 
@@ -156,7 +158,7 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
     rows = []
     for name, v in found.items():
         test = tests["verdict", name, "gold"]
-        chosen = "; ".join(f"on {_seed_text(f.select_seeds)[6:]}: {f.best_b} vs {f.best_a}" for f in v.folds)
+        chosen = _chosen(v)
         rows.append(f"| {name} | {len(v.seeds)} | {chosen} | {v.diff.text()} | {v.ahead}/{v.diff.n} | {format_p(v.p)} | "
                     f"{format_p(test.p_holm)} | {test.equivalence.text()} | "
                     f"{reading(v.diff.mean, test.p_holm, test.equivalence, 'MA-PPO', 'token PPO')} |")
@@ -166,8 +168,8 @@ def sensitivity_lines(groups: Dict[str, Dict[int, dict]], tests: Dict[TestKey, A
             f"{COLLAPSE_FRACTION:.0%} of its step-0 length scores its step-0 gold (no gain), and the whole procedure "
             "is run again; *seeds without a failed run*: the fresh seeds on which no run of the compared arms failed, "
             "halved again. Holm over these two (family \"collapse sensitivity\").", "",
-            "| analysis | seeds | chosen (by gold, on the other half) | MA-PPO best − token PPO best [95% t CI] | ahead "
-            "| p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
+            "| analysis | seeds | chosen (by gold) on one half, compared on the other | MA-PPO best − token PPO best "
+            "[95% t CI] | ahead | p | Holm p | equivalence | reading |", "|---|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def confirmation_lines(summaries: Sequence[dict], meta=None) -> List[str]:
@@ -210,15 +212,14 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     tests = multiplicity(summaries)
     tasks = ", ".join(model_seed_tasks("long"))
     lines = ["#### Two pairs on several SFT + RM seeds", "",
-             "MA-PPO n = 5 − token PPO at the same λ (final score, paired by PPO seed), with the SFT and reward model "
-             f"trained from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed "
-             "sets the base model's initialisation, the SFT / RM / PPO partition of the training rows and their "
-             "order): the confirmation's pre-registered pair at λ = 1, and the paper's at λ = 0.95 (on seed 1234 its "
-             "runs are the exploration's; on the others, fresh seeds); the machines each pair's runs were made on: "
-             "below the table. The *across* row's "
-             "interval is Student's t over the model seeds' means (degrees of freedom: model seeds − 1): it covers "
-             "the SFT + RM seed as well as the PPO seed; its equivalence test is TOST over the same means. RM "
-             "differences are each model seed's own reward model's scale.", "",
+             f"MA-PPO n = 5 − token PPO at the same λ (final score, paired by PPO seed), with the SFT and reward model trained "
+             f"from each SFT + RM seed (`MODEL_SEED_TASKS`: {tasks} beside the long task's own 1234; the seed sets the base "
+             f"model's initialisation, the SFT / RM / PPO partition of the training rows and their order): the confirmation's "
+             f"planned pair at λ = 1 (exploratory by the check), and the paper's at λ = 0.95 (on seed 1234 its runs are the "
+             f"exploration's; on the others, fresh seeds); the machines each pair's runs were made on: below the table. The "
+             f"*across* row's interval is Student's t over the model seeds' means (degrees of freedom: model seeds − 1): it "
+             f"covers the SFT + RM seed as well as the PPO seed; its equivalence test is TOST over the same means. RM "
+             f"differences are each model seed's own reward model's scale.", "",
              "| pair | SFT + RM seed | PPO seeds | step-0 gold (SFT policy) | step-0 RM | gold difference [t CI] (ahead) "
              "| RM difference [t CI] (ahead) |",
              "|---|---|---|---|---|---|---|"]
@@ -240,8 +241,7 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
                  f"Holm p {format_p(adjusted[m.metric].p_holm)}: "
                  + reading(m.across.mean, adjusted[m.metric].p_holm, equivalences[m.metric], "MA-PPO", "token PPO")
                  for m, d in ((gold, 3), (rm, 2))]
-        lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | "
-                     f"{cells[1]} |")
+        lines.append(f"| {name} | across {len(gold.model_seeds)} | {len(gold.seeds[0])} each | | | {cells[0]} | {cells[1]} |")
         failed = [f"SFT + RM seed {m} {run['arm']} seed {run['seed']} ({why})"
                   for m, run, why in model_seed_failures(summaries, gold)]
         notes.append(f"- {name}, failed runs ({len(failed)} of {2 * sum(map(len, gold.seeds))}; evaluated every 12 "
@@ -250,9 +250,12 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
         notes.append(f"- {name}, made on: {machines_text(summaries, (baseline, method), meta)}.")
         for m in (gold, rm):
             spread, wild = within_spread(summaries, m)
+            kept = [v for i, v in enumerate(model_seed_values(summaries, m)[name]) if i != wild]
+            between = (f"; without SFT + RM seed {m.model_seeds[wild]}, whose wild within-seed spread inflates the "
+                       f"within term, {across_model_seeds(kept, 1.0).between_sd:.4f}" if wild is not None else "")
             notes.append(f"- {name}, {m.metric}: the difference's standard deviation across PPO seeds (within a model "
                          f"seed, pooled) {m.across.within_sd:.4f}, across model seeds {m.across.between_sd:.4f} (method "
-                         f"of moments); that the model seeds' mean differences are equal: one-way ANOVA p "
+                         f"of moments, floored at 0{between}); that the model seeds' mean differences are equal: one-way ANOVA p "
                          f"{format_p(m.across.p_differ)}, Kruskal-Wallis rank test p {format_p(m.across.p_rank)}. "
                          f"Within-seed standard deviations: " + ", ".join(
                              f"{seed} {sd:.3f}" for seed, sd in zip(m.model_seeds, spread))
@@ -264,7 +267,8 @@ def model_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     own = {pair: own_family(metrics) for pair, metrics in found.items()}
     notes.append("- The family: these rows are Holm-adjusted over the " + f"{2 * len(found)} tests of \"across SFT + "
                  "RM seeds\" (every pair, both metrics), a family set after the 3-seed data had been seen (\"Order of "
-                 "decisions\"). In each pair's own family (its gold and RM tests only) the TOST p would be: "
+                 "decisions\"). In each pair's own family (its gold and RM tests only; no commit fixed that family "
+                 "before the runs either, so it is as post hoc) the TOST p would be: "
                  + "; ".join(f"{p[1]} − {p[0]} gold {format_p(own[p]['gold'].equivalence.p)}, RM "
                              f"{format_p(own[p]['rm'].equivalence.p)}" for p in own)
                  + ": where one is below 0.05 the verdict depends on the family chosen.")
@@ -307,17 +311,33 @@ def new_seed_lines(summaries: Sequence[dict], meta=None) -> List[str]:
     return lines + [""]
 
 
+def _members(tests) -> str:
+    """A family's tests, that a reader can recompute them: task: method − baseline (seeds) metrics, else by key."""
+    found: Dict[str, List[str]] = {}
+    for key in tests:
+        name = (f"{key[0]}: {key[1]} − {key[2]} ({_seed_text(list(key[4]))})" if len(key) == 5 else
+                f"{key[0]}: {' − '.join(reversed(key[1])) if isinstance(key[1], tuple) else key[1]}")
+        found.setdefault(name, []).append(key[3] if len(key) == 5 else key[-1])
+    return "; ".join(f"{name} {'/'.join(metrics)}" for name, metrics in found.items())
+
+
 def family_lines(summaries: Sequence[dict]) -> List[str]:
-    """The report's statement of the multiplicity rule and its families."""
+    """The report's statement of the multiplicity rule and its families, each with its tests."""
     families = comparison_families(summaries)
     return ["#### Families of tests: one multiplicity rule", "",
-            "Every p printed in this report and the README is Holm-adjusted within one family of tests, and so is "
-            "every equivalence claim: the TOST p-values of a family are Holm-adjusted over the same family (an "
-            "equivalence is claimed when the adjusted TOST p < 0.05), so a difference and an equivalence are held to "
-            "the same family-wise error rate. A comparison printed in two tables is one test, in the first family "
-            "below that holds it, and prints the same p everywhere.", "",
-            "| family | tests | what it holds |", "|---|---|---|",
-            *(f"| {name} | {len(tests)} | {what} |" for name, (what, tests) in families.items() if tests), ""]
+            "The p of every test below (a difference's t test and its TOST) is Holm-adjusted within its family, and "
+            "so is every equivalence claim (claimed when the adjusted TOST p < 0.05), so a difference and an "
+            "equivalence are held to the same family-wise error rate; these are the p's printed as *Holm p* and as "
+            "*TOST p* without another qualifier. Printed beside them and not Holm-adjusted: the verdict tables' raw "
+            "*p* column; the one-way ANOVA and Kruskal-Wallis p's of \"Two pairs on several SFT + RM seeds\" (and "
+            "the README's \"rank test p < 0.05\"), raw and in no family; each pair's TOST p \"in its own family\" "
+            "(Holm over that pair's two tests, a family not below). A comparison printed in two tables is one test, "
+            "in the first family below that holds it, and prints the same p everywhere. Every family was set after "
+            "the data it holds had been seen (the plans' *family* in \"Pre-registration, checked\"): exploratory.", "",
+            "| family | tests | what it holds | its tests (task: method − baseline (seeds) metrics) |",
+            "|---|---|---|---|",
+            *(f"| {name} | {len(tests)} | {what} | {_members(tests)} |" for name, (what, tests) in families.items()
+              if tests), ""]
 
 
 def failure_lines(summaries: Sequence[dict], task: str) -> List[str]:
@@ -395,8 +415,7 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
         lines.append(f"- The rest of the confirmation ({len(missing)} runs: "
                      + ", ".join(f"{arm} {_seed_text(sorted(s for a, s in missing if a == arm))}"
                                  for arm in dict.fromkeys(a for a, _ in missing))
-                     + f"): {len(missing) * cpu / 3600:.1f} CPU hours (`bash scripts/reproduce/study.sh` trains them "
-                     "next).")
+                     + f"): {len(missing) * cpu / 3600:.1f} CPU hours (`bash scripts/reproduce/study.sh` trains them next).")
     further_cpus = [s["cpu_s"] for s in summaries if s["task"] in model_seed_tasks("long") and s.get("cpu_s")]
     comparisons = model_seed_comparisons(summaries)
     per_run = statistics.fmean(further_cpus) if further_cpus else cpu  # the further SFT + RM seeds' own runs
@@ -431,10 +450,9 @@ def not_run_lines(summaries: Sequence[dict]) -> List[str]:
     lines += [f"- A plateau: doubling the long task's {groups['ppo'][exploration[0]]['steps'][-1]} iterations for the "
               f"{len(arms)} arms × {len(exploration)} exploration seeds costs another {plateau_hours:.1f} CPU hours, "
               "and whether 96 iterations reach a plateau is itself unknown.",
-              "- Several evaluation sampling seeds for every run: a run's evaluations are seeded (`--eval_seed`); "
-              "drawing its final actor again under other seeds is `python -m evaluation.study_positions "
-              "--sample_seeds ...` (report, \"The evaluation's own sampling noise\", for the actors kept on the "
-              "machine that ran them).", ""]
+              "- Several evaluation sampling seeds for every run: a run's evaluations are seeded (`--eval_seed`); drawing its "
+              "final actor again under other seeds is `python -m evaluation.study_positions --sample_seeds ...` (report, \"The "
+              "evaluation's own sampling noise\", for the actors kept on the machine that ran them).", ""]
     return lines
 
 
@@ -509,13 +527,18 @@ def _interval(low: float, high: float) -> str:
     return f"[{low:.3f}, {high:.3f}]"
 
 
+def commits_text(rows) -> str:
+    """The commits ``rows`` were trained at."""
+    return ", ".join(f"`{c[:7]}`" for c in sorted({r.get("commit") or "unrecorded" for r in rows}))
+
+
 def _inside(values: Sequence[float], low: float, high: float) -> int:
     return sum(low <= v <= high for v in values)
 
 
 def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], meta=None,
                             async_runs: Sequence[dict] = ()) -> List[str]:
-    """The pre-registered pair's committed runs trained again (same task, arm and seed) on another machine kind
+    """The λ = 1 pair's committed runs trained again (same task, arm and seed) on another machine kind
     (``machine_reruns.jsonl``): what they measured and what they cannot show, per seed and per arm, against the
     published new-seed interval; then the SFT + RM seeds made on that machine kind."""
     pair = MODEL_SEED_PAIRS["long"][0]
@@ -530,29 +553,30 @@ def machine_component_lines(summaries: Sequence[dict], reruns: Sequence[dict], m
         lines += [f"**What was measured.** The pair's {len(pairs)} committed long-task runs (seeds "
                   f"{_seed_text(sorted({c['seed'] for c, _ in pairs}))[6:]}) trained again, same task, arm and seed, "
                   f"on {'; '.join(sorted({machine_name(r, meta) for _, r in pairs}))} (`machine_reruns.jsonl`, never "
-                  "in `runs.jsonl`). "
-                  "The runner trains each task's SFT and reward model under OUT, so those were trained again there too: "
-                  "step-0 RM (the SFT policy, the same sampling seed) "
+                  f"in `runs.jsonl`). The runner trains each task's SFT and reward model under OUT, so those were "
+                  f"trained again there too: step-0 RM (the SFT policy, the same sampling seed) "
                   + "; ".join(f"{c:.3f} committed, {r:.3f} rerun" for c, r in step0)
-                  + ". A rerun therefore differs from its committed run in the machine, the SFT and reward model's "
-                  "bits and the PPO seed's noise on those bits at once. **What it cannot show**: which of these moved a "
-                  "run (they are confounded), nor, with these seeds, a machine effect smaller than the spread across "
-                  f"seeds. Failed runs: {sum(bool(failure(c)) for c, _ in pairs)} of {len(pairs)} committed, "
-                  f"{sum(bool(failure(r)) for _, r in pairs)} of {len(pairs)} reruns."
+                  + f". A rerun therefore differs from its committed run in the machine, the code (reruns at "
+                  f"{commits_text(r for _, r in pairs)}, committed runs at {commits_text(c for c, _ in pairs)}), the "
+                  f"SFT and reward model's bits and the PPO seed's noise on those bits at once. **What it cannot "
+                  f"show**: which of these moved a run (they are confounded), nor, with these seeds, a machine effect "
+                  f"smaller than the spread across seeds. Failed runs: {sum(bool(failure(c)) for c, _ in pairs)} of "
+                  f"{len(pairs)} committed, {sum(bool(failure(r)) for _, r in pairs)} of {len(pairs)} reruns."
                   + (f" {len(same)} of the {len(reruns)} reruns equal, bit for bit at every evaluation, the K = 0 runs "
-                     "of the asynchronous-rollout check (`docs/async/runs.jsonl`, trained at another commit and thread "
-                     "count, filed before the reruns: \"Order of decisions\"), so they are not a further draw beside "
-                     "those." if same else ""), "",
+                     f"of the asynchronous-rollout check (`docs/async/runs.jsonl`, trained at "
+                     f"{commits_text(a for a in async_runs if not a.get('async_rollout'))} and another thread count, filed "
+                     "before the reruns: \"Order of decisions\"), so they are not a further draw beside those; that "
+                     "equality shows that the code between those two commits left these bits alone, not the code "
+                     "between the committed runs' commits and them." if same else ""), "",
                   "| task | arm | seed | committed | rerun | rerun − committed | bits equal (step 0; every evaluation) "
                   "| failed (committed; rerun) |", "|---|---|---|---|---|---|---|---|"]
         for c, r in pairs:
             lines.append(f"| {c['task']} | {c['arm']} | {c['seed']} | {c['gold'][-1]:.4f} | {r['gold'][-1]:.4f} | "
                          f"{r['gold'][-1] - c['gold'][-1]:+.4f} | {'yes' if bits_equal(c, r, upto=0) else 'no'}; "
                          f"{'yes' if bits_equal(c, r) else 'no'} | {failure(c) or 'no'}; {failure(r) or 'no'} |")
-        lines += ["", "Final gold. *Published*: the new-PPO-seed interval of \"Where a new seed would land\" "
-                  f"(SFT + RM seed {TASKS['long'].model_seed}), estimated from the committed runs of the same seeds; "
-                  "a failed rerun inside it counts as inside, and the difference's reruns are derived from the two "
-                  "arms' (not further evidence).", "",
+        lines += ["", f"Final gold. *Published*: the new-PPO-seed interval of \"Where a new seed would land\" (SFT + RM seed "
+                  f"{TASKS['long'].model_seed}), estimated from the committed runs of the same seeds; a failed rerun inside it "
+                  f"counts as inside, and the difference's reruns are derived from the two arms' (not further evidence).", "",
                   "| value | seeds | rerun − committed, mean [t CI] | its SD | SD across committed seeds | published "
                   "(seeds) | reruns inside |", "|---|---|---|---|---|---|---|"]
         by_arm_seed = {(c["arm"], c["seed"]): (c["gold"][-1], r["gold"][-1]) for c, r in pairs}
@@ -615,15 +639,16 @@ def unseen_seed_lines(summaries: Sequence[dict], unseen: Sequence[dict], meta=No
     residual = {u: (u.gold - (u.low + u.high) / 2) / ((u.high - u.low) / 2 / scipy_stats.t.ppf(0.975, len(u.seeds) - 1))
                 for u in found}
     below = sum(r < 0 for r in residual.values())
+    base = [r for r in summaries for u in found if (r["task"], r["arm"]) == (u.task, u.arm) and r["seed"] in u.seeds]
     lines = ["#### Unseen seeds of every published arm", "",
-             "**What was measured.** One PPO seed (17) no committed row of the arm has, for every published arm of "
-             "both tasks: `unseen_seeds.jsonl` (filed by `python -m evaluation.study unseen`, never in `runs.jsonl`, so "
-             f"every interval below is estimated without it), made on {'; '.join(machines)}, whose final gold is set "
-             "against the arm's published new-seed interval, estimated on the committed runs made on "
-             f"{'; '.join(estimated)}. The runner trained each task's SFT and reward model again on that machine (same "
-             "SFT + RM seed): their step-0 evaluation equals the committed runs' bit for bit on "
-             f"{sum(u.step0_equal for u in found)} of {len(found)} rows, so an unseen seed changes the PPO seed, the "
-             "machine and the SFT and reward model's bits at once. Each interval: "
+             f"**What was measured.** One PPO seed (17) no committed row of the arm has, for every published arm of both "
+             f"tasks: `unseen_seeds.jsonl` (filed by `python -m evaluation.study unseen`, never in `runs.jsonl`, so every "
+             f"interval below is estimated without it), made on {'; '.join(machines)}, whose final gold is set against the "
+             f"arm's published new-seed interval, estimated on the committed runs made on {'; '.join(estimated)}. The runner "
+             f"trained each task's SFT and reward model again on that machine (same SFT + RM seed): their step-0 evaluation "
+             f"equals the committed runs' bit for bit on {sum(u.step0_equal for u in found)} of {len(found)} rows, so an "
+             f"unseen seed changes the PPO seed, the machine, the code (unseen seeds at {commits_text(unseen)}, the committed "
+             f"runs at {commits_text(base)}) and the SFT and reward model's bits at once. Each interval: "
              + "; ".join(dict.fromkeys(u.where for u in found)) + " (Student's t over the seeds named, s·√(1 + 1/n)).",
              "", f"**{sum(u.inside for u in found)} of {len(found)} land inside** ({sum(bool(f) for f in failed.values())} "
              "failed: " + ("; ".join(f"{u.task}/{u.arm} ({why}, " + ("inside" if u.inside else "outside") + ")"
@@ -637,8 +662,7 @@ def unseen_seed_lines(summaries: Sequence[dict], unseen: Sequence[dict], meta=No
              "standardised residual | failed | step-0 gold (unseen; committed) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for u in found:
-        lines.append(f"| {u.task} | {u.arm} | {u.seed} | {_interval(u.low, u.high)} ({u.where}; "
-                     f"{_seed_text(list(u.seeds))}; {u.estimated_on}) | {u.gold:.4f} | {'yes' if u.inside else 'no'} | "
-                     f"{residual[u]:+.2f} | {failed[u] or 'no'} | "
-                     f"{u.step0:.5f}; {', '.join(f'{v:.5f}' for v in u.committed_step0)} |")
+        lines.append(f"| {u.task} | {u.arm} | {u.seed} | {_interval(u.low, u.high)} ({u.where}; {_seed_text(list(u.seeds))}; "
+                     f"{u.estimated_on}) | {u.gold:.4f} | {'yes' if u.inside else 'no'} | {residual[u]:+.2f} | "
+                     f"{failed[u] or 'no'} | {u.step0:.5f}; {', '.join(f'{v:.5f}' for v in u.committed_step0)} |")
     return lines + [""]
