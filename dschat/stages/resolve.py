@@ -64,6 +64,23 @@ def resolve_algorithm(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     return dataclasses.replace(args, num_samples_per_prompt=samples, termination=termination, ngram=ngram)
 
 
+def resolve_environment(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
+    """A copy of ``args`` whose ``--reward`` is ``env`` with ``--env`` (the environment scores its episodes), once the
+    episodes' flags fit: they are sampled by the hf engine, synchronously. (``world_size``: unused.)"""
+    if args.env is None:
+        if args.reward == "env":
+            raise ConfigError("--reward env: the score of an --env environment; give --env NAME")
+        return args
+    if args.reward == "code":
+        raise ConfigError(f"--env {args.env} scores its episodes itself; drop --reward code")
+    for flag, value in (("rollout_engine vllm", args.rollout_engine == "vllm"),
+                        (f"async_rollout {args.async_rollout}", args.async_rollout)):
+        if value:
+            raise ConfigError(f"--{flag}: --env episodes are sampled by --rollout_engine hf, synchronously "
+                              "(episodes on vLLM or a producer are not built)")
+    return dataclasses.replace(args, reward="env")
+
+
 def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor).
     (``world_size``: unused; every rule takes it.)"""
@@ -145,7 +162,7 @@ def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
 SUPERVISED_RULES: Tuple[Rule, ...] = (resolve_supervised_batches,)
 RULES: Dict[str, Tuple[Rule, ...]] = {
     "sft": SUPERVISED_RULES, "rm": SUPERVISED_RULES, "dpo": SUPERVISED_RULES,
-    "ppo": (resolve_algorithm, resolve_models, resolve_engine, resolve_batches),
+    "ppo": (resolve_algorithm, resolve_environment, resolve_models, resolve_engine, resolve_batches),
 }
 """Each stage's cross-flag rules, in the order they apply (a rule may read what an earlier one filled in)."""
 
