@@ -123,8 +123,8 @@ class EpisodeRunner:
             episode.append(reply, action=True,
                            entropy=None if rollout.entropy is None else rollout.entropy[row, positions].tolist())
             episode.turns += 1
-            if len(sampled) > room[row]:
-                episode.ended = "truncated"  # the reply reached the token budget
+            if len(reply) == room[row] and reply[-1] != self.tokenizer.eos_token_id:
+                episode.ended = "truncated"  # the reply reached the token budget unfinished
                 continue
             self.answer(episode, self.tokenizer.decode(reply, skip_special_tokens=True), last)
 
