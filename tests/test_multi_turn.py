@@ -263,3 +263,22 @@ def test_environment_errors_and_truncations_end_the_episode_and_are_counted(toke
     assert [len(context) for context in engine.contexts] == [4, 1]  # only the "ok" episode had a second turn
     assert rollout.action_mask[3].sum() == 12  # cut at the budget
     assert stats["episode/turns"] == (1 + 1 + 2 + 1) / 4
+
+
+def test_the_pages_worked_environment_runs_in_under_40_lines(tokenizer):
+    """docs/multi-turn.md's example environment, as printed, registers and plays: "3" then "4" is right, "3" then
+    "5" is not."""
+    import os
+    import re
+
+    from conftest import ROOT
+
+    with open(os.path.join(ROOT, "docs", "multi-turn.md")) as handle:
+        code = re.search(r"```python\n(.*?)```", handle.read(), re.S).group(1)
+    assert len(code.strip().splitlines()) < 40
+    exec(compile(code, "multi-turn.md", "exec"), {})
+    eos = tokenizer.eos_token_id
+    digits = {d: tokenizer(d, add_special_tokens=False)["input_ids"] for d in "345"}
+    script = [[digits["3"] + [eos], digits["3"] + [eos]], [digits["4"] + [eos], digits["5"] + [eos]]]
+    rollout, _, _ = play(tokenizer, script, ["Round 0.", "Round 1."], environment="successor")
+    assert rollout.scores.tolist() == [1.0, 0.0]
