@@ -222,6 +222,7 @@ def test_turn_macros_on_one_turn_episodes_are_the_one_macro_limit(tmp_path, toke
     (turn, turn_segments, turn_weights), (fixed, fixed_segments, fixed_weights) = results
     assert turn["macro/macros_per_response"] == 1 and turn["episode/turns"] == 1
     assert turn["response/length"] <= 5 < 8
+    assert (trainer.episodes.max_turns, trainer.episodes.budget) == (1, 5)  # the flags reach the runner
     assert torch.equal(turn_segments, fixed_segments) and torch.equal(turn_weights, fixed_weights)
     assert {k: v for k, v in turn.items() if not k.startswith("timing/")} == \
         {k: v for k, v in fixed.items() if not k.startswith("timing/")}
@@ -263,6 +264,19 @@ def test_environment_errors_and_truncations_end_the_episode_and_are_counted(toke
     assert [len(context) for context in engine.contexts] == [4, 1]  # only the "ok" episode had a second turn
     assert rollout.action_mask[3].sum() == 12  # cut at the budget
     assert stats["episode/turns"] == (1 + 1 + 2 + 1) / 4
+
+
+def test_max_turns_ends_a_running_episode_as_truncated_without_its_next_observation(tokenizer):
+    """At --max_turns 1 the consistency episode (two turns) ends after its first reply, truncated, with no
+    observation appended and no reward."""
+    eos = tokenizer.eos_token_id
+    rollout, batch, engine = play(tokenizer, [[[30, eos], [31, 32, eos]]], ["Game 0.", "Game 1."], max_turns=1)
+    for row, reply in enumerate(([30, eos], [31, 32, eos])):
+        tokens, actions = episode_row(rollout, row)
+        prompt = batch["input_ids"][row][batch["attention_mask"][row].bool()].tolist()
+        assert tokens == prompt + reply and actions == [0] * (len(prompt) - 1) + [1] * len(reply)
+    assert rollout.stats["episode/truncated"].item() == 2 and rollout.scores.tolist() == [0.0, 0.0]
+    assert len(engine.contexts) == 1
 
 
 def test_the_pages_worked_environment_runs_in_under_40_lines(tokenizer):
