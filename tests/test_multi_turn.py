@@ -230,12 +230,19 @@ def test_turn_macros_on_one_turn_episodes_are_the_one_macro_limit(tmp_path, toke
 
 @register_environment("test-faulty")
 class FaultyEnvironment(TextEnvironment):
-    """Task "raise": step raises; "chatty": a 300-word observation; "ok": two turns, reward 1 at the end."""
+    """Task "raise": step raises; "chatty": a 300-word observation; "ok": two turns, reward 1 at the end;
+    "broken": reset raises from its second call on (a backend gone after the prompts were built)."""
+
+    resets = 0
 
     def tasks(self, split):
-        return ["raise", "chatty", "ok"]
+        return ["raise", "chatty", "ok", "broken"]
 
     def reset(self, task):
+        if task == "broken":
+            FaultyEnvironment.resets += 1
+            if FaultyEnvironment.resets > 1:
+                raise OSError("the game server is gone")
         self.task, self.turns = task, 0
         return f"{task}.", {}
 
@@ -249,21 +256,21 @@ class FaultyEnvironment(TextEnvironment):
 
 
 def test_environment_errors_and_truncations_end_the_episode_and_are_counted(tokenizer):
-    """An exception in step and an observation past the budget end their episodes as counted errors (the rewards
-    given before stay), a reply reaching the budget is cut there and counted as truncated, and the other episodes
-    run to their end."""
+    """An exception in reset or step and an observation past the budget end their episodes as counted errors (the
+    rewards given before stay; an episode whose reset failed is never sampled), a reply reaching the budget is cut
+    there and counted as truncated, and the other episodes run to their end."""
     eos = tokenizer.eos_token_id
     words = [t for t in range(20, 60) if t not in (eos, tokenizer.pad_token_id)]
     script = [[[words[0], eos], [words[1], eos], [words[2], eos], words[:20]],
               [[words[3], eos]]]
-    rollout, _, engine = play(tokenizer, script, ["raise", "chatty", "ok", "ok"], max_turns=3, budget=12,
+    rollout, _, engine = play(tokenizer, script, ["raise", "chatty", "ok", "ok", "broken"], max_turns=3, budget=12,
                               environment="test-faulty", max_new_tokens=20)
     stats = {key: value.item() for key, value in rollout.stats.items()}
-    assert stats["episode/env_errors"] == 2 and stats["episode/truncated"] == 1
-    assert rollout.scores.tolist() == [0.0, 0.5, 1.0, 0.0]
+    assert stats["episode/env_errors"] == 3 and stats["episode/truncated"] == 1
+    assert rollout.scores.tolist() == [0.0, 0.5, 1.0, 0.0, 0.0]
     assert [len(context) for context in engine.contexts] == [4, 1]  # only the "ok" episode had a second turn
-    assert rollout.action_mask[3].sum() == 12  # cut at the budget
-    assert stats["episode/turns"] == (1 + 1 + 2 + 1) / 4
+    assert rollout.action_mask[3].sum() == 12 and rollout.action_mask[4].sum() == 0  # cut at the budget; none
+    assert stats["episode/turns"] == (1 + 1 + 2 + 1 + 0) / 5
 
 
 def test_max_turns_ends_a_running_episode_as_truncated_without_its_next_observation(tokenizer):
@@ -296,3 +303,25 @@ def test_the_pages_worked_environment_runs_in_under_40_lines(tokenizer):
     script = [[digits["3"] + [eos], digits["3"] + [eos]], [digits["4"] + [eos], digits["5"] + [eos]]]
     rollout, _, _ = play(tokenizer, script, ["Round 0.", "Round 1."], environment="successor")
     assert rollout.scores.tolist() == [1.0, 0.0]
+
+
+@register_environment("test-unstartable")
+class UnstartableEnvironment(TextEnvironment):
+    def tasks(self, split):
+        return ["first"]
+
+    def reset(self, task):
+        raise KeyError(task)
+
+
+def test_an_environment_that_cannot_start_its_task_stops_step_3_in_one_line(tokenizer):
+    """Building the prompts (before anything trains) reset()s every task: a failure there is the environment's
+    configuration, named in one line, not an episode's error."""
+    from types import SimpleNamespace
+
+    from dschat.core.config import ConfigError
+    from dschat.stages.ppo import environment_prompts
+
+    args = SimpleNamespace(env="test-unstartable", max_train_samples=0, max_eval_samples=0)
+    with pytest.raises(ConfigError, match=r"^--env test-unstartable: reset\('first'\) raised KeyError\('first'\)$"):
+        environment_prompts(args, tokenizer)

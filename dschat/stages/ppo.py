@@ -70,9 +70,16 @@ def environment_prompts(args: RLHFConfig, tokenizer) -> tuple:
     as its episode's prompt text (dschat/rlhf/rollout/turns.py)."""
     tasks = [environment_tasks(args.env, split, limit)
              for split, limit in (("train", args.max_train_samples), ("eval", args.max_eval_samples))]
-    prompts = [[prompt_text(tokenizer, make_environment(args.env).reset(task)[0]) for task in split]
-               for split in tasks]
-    return (*prompts, *tasks)
+    return (*[[prompt_text(tokenizer, first_observation(args.env, task)) for task in split] for split in tasks],
+            *tasks)
+
+
+def first_observation(environment: str, task: str) -> str:
+    """``reset(task)``'s observation; a one-line error naming the task when the environment cannot start it."""
+    try:
+        return make_environment(environment).reset(task)[0]
+    except Exception as error:
+        raise ConfigError(f"--env {environment}: reset({task!r}) raised {error!r}") from None
 
 
 def upcoming_prompts(args: RLHFConfig, prompt_set, collate, rank: int, world_size: int, device):
