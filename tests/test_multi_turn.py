@@ -325,3 +325,19 @@ def test_an_environment_that_cannot_start_its_task_stops_step_3_in_one_line(toke
     args = SimpleNamespace(env="test-unstartable", max_train_samples=0, max_eval_samples=0)
     with pytest.raises(ConfigError, match=r"^--env test-unstartable: reset\('first'\) raised KeyError\('first'\)$"):
         environment_prompts(args, tokenizer)
+
+
+@pytest.mark.parametrize("env,generated", [(("--env", "consistency"), 100), ((), 8)], ids=["episodes", "responses"])
+def test_a_vllm_engines_context_holds_the_whole_episode(monkeypatch, env, generated):
+    """--rollout_engine vllm: the engine's max_model_len is the prompt's plus --max_episode_tokens for episodes
+    (plus --max_new_tokens for single responses)."""
+    from dschat.cli.ppo import build_parser
+    from dschat.rlhf import rollout
+    from dschat.rlhf.rollout import vllm_engine
+
+    built = {}
+    monkeypatch.setattr(vllm_engine, "VLLMRolloutEngine", lambda *args, **options: built.update(options))
+    args = build_parser().parse_config(["--output_dir", "x", "--rollout_engine", "vllm", "--max_prompt_seq_len", "32",
+                                        "--max_new_tokens", "8", "--max_episode_tokens", "100", *env])
+    rollout._synchronous_engine(args, None, None, 1, "vllm")
+    assert built["max_model_len"] == 32 + generated

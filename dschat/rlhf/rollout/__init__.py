@@ -56,8 +56,10 @@ def _synchronous_engine(args, actor, tokenizer, world_size: int, engine: str) ->
     if engine == "vllm":
         from .vllm_engine import VLLMRolloutEngine
 
+        # an --env episode's context grows by its whole token budget, a response's by one reply
+        generated = args.max_episode_tokens if args.env else args.max_new_tokens
         return VLLMRolloutEngine(actor, tokenizer, dtype=args.dtype,
-                                 max_model_len=args.max_prompt_seq_len + args.max_new_tokens,
+                                 max_model_len=args.max_prompt_seq_len + generated,
                                  tensor_parallel_size=args.vllm_tensor_parallel_size,
                                  gpu_memory_utilization=args.vllm_gpu_memory_utilization, world_size=world_size,
                                  logprobs_at_unit_temperature=args.logprobs_at_unit_temperature)

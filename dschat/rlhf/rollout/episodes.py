@@ -39,15 +39,19 @@ class Episode:
     tokens: List[int] = field(default_factory=list)
     actions: List[int] = field(default_factory=list)
     entropy: List[float] = field(default_factory=list)
+    engine_logprobs: List[float] = field(default_factory=list)
     rewards: List[float] = field(default_factory=list)
     turns: int = 0
     ended: str = ""
     """'' while running, then ``done | truncated | error``."""
 
-    def append(self, tokens: Sequence[int], action: bool, entropy: Optional[List[float]] = None) -> None:
+    def append(self, tokens: Sequence[int], action: bool, entropy: Optional[List[float]] = None,
+               engine_logprobs: Optional[List[float]] = None) -> None:
+        """``tokens`` at the episode's end, with the engine's entropy and log-prob of each (0 where none)."""
         self.tokens.extend(tokens)
         self.actions.extend([int(action)] * len(tokens))
         self.entropy.extend(entropy if entropy is not None else [0.0] * len(tokens))
+        self.engine_logprobs.extend(engine_logprobs if engine_logprobs is not None else [0.0] * len(tokens))
 
 
 def reply_tokens(generated: Sequence[int], eos_token_id: int) -> List[int]:
@@ -75,6 +79,7 @@ class EpisodeRunner:
                  max_episode_tokens: int):
         self.environment, self.tasks, self.tokenizer, self.engine = environment, tasks, tokenizer, engine
         self.max_turns, self.budget = max_turns, max_episode_tokens
+        self.engine_logprobs = False  # whether the engine returned its sampled tokens' log-probs (vLLM)
 
     def start(self, task: str) -> Episode:
         episode = Episode(make_environment(self.environment))
@@ -116,12 +121,15 @@ class EpisodeRunner:
         turn_sampling = dataclasses.replace(sampling, max_new_tokens=min(sampling.max_new_tokens, max(room)))
         rollout = self.engine.generate(ids.to(device), mask.to(device), turn_sampling, record_entropy)
         generated = rollout.seq[:, width:].cpu()
+        self.engine_logprobs = rollout.engine_logprobs is not None
         for row, episode in enumerate(episodes):
             sampled = reply_tokens(generated[row].tolist(), self.tokenizer.eos_token_id)
             reply = sampled[:room[row]]
             positions = slice(width - 1, width - 1 + len(reply))
             episode.append(reply, action=True,
-                           entropy=None if rollout.entropy is None else rollout.entropy[row, positions].tolist())
+                           entropy=None if rollout.entropy is None else rollout.entropy[row, positions].tolist(),
+                           engine_logprobs=None if rollout.engine_logprobs is None
+                           else rollout.engine_logprobs[row, positions].tolist())
             episode.turns += 1
             if len(reply) == room[row] and reply[-1] != self.tokenizer.eos_token_id:
                 episode.ended = "truncated"  # the reply reached the token budget unfinished
@@ -156,16 +164,18 @@ class EpisodeRunner:
         attention_mask = torch.zeros_like(seq)
         attention_mask[:, :prompt_len] = prompt_mask.cpu()
         action_mask = torch.zeros((rows, prompt_len + width - 1), dtype=torch.long)
-        entropy = torch.zeros(action_mask.shape)
+        entropy, engine_logprobs = torch.zeros(action_mask.shape), torch.zeros(action_mask.shape)
         for row, episode in enumerate(episodes):
             end = prompt_len + len(episode.tokens)
             seq[row, prompt_len:end] = torch.tensor(episode.tokens, dtype=torch.long)
             attention_mask[row, prompt_len:end] = 1
             action_mask[row, prompt_len - 1:end - 1] = torch.tensor(episode.actions, dtype=torch.long)
             entropy[row, prompt_len - 1:end - 1] = torch.tensor(episode.entropy)
+            engine_logprobs[row, prompt_len - 1:end - 1] = torch.tensor(episode.engine_logprobs)
         device = prompts.device
         scores = torch.tensor([sum(episode.rewards) for episode in episodes], dtype=torch.float32)
         return Rollout(seq.to(device), entropy=entropy.to(device) if record_entropy else None,
+                       engine_logprobs=engine_logprobs.to(device) if self.engine_logprobs else None,
                        stats=episode_statistics(episodes),
                        attention_mask=attention_mask.to(device), action_mask=action_mask.to(device),
                        scores=scores.to(device))
