@@ -10,7 +10,7 @@ from evaluation.multi_turn_study import analyse
 
 def record(arm, seed, curve, failed=False):
     return {"arm": arm, "seed": seed, "eval_score": {str(s): v for s, v in zip((0, 10, 20), curve)},
-            "failed": failed}
+            "final_score": curve[-1], "failed": failed}
 
 
 def test_the_paired_auc_difference_and_p_are_scipys_paired_t_over_the_complete_seeds():
@@ -29,3 +29,20 @@ def test_the_paired_auc_difference_and_p_are_scipys_paired_t_over_the_complete_s
     assert result["p"] == pytest.approx(stats.ttest_rel(b, a).pvalue)
     assert result["difference"].startswith(f"{sum(y - x for x, y in zip(a, b)) / 4:.3f} [")
     assert result["ahead"] == sum(y > x for x, y in zip(a, b))
+
+
+def test_the_page_quotes_the_committed_runs_analysis():
+    """docs/multi-turn.md's table is analyse() of the committed runs (16 records, none failed)."""
+    import json
+    import os
+
+    from conftest import ROOT
+
+    with open(os.path.join(ROOT, "docs", "study", "multi-turn-macros.jsonl")) as handle:
+        records = [json.loads(line) for line in handle]
+    result = analyse(records)
+    with open(os.path.join(ROOT, "docs", "multi-turn.md")) as handle:
+        page = handle.read()
+    assert len(records) == 16 and result["failed"] == 0 and len(result["seeds"]) == 8
+    assert f"| {result['difference']} | {result['ahead']} of 8 | {result['p']:.2f} |" in page
+    assert f"| {result['final_difference']} |" in page
