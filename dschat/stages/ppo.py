@@ -49,13 +49,13 @@ def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size
     """The PPO trainer of resolved flags ``args`` on built ``engines``; the randomized rule gets a different seed
     per process, so ranks draw different cuts. ``upcoming(i)``: the prompts of iteration i on, for a rollout
     producer that samples ahead (``--async_rollout``); ``env_tasks``: with ``--env``, the training tasks the prompt
-    rows index, each played as an episode."""
+    rows index, each played as an episode (by the producer, with ``--async_rollout``)."""
     options = args.termination_options(seed=args.seed + rank, code=args.reward == "code")
-    engine = build_rollout_engine(args, engines.actor, tokenizer, world_size, upcoming, rank)
+    engine = build_rollout_engine(args, engines.actor, tokenizer, world_size, upcoming, rank, env_tasks)
     return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination, options),
                       select(args, PPOConfig), sampling_configs(args)[0], args.per_device_train_batch_size,
                       rollout_rows(args), world_size, rollout_engine=engine, seed=args.seed + rank,
-                      episodes=episode_runner(args, env_tasks, tokenizer, engine))
+                      episodes=None if args.async_rollout else episode_runner(args, env_tasks, tokenizer, engine))
 
 
 def episode_runner(args: RLHFConfig, tasks, tokenizer, engine) -> Optional[EpisodeRunner]:
@@ -83,11 +83,12 @@ def first_observation(environment: str, task: str) -> str:
 
 
 def upcoming_prompts(args: RLHFConfig, prompt_set, collate, rank: int, world_size: int, device):
-    """``upcoming(i)``: the rollout prompts of iterations i, i + 1, ... in the training loop's order."""
+    """``upcoming(i)``: the rollout prompts of iterations i, i + 1, ... in the training loop's order (with their
+    rows' task indices, which ``--env`` episodes play)."""
     def upcoming(start: int):
         for batch in batches_from(prompt_set, collate, args.per_device_generation_batch_size, args.seed, rank,
                                   world_size, start):
-            yield rollout_prompts(batch, args.num_samples_per_prompt, device)[:2]
+            yield rollout_prompts(batch, args.num_samples_per_prompt, device)
     return upcoming
 
 

@@ -105,18 +105,17 @@ def resolve_objective(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
 
 def resolve_environment(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     """A copy of ``args`` whose ``--reward`` is ``env`` with ``--env`` (the environment scores its episodes), once the
-    episodes' flags fit: they are sampled synchronously, by either engine. (``world_size``: unused.)"""
+    episodes' flags fit: they are played once, by either engine, here or by the asynchronous producer.
+    (``world_size``: unused.)"""
     if args.env is None:
         if args.reward == "env":
             raise ConfigError("--reward env: the score of an --env environment; give --env NAME")
         return args
     if args.reward == "code":
         raise ConfigError(f"--env {args.env} scores its episodes itself; drop --reward code")
-    for flag, value in ((f"async_rollout {args.async_rollout}", args.async_rollout),
-                        ("filter_groups", args.filter_groups)):
-        if value:
-            raise ConfigError(f"--{flag}: --env episodes are sampled synchronously, once (episodes on an "
-                              "asynchronous producer or resampled groups are not built)")
+    if args.filter_groups:
+        raise ConfigError("--filter_groups: --env episodes are played once (resampled groups of episodes are not "
+                          "built)")
     return dataclasses.replace(args, reward="env")
 
 
