@@ -221,3 +221,49 @@ def test_k0_is_the_synchronous_engine_and_k1_wraps_it(tmp_path):
     ahead = build_trainer(tmp_path, ["--async_rollout", "2", "--rollout_is", "macro"], engines=synchronous.engines)
     assert isinstance(ahead.rollout_engine, AsyncRolloutEngine) and ahead.rollout_engine.ahead == 2
     assert type(ahead.rollout_engine.current) is HFRolloutEngine and ahead.rollout_engine.process is None
+
+
+ENV_FLAGS = TINY_PPO + ["--env", "consistency", "--max_turns", "2", "--async_rollout", "1", "--eval_steps", "0",
+                      "--rollout_is", "token"]
+"""Multi-turn episodes (docs/multi-turn.md) played by the producer."""
+
+
+def test_the_producer_plays_env_episodes(tmp_path, monkeypatch):
+    """--env with --async_rollout 1: the producer plays whole episodes — each trained row holds two replies with
+    the observation between them out of the action mask, scored by the consistency rule applied here to the
+    decoded replies — and iteration i's rollout is min(i, 1) versions old."""
+    from dschat.model import load_tokenizer
+
+    experiences = record_ppo_steps(monkeypatch)
+    ppo_main(ENV_FLAGS + ["--max_steps", "2", "--output_dir", str(tmp_path)])
+    rows = train_rows(tmp_path)
+    assert [r["rollout/staleness_mean"] for r in rows] == [0.0, 1.0]
+    assert all(r["episode/turns"] == 2 for r in rows)
+    tokenizer = load_tokenizer("tiny-gemma")
+    for experience in experiences:
+        on = experience.action_mask.bool()
+        starts = (on & ~torch.nn.functional.pad(on[:, :-1], (1, 0), value=False)).sum(dim=1)
+        assert starts.tolist() == [2] * on.shape[0]  # two replies, an observation between them
+        for row in range(on.shape[0]):
+            replies, current, previous = [], [], False
+            for token, action in zip(experience.seq[row, 1:].tolist(), on[row].tolist()):
+                if action:
+                    current.append(token)
+                elif previous:
+                    replies.append(current)
+                    current = []
+                previous = action
+            if current:
+                replies.append(current)
+            answers = [tokenizer.decode(reply, skip_special_tokens=True).strip()[:1] for reply in replies]
+            assert experience.scores[row].item() == float(bool(answers[0]) and answers[0] == answers[1])
+
+
+@pytest.mark.slow
+def test_async_env_episodes_resume_exactly(tmp_path, monkeypatch):
+    """Interrupted during iteration 4 with the last checkpoint at 2, a run of producer-played episodes logs what
+    an uninterrupted one does (the drained rollouts saved with their episodes' masks and scores)."""
+    flags = ENV_FLAGS + ["--max_steps", "4", "--save_steps", "2"]
+    ppo_main(flags + ["--output_dir", str(tmp_path / "full")])
+    interrupt_then_resume(ppo_main, flags, tmp_path / "resumed", monkeypatch)
+    assert train_rows(tmp_path / "resumed") == train_rows(tmp_path / "full")

@@ -65,6 +65,12 @@ CASES = [
                                             "--vllm_tensor_parallel_size", "2"),
          "--vllm_tensor_parallel_size 2: a producer on CPU runs one vLLM engine per process (give it GPUs with "
          "--rollout_gpus)"),
+    Case("resolve_environment", "ppo", ("--reward", "env"),
+         "--reward env: the score of an --env environment; give --env NAME"),
+    Case("resolve_environment", "ppo", ("--env", "consistency", "--reward", "code"),
+         "--env consistency scores its episodes itself; drop --reward code"),
+    Case("resolve_environment", "ppo", ("--env", "consistency", "--algo", "grpo", "--filter_groups"),
+         "--filter_groups: --env episodes are played once (resampled groups of episodes are not built)"),
     Case("resolve_batches", "ppo", REWARD + ("--global_batch_size", "8"),
          "--global_batch_size 8 cannot be split over 3 processes", world_size=3),
     Case("resolve_batches", "ppo", REWARD + ("--per_device_generation_batch_size", "6", "--ppo_mini_batch_size", "4"),

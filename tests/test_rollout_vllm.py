@@ -476,3 +476,37 @@ def test_an_async_producer_runs_the_vllm_engine(tmp_path):
     rows = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
     assert [r["rollout/staleness_max"] for r in rows] == [0, 1, 1]
     assert rows[0]["rollout/logprob_abs_diff_max"] < 1e-4 < rows[1]["rollout/logprob_abs_diff_max"]
+
+
+def test_episodes_on_the_vllm_engine_are_token_in_token_out(gemma):
+    """--env episodes sampled by vLLM, turn by turn on token ids: between the two replies of every episode lie
+    exactly the observation's tokens (tokenised here), the engine's log-probs of the replies are the trainer's on
+    the assembled sequence (fp32: within 1e-4), and 0 on the observation tokens (multi-turn.md)."""
+    from dschat.data import PromptCollator, PromptDataset
+    from dschat.rlhf.environments import environment_tasks, make_environment
+    from dschat.rlhf.rollout.episodes import EpisodeRunner
+    from dschat.rlhf.rollout.turns import prompt_text
+
+    model, tokenizer, engine = gemma
+    tasks = environment_tasks("consistency", "eval", 4)
+    texts = [prompt_text(tokenizer, make_environment("consistency").reset(task)[0]) for task in tasks]
+    dataset = PromptDataset(texts, tokenizer, 32)
+    batch = PromptCollator.for_tokenizer(tokenizer)([dataset[i] for i in range(len(tasks))])
+    sampling = SamplingConfig(max_new_tokens=6, temperature=1.0, top_k=50, top_p=1.0)
+    torch.manual_seed(0)
+    runner = EpisodeRunner("consistency", tasks, tokenizer, engine, max_turns=2, max_episode_tokens=48)
+    rollout = runner.run(batch["input_ids"], batch["attention_mask"], batch["index"], sampling)
+    observation = tokenizer("Say your first character again.\n", add_special_tokens=False)["input_ids"]
+    on = rollout.action_mask.bool()
+    for row in range(len(tasks)):
+        attended = rollout.attention_mask[row].bool()
+        tokens, actions = rollout.seq[row][attended].tolist(), on[row][attended[1:]].tolist()
+        prompt = int(batch["attention_mask"][row].sum())
+        first = actions.index(True, prompt - 1)
+        gap = actions.index(False, first)
+        assert tokens[gap + 1:gap + 1 + len(observation)] == observation
+        assert not any(actions[gap:gap + len(observation)]) and actions[gap + len(observation)]
+    with torch.no_grad():
+        trainer = sequence_logprobs(model, rollout.seq, rollout.attention_mask, sampling.temperature)
+    assert (rollout.engine_logprobs[on] - trainer[on]).abs().max() < 1e-4
+    assert torch.all(rollout.engine_logprobs[~on] == 0)

@@ -584,6 +584,8 @@ EXEMPT: Dict[str, Tuple[str, str]] = {
     "parser": ("the rule options step 3 makes of the flags; the parsing rule", "tests/test_parsing_termination.py"),
     "parser_cutoff": ("the rule options step 3 makes of the flags", "tests/test_viewer.py"),
     "entropy_quantile": ("the rollout's entropies reach the quantile rule", "tests/test_entropy_termination.py"),
+    "turn_ngram": ("the turn rule built from step 3's flags against hand-written segments",
+                   "tests/test_multi_turn.py"),
     "ppo_epochs": ("optimizer steps, LR schedule and clipping per epoch", "tests/test_ppo_semantics.py"),
     "ppo_mini_batch_size": ("optimizer steps and the seeded order of mini-batches", "tests/test_ppo_semantics.py"),
     "recompute_rollout_forwards": ("changes no number, only which forward supplies it: both paths agree "

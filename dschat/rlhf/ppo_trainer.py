@@ -126,7 +126,7 @@ class PPOTrainer:
 
     def __init__(self, engines, tokenizer, reward_source, termination_rule, config,
                  sampling: SamplingConfig, micro_batch_size: int, rollout_rows: int, world_size: int = 1,
-                 rollout_engine: Optional[RolloutEngine] = None, seed: int = 0):
+                 rollout_engine: Optional[RolloutEngine] = None, seed: int = 0, episodes=None):
         self.engines = engines
         self.tokenizer = tokenizer
         self.reward_source = reward_source
@@ -144,6 +144,7 @@ class PPOTrainer:
         self.order_generator = torch.Generator().manual_seed(seed)
         self.logprob_temperature = 1.0 if config.logprobs_at_unit_temperature else sampling.temperature
         self.nonfinite_window = NonfiniteWindow(config.nonfinite_stop_fraction, config.nonfinite_stop_window)
+        self.episodes = episodes  # --env: an EpisodeRunner (dschat/rlhf/rollout/episodes.py) plays each row
 
     def state_dict(self) -> dict:
         """The mini-batch shuffling generator (in the resume snapshot when the rollout is split)."""
@@ -157,12 +158,21 @@ class PPOTrainer:
         return self.engines.actor.device
 
     def sample(self, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling: Optional[SamplingConfig] = None,
-               record_entropy: bool = False) -> tuple:
+               record_entropy: bool = False, meta: Optional[torch.Tensor] = None, episodes=None) -> tuple:
         """Responses of the rollout engine to a prompt batch: ``(Rollout, attention_mask, action_mask)``;
-        ``record_entropy`` asks for the policy's entropy at each sampled token (if the engine records it)."""
-        rollout = self.rollout_engine.generate(prompts, prompt_mask, sampling or self.sampling, record_entropy)
-        attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
-        return rollout, attention_mask, action_mask
+        ``record_entropy`` asks for the policy's entropy at each sampled token (if the engine records it). With
+        ``episodes`` (an ``EpisodeRunner``) each row plays the task ``meta`` names, a multi-turn episode."""
+        sampling = sampling or self.sampling
+        rollout = (self.rollout_engine.generate(prompts, prompt_mask, sampling, record_entropy) if episodes is None
+                   else episodes.run(prompts, prompt_mask, meta, sampling, record_entropy))
+        return (rollout, *self.masks(rollout, prompt_mask))
+
+    def masks(self, rollout, prompt_mask: torch.Tensor) -> tuple:
+        """``(attention_mask, action_mask)`` of a rollout: an episode's own (observation tokens are not actions),
+        else the response up to its eos."""
+        if rollout.action_mask is not None:
+            return rollout.attention_mask, rollout.action_mask
+        return rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
 
     def critic_values(self, seq: torch.Tensor, attention_mask: torch.Tensor) -> Optional[torch.Tensor]:
         """V(s_t) ``[B, T-1]`` from the critic (with a graph in training mode); None when the algorithm has no
@@ -185,21 +195,22 @@ class PPOTrainer:
         Returns ``(Experience, stats)``."""
         prompts, prompt_mask, meta = rollout_prompts(batch, self.config.num_samples_per_prompt, self.device)
         start = time.perf_counter()
-        rollout = self.rollout_engine.next_rollout(prompts, prompt_mask, self.sampling, record_entropy=True)
+        rollout = (self.rollout_engine.next_rollout(prompts, prompt_mask, self.sampling, record_entropy=True)
+                   if self.episodes is None else self.episodes.run(prompts, prompt_mask, meta, self.sampling, True))
         sync = self.rollout_engine.last_sync_seconds
         timing = {"timing/weight_sync": sync, "timing/generate": time.perf_counter() - start - sync}
         if self.config.filter_groups:
             start = time.perf_counter()
             rollout = self.refill_constant_groups(rollout, prompts, prompt_mask, meta)
             timing["timing/filter_groups"] = time.perf_counter() - start
-        attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
+        attention_mask, action_mask = self.masks(rollout, prompt_mask)
         optional = {name: tensor for name, tensor in (("entropy", rollout.entropy),
                                                       ("engine_logprobs", rollout.engine_logprobs))
                     if tensor is not None}
         seq, attention_mask, action_mask, *trimmed = trim_to_longest(rollout.seq, attention_mask, action_mask,
                                                                       *optional.values())
         experience, stats = self.experience_from_rollout(seq, attention_mask, action_mask, meta=meta,
-                                                         **dict(zip(optional, trimmed)))
+                                                         scores=rollout.scores, **dict(zip(optional, trimmed)))
         stats.update({key: torch.as_tensor(value) for key, value in timing.items()})
         stats.update(rollout.stats)
         return experience, stats
@@ -241,11 +252,13 @@ class PPOTrainer:
     @torch.no_grad()
     def experience_from_rollout(self, seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor,
                                 entropy: Optional[torch.Tensor] = None, meta: Optional[torch.Tensor] = None,
-                                engine_logprobs: Optional[torch.Tensor] = None) -> tuple:
+                                engine_logprobs: Optional[torch.Tensor] = None, scores: Optional[torch.Tensor] = None
+                                ) -> tuple:
         """``make_experience`` after sampling: ``(Experience, stats)`` of a rollout batch (``entropy`` ``[B, T-1]``:
         the policy's entropy at each sampled token, for the entropy rule and ``policy/entropy``, computed here by
         an actor forward when the rule needs it and the engine recorded none; ``engine_logprobs``: the rollout
-        engine's sampled-token log-probs, for the rollout correction)."""
+        engine's sampled-token log-probs, for the rollout correction; ``scores``: an episode's environment reward,
+        which replaces the reward source)."""
         cfg = self.config
         size = self.micro_batch_size
         temperature = self.logprob_temperature
@@ -256,9 +269,10 @@ class PPOTrainer:
                                            temperature=self.sampling.temperature), size, seq, attention_mask)
         ref_logprobs = chunked_rows(partial(sequence_logprobs, self.engines.ref.module, temperature=temperature),
                                     size, seq, attention_mask)
-        responses = decode_responses(self.tokenizer, seq, action_mask)
         scoring = time.perf_counter()
-        scores, reward_counts = self.reward_source(seq, attention_mask, responses, meta)
+        scores, reward_counts = (self.reward_source(seq, attention_mask, decode_responses(self.tokenizer, seq,
+                                                                                          action_mask), meta)
+                                 if scores is None else (scores, {}))
         scoring = time.perf_counter() - scoring
         scores, action_mask, dropped = drop_nonfinite_rewards(scores.to(self.device).float(), action_mask,
                                                               cfg.nonfinite_rewards)
@@ -443,19 +457,21 @@ class PPOTrainer:
 
     @torch.no_grad()
     def evaluate(self, loader, sampling: SamplingConfig, reward_source=None, progress: bool = False,
-                 gold_score=None) -> Dict[str, float]:
+                 gold_score=None, episodes=None) -> Dict[str, float]:
         """Mean ± std of the score of responses sampled for held-out prompts (paper Table 2's RM score);
         ``progress`` shows a bar over the evaluation batches; ``gold_score`` (text -> float, an embedded task's
-        ground truth) adds the mean gold score of the same responses as ``gold``."""
+        ground truth) adds the mean gold score of the same responses as ``gold``; ``episodes`` (``--env``): the
+        held-out tasks' episodes, scored by their environment."""
         scores, lengths, golds = [], [], []
         for batch in tqdm(loader, desc="eval", leave=False, disable=not progress):
             prompts = batch["input_ids"].to(self.device)
             prompt_mask = batch["attention_mask"].to(self.device)
-            rollout, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling)
+            rollout, attention_mask, action_mask = self.sample(prompts, prompt_mask, sampling,
+                                                               meta=batch.get("index"), episodes=episodes)
             seq = rollout.seq
             responses = decode_responses(self.tokenizer, seq, action_mask)
-            batch_scores, _ = (reward_source or self.reward_source)(seq, attention_mask, responses,
-                                                                    batch.get("index"))
+            batch_scores = rollout.scores if rollout.scores is not None else (reward_source or self.reward_source)(
+                seq, attention_mask, responses, batch.get("index"))[0]
             if gold_score is not None:
                 golds.extend(gold_score(response) for response in responses)
             scores.append(batch_scores.float().to(self.device))

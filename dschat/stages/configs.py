@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, FrozenSet, Literal, Optional, Tuple
 
 from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES
+from dschat.rlhf.environments import available_environments
 from dschat.rlhf.macro_action.choices import (LOSS_AGGS, RATIOS, REWARD_AGGS, ROLLOUT_IS_AGGS, ROLLOUT_IS_LEVELS,
                                              ROLLOUT_IS_MODES, SIGMAS)
 from dschat.rlhf.macro_action.termination.options import TerminationOptions
@@ -277,8 +278,9 @@ class ModelsArgs(PrecisionArgs, OffloadArgs):
     """Critic init (the RM for text; the SFT model for code); default: the reward model."""
     reward_model_name_or_path: OptionalModelName = None
     """Reward model (with --reward model); default: --critic_model_name_or_path."""
-    reward: Literal["model", "code"] = "model"
-    """Score source: a reward model, or program execution (code tasks, paper §B.5)."""
+    reward: Literal["model", "code", "env"] = "model"
+    """Score source: a reward model, program execution (code tasks, paper §B.5), or the environment of --env
+    (set by it)."""
     code_workers: PositiveInt = 2
     """Programs executed in parallel."""
     code_test_timeout: PositiveFloat = 4.0
@@ -386,6 +388,21 @@ class RolloutEngineArgs:
         if self.rollout_engine == "vllm" and importlib.util.find_spec("vllm") is None:
             raise ConfigError("--rollout_engine vllm: vLLM is not installed; install it with "
                               f"`{VLLM_INSTALL['cpu']}` on a CPU-only machine or `{VLLM_INSTALL['gpu']}` with GPUs")
+
+
+@dataclass
+class EnvironmentArgs:
+    """multi-turn episodes (docs/multi-turn.md)"""
+
+    env: Annotated[Optional[str], OneOf(available_environments)] = None
+    """Train on multi-turn episodes of this environment (dschat/rlhf/environments/; its tasks replace
+    --data_name, its reward the reward model): each row is one episode, token in, token out (gymnasium's Env
+    contract with text; veRL's agent loop, TRL's OpenEnv)."""
+    max_turns: PositiveInt = 4
+    """--env: policy turns per episode at most (an episode still running then counts as truncated)."""
+    max_episode_tokens: PositiveInt = 256
+    """--env: token budget of an episode after its prompt (replies and observations); a reply reaching it is cut
+    there (truncated), an observation past it ends the episode as an environment error."""
 
 
 def _algorithms():
@@ -567,6 +584,10 @@ class TerminationConfig:
     entropy_threshold: Optional[NonNegativeFloat] = TerminationOptions.entropy_threshold
     """Entropy rule: a macro ends after every token whose policy entropy is at least this (nats); replaces
     --entropy_quantile when set."""
+    turn_ngram: Annotated[Optional[int], Parse(ngram_length, "a positive integer, or 0 / inf (whole turn)")] = \
+        TerminationOptions.turn_ngram
+    """Turn rule (--termination turn, multi-turn episodes): fixed n-grams inside each turn, never crossing a turn
+    boundary; none / inf = each turn one macro (utterance-level credit, as ArCHer)."""
 
     def termination_options(self, seed: int, code: bool = False) -> TerminationOptions:
         """The rule options of these flags: ``seed`` for rules that draw random numbers (step 3 gives each process
@@ -575,12 +596,13 @@ class TerminationConfig:
         parser = "code" if self.parser == "auto" and code else self.parser
         return TerminationOptions(ngram=self.ngram, lengths=tuple(self.random_lengths), repeat=self.random_repeat,
                                   seed=seed, parser=parser, parser_cutoff=self.parser_cutoff,
-                                  entropy_quantile=self.entropy_quantile, entropy_threshold=self.entropy_threshold)
+                                  entropy_quantile=self.entropy_quantile, entropy_threshold=self.entropy_threshold,
+                                  turn_ngram=self.turn_ngram)
 
 
 @dataclass
 class RLHFConfig(ModelsArgs, DataArgs, SamplingArgs, RolloutBatchArgs, RolloutEngineArgs, ScheduleArgs, PPOConfig,
-                 TerminationConfig, LoopArgs):
+                 TerminationConfig, EnvironmentArgs, LoopArgs):
     """step 3"""
 
     actor_learning_rate: PositiveFloat = 1.5e-5

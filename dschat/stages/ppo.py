@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Tuple
+from typing import Optional, Tuple
 
 from tqdm.auto import tqdm
 
@@ -15,6 +15,7 @@ from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_trainer import PPOTrainer
 from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
 from dschat.rlhf.rollout import build_rollout_engine
+from dschat.rlhf.rollout.episodes import EpisodeRunner
 from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
 from dschat.training.checkpoint import save_hf_model
 from dschat.core.config import ConfigError, select
@@ -42,24 +43,33 @@ def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
 
 
 def make_trainer(args: RLHFConfig, engines, tokenizer, reward_source, world_size: int, rank: int,
-                 upcoming=None) -> PPOTrainer:
+                 upcoming=None, env_tasks=None) -> PPOTrainer:
     """The PPO trainer of resolved flags ``args`` on built ``engines``; the randomized rule gets a different seed
     per process, so ranks draw different cuts. ``upcoming(i)``: the prompts of iteration i on, for a rollout
-    producer that samples ahead (``--async_rollout``)."""
+    producer that samples ahead (``--async_rollout``); ``env_tasks``: with ``--env``, the training tasks the prompt
+    rows index, each played as an episode (by the producer, with ``--async_rollout``)."""
     options = args.termination_options(seed=args.seed + rank, code=args.reward == "code")
+    engine = build_rollout_engine(args, engines.actor, tokenizer, world_size, upcoming, rank, env_tasks)
     return PPOTrainer(engines, tokenizer, reward_source, build_termination(args.termination, options),
                       select(args, PPOConfig), sampling_configs(args)[0], args.per_device_train_batch_size,
-                      rollout_rows(args), world_size,
-                      rollout_engine=build_rollout_engine(args, engines.actor, tokenizer, world_size, upcoming, rank),
-                      seed=args.seed + rank)
+                      rollout_rows(args), world_size, rollout_engine=engine, seed=args.seed + rank,
+                      episodes=None if args.async_rollout else episode_runner(args, env_tasks, tokenizer, engine))
+
+
+def episode_runner(args: RLHFConfig, tasks, tokenizer, engine) -> Optional[EpisodeRunner]:
+    """With ``--env``, what plays ``tasks`` as episodes on the rollout ``engine``; None otherwise."""
+    if args.env is None:
+        return None
+    return EpisodeRunner(args.env, tasks, tokenizer, engine, args.max_turns, args.max_episode_tokens)
 
 
 def upcoming_prompts(args: RLHFConfig, prompt_set, collate, rank: int, world_size: int, device):
-    """``upcoming(i)``: the rollout prompts of iterations i, i + 1, ... in the training loop's order."""
+    """``upcoming(i)``: the rollout prompts of iterations i, i + 1, ... in the training loop's order (with their
+    rows' task indices, which ``--env`` episodes play)."""
     def upcoming(start: int):
         for batch in batches_from(prompt_set, collate, args.per_device_generation_batch_size, args.seed, rank,
                                   world_size, start):
-            yield rollout_prompts(batch, args.num_samples_per_prompt, device)[:2]
+            yield rollout_prompts(batch, args.num_samples_per_prompt, device)
     return upcoming
 
 
@@ -69,18 +79,21 @@ def make_reward_sources(args: RLHFConfig, engines, train_tasks, eval_tasks) -> t
     if args.reward == "model":
         source = ModelReward(engines.reward, args.per_device_train_batch_size)
         return source, source
+    if args.reward == "env":  # the episodes carry their environment's scores
+        return None, None
     return (CodeExecutionReward(train_tasks, args.code_workers, args.code_test_timeout),
             CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))
 
 
 def evaluate(trainer: PPOTrainer, loader, sampling: SamplingConfig, reward_source, args: RLHFConfig,
-             rank: int) -> dict:
+             rank: int, episodes=None) -> dict:
     """One held-out evaluation: under ``--eval_seed`` the same sampling noise every time; with the dataset's
-    gold score (embedded tasks, reward model scoring) also ``gold``."""
+    gold score (embedded tasks, reward model scoring) also ``gold``; ``episodes``: the held-out tasks' runner
+    (``--env``)."""
     gold = gold_score_of(args.data_name) if args.reward == "model" and not args.data_path else None
     with seeded_rng(None if args.eval_seed is None else args.eval_seed + rank):
         return trainer.evaluate(loader, sampling, reward_source, progress=not args.no_progress_bar and
-                                is_main_process(), gold_score=gold)
+                                is_main_process(), gold_score=gold, episodes=episodes)
 
 
 def run(args: RLHFConfig) -> dict:
@@ -105,7 +118,9 @@ def run(args: RLHFConfig) -> dict:
     reward_source, eval_reward_source = make_reward_sources(args, engines, train_tasks, eval_tasks)
     collate = PromptCollator.for_tokenizer(tokenizer)
     trainer = make_trainer(args, engines, tokenizer, reward_source, world_size, rank,
-                           upcoming_prompts(args, prompt_set, collate, rank, world_size, engines.actor.device))
+                           upcoming_prompts(args, prompt_set, collate, rank, world_size, engines.actor.device),
+                           env_tasks=train_tasks)
+    eval_episodes = episode_runner(args, eval_tasks, tokenizer, trainer.rollout_engine)
     eval_loader = shard_loader(eval_set, args.per_device_eval_batch_size, collate, rank, world_size)
     metric_logger = MetricLogger(args.output_dir, args.tensorboard_dir, report_to=args.report_to,
                                  run_config=record and record["config"])
@@ -132,7 +147,8 @@ def run(args: RLHFConfig) -> dict:
     checkpointed = engines.trained
     try:
         final = train_loop(update, prompt_set, collate, args.per_device_generation_batch_size,
-                           lambda: evaluate(trainer, eval_loader, eval_sampling, eval_reward_source, args, rank), args,
+                           lambda: evaluate(trainer, eval_loader, eval_sampling, eval_reward_source, args, rank,
+                                            eval_episodes), args,
                            rank, world_size, metric_logger, engines=checkpointed, prefix=None, stateful=stateful,
                            summarize=lambda history: history[-1], on_log=show_samples)
     finally:

@@ -131,6 +131,22 @@ def resolve_objective(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
                                scale_rewards=scale if not algorithm.needs_critic else "auto")
 
 
+def resolve_environment(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
+    """A copy of ``args`` whose ``--reward`` is ``env`` with ``--env`` (the environment scores its episodes), once the
+    episodes' flags fit: they are played once, by either engine, here or by the asynchronous producer.
+    (``world_size``: unused.)"""
+    if args.env is None:
+        if args.reward == "env":
+            raise ConfigError("--reward env: the score of an --env environment; give --env NAME")
+        return args
+    if args.reward == "code":
+        raise ConfigError(f"--env {args.env} scores its episodes itself; drop --reward code")
+    if args.filter_groups:
+        raise ConfigError("--filter_groups: --env episodes are played once (resampled groups of episodes are not "
+                          "built)")
+    return dataclasses.replace(args, reward="env")
+
+
 def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor).
     (``world_size``: unused; every rule takes it.)"""
@@ -212,7 +228,8 @@ def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
 SUPERVISED_RULES: Tuple[Rule, ...] = (resolve_supervised_batches, resolve_zero)
 RULES: Dict[str, Tuple[Rule, ...]] = {
     "sft": SUPERVISED_RULES, "rm": SUPERVISED_RULES, "dpo": SUPERVISED_RULES,
-    "ppo": (resolve_algorithm, resolve_objective, resolve_models, resolve_zero, resolve_engine, resolve_batches),
+    "ppo": (resolve_algorithm, resolve_objective, resolve_environment, resolve_models, resolve_zero, resolve_engine,
+            resolve_batches),
 }
 """Each stage's cross-flag rules, in the order they apply (a rule may read what an earlier one filled in)."""
 

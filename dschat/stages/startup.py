@@ -16,7 +16,9 @@ from dschat.data.stage_data import eval_code_tasks, eval_pairs, eval_prompts, tr
 from dschat.model.loading import ModelLoadError
 from dschat.model.reward_model import score_head_missing
 from dschat.rlhf.algorithms import get_algorithm
+from dschat.rlhf.environments import environment_tasks, make_environment
 from dschat.rlhf.macro_action.parsers import parser_missing
+from dschat.rlhf.rollout.turns import prompt_text
 from dschat.training.checkpoint import latest_checkpoint, read_manifest
 from dschat.training.resume_config import check_resume_config
 
@@ -64,7 +66,9 @@ def prompt_sets(args: Any, tokenizer, world_size: int) -> Tuple[PromptDataset, P
     """Step 3's ``(training prompts, evaluation prompts, training tasks, evaluation tasks)``, tokenised; the tasks
     (``--reward code``) are None when a reward model scores the responses. Refused when no evaluation prompt
     fits ``--max_prompt_seq_len`` (too few training prompts: :func:`dschat.training.loop.training_steps`)."""
-    if args.reward == "code":
+    if args.env is not None:
+        train_texts, eval_texts, train_tasks, eval_tasks = environment_prompts(args, tokenizer)
+    elif args.reward == "code":
         train_tasks, eval_tasks = train_code_tasks(args), eval_code_tasks(args)
         train_texts, eval_texts = [t.prompt for t in train_tasks], [t.prompt for t in eval_tasks]
     else:
@@ -75,6 +79,23 @@ def prompt_sets(args: Any, tokenizer, world_size: int) -> Tuple[PromptDataset, P
         raise ConfigError(f"no evaluation prompt fits --max_prompt_seq_len {args.max_prompt_seq_len} "
                           f"({len(eval_texts)} prompts, {eval_set.num_skipped} too long)")
     return prompt_set, eval_set, train_tasks, eval_tasks
+
+
+def environment_prompts(args: Any, tokenizer) -> tuple:
+    """``(train prompts, eval prompts, train tasks, eval tasks)`` of ``--env``: each task's first observation
+    as its episode's prompt text (dschat/rlhf/rollout/turns.py)."""
+    tasks = [environment_tasks(args.env, split, limit)
+             for split, limit in (("train", args.max_train_samples), ("eval", args.max_eval_samples))]
+    return (*[[prompt_text(tokenizer, first_observation(args.env, task)) for task in split] for split in tasks],
+            *tasks)
+
+
+def first_observation(environment: str, task: str) -> str:
+    """``reset(task)``'s observation; a one-line error naming the task when the environment cannot start it."""
+    try:
+        return make_environment(environment).reset(task)[0]
+    except Exception as error:
+        raise ConfigError(f"--env {environment}: reset({task!r}) raised {error!r}") from None
 
 
 SUPERVISED_DATA = {"sft": (0, SFTDataset), "rm": (1, PairDataset), "dpo": (1, PairDataset)}

@@ -14,11 +14,13 @@ import logging
 from .base import PlainModel, Rollout, RolloutEngine
 
 
-def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None, rank: int = 0) -> RolloutEngine:
+def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None, rank: int = 0,
+                         env_tasks=None) -> RolloutEngine:
     """The engine ``--rollout_engine`` names, for the DeepSpeed-wrapped ``actor`` of resolved step-3 flags; with
     ``--async_rollout K`` a producer process running that engine K iterations ahead (:mod:`.producer`), which
-    samples the prompts ``upcoming(i)`` yields from iteration i on. With producers on GPUs of their own
-    (``--rollout_gpus``) the training GPUs hold no vLLM engine: evaluation samples with transformers there."""
+    samples the prompts ``upcoming(i)`` yields from iteration i on (with ``--env`` the episodes of ``env_tasks``).
+    With producers on GPUs of their own (``--rollout_gpus``) the training GPUs hold no vLLM engine: evaluation
+    samples with transformers there."""
     current = _synchronous_engine(args, actor, tokenizer, world_size, "hf" if args.rollout_gpus else args.rollout_engine)
     if not args.async_rollout:
         return current
@@ -37,12 +39,19 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                         eos_token_id=tokenizer.eos_token_id,
                         logprob_temperature=1.0 if args.logprobs_at_unit_temperature else args.temperature,
                         threads=args.rollout_threads, seed=args.seed + rank,
-                        max_model_len=args.max_prompt_seq_len + args.max_new_tokens,
+                        max_model_len=args.max_prompt_seq_len + generated_tokens(args),
                         devices=producer_devices(args.rollout_gpus, local_rank(),
                                                  local_world_size(world_size)),
                         gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                        transport=rollout_transport(args), timeout=args.rollout_timeout)
+                        transport=rollout_transport(args), timeout=args.rollout_timeout,
+                        episodes=None if args.env is None else (args.env, tuple(env_tasks), args.max_turns,
+                                                                 args.max_episode_tokens))
     return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)
+
+
+def generated_tokens(args) -> int:
+    """How far a context grows past its prompt: an ``--env`` episode's whole token budget, a response's reply."""
+    return args.max_episode_tokens if args.env else args.max_new_tokens
 
 
 def rollout_transport(args) -> str:
@@ -57,7 +66,7 @@ def _synchronous_engine(args, actor, tokenizer, world_size: int, engine: str) ->
         from .vllm_engine import VLLMRolloutEngine
 
         return VLLMRolloutEngine(actor, tokenizer, dtype=args.dtype,
-                                 max_model_len=args.max_prompt_seq_len + args.max_new_tokens,
+                                 max_model_len=args.max_prompt_seq_len + generated_tokens(args),
                                  tensor_parallel_size=args.vllm_tensor_parallel_size,
                                  gpu_memory_utilization=args.vllm_gpu_memory_utilization, world_size=world_size,
                                  logprobs_at_unit_temperature=args.logprobs_at_unit_temperature)

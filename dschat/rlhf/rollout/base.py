@@ -14,12 +14,18 @@ class Rollout:
     response]`` ``[B, P + max_new_tokens]``, responses padded after their eos with the pad id; ``entropy`` and
     ``engine_logprobs`` ``[B, T-1]`` aligned with log-prob positions (0 off the response), or None when the
     engine does not provide them; ``stats``: what the engine measured of this rollout (an asynchronous producer's
-    staleness and waits), logged with the iteration's metrics."""
+    staleness and waits), logged with the iteration's metrics. A multi-turn episode (:mod:`.episodes`) carries its
+    own ``attention_mask`` ``[B, T]`` and ``action_mask`` ``[B, T-1]`` (observation tokens attended, not actions)
+    and its environment's ``scores`` ``[B]``; None for single responses (masks from the eos, scores from the
+    reward source)."""
 
     seq: torch.Tensor
     entropy: Optional[torch.Tensor] = None
     engine_logprobs: Optional[torch.Tensor] = None
     stats: Dict[str, torch.Tensor] = field(default_factory=dict)
+    attention_mask: Optional[torch.Tensor] = None
+    action_mask: Optional[torch.Tensor] = None
+    scores: Optional[torch.Tensor] = None
 
 
 class PlainModel:

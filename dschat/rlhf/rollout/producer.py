@@ -35,6 +35,10 @@ the current version and asks for the rest of the schedule, so it continues as an
 rollout's sampling noise is seeded by (``--seed``, process rank, rollout index). A producer that dies, fails or
 sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.training.faults.RunStopped`).
 The producer ignores SIGTERM / SIGINT (the trainer stops it after its checkpoint) and exits when its parent is gone.
+
+**Episodes** (``--env``): the producer plays each row's whole multi-turn episode on its engine
+(:mod:`.episodes`, the environment built in its process) and sends the episode's masks, scores and statistics with
+the rollout; the behaviour log-probs are then those of the replies' tokens only.
 """
 from __future__ import annotations
 
@@ -54,8 +58,9 @@ from .base import PlainModel, Rollout, RolloutEngine
 from .transport import CollectiveReceiver, CollectiveWeights, QueueWeights
 from .weights import exported_weights
 
-Prompts = Tuple[torch.Tensor, torch.Tensor]
-"""A rollout's ``(left-padded prompts, prompt mask)``, rows already repeated per sample."""
+Prompts = tuple
+"""A rollout's ``(left-padded prompts, prompt mask)``, rows already repeated per sample, and with ``--env`` the
+rows' task indices after them."""
 POLL_SECONDS = 1.0
 """How often a waiting trainer checks that the producer is alive, and a waiting producer that its parent is."""
 SEED_STRIDE = 1_000_003
@@ -84,6 +89,8 @@ class ProducerSpec:
     gpu_memory_utilization: float = 0.3
     transport: str = "queue"
     timeout: float = 600.0
+    episodes: Optional[tuple] = None
+    """``--env``: ``(environment, tasks, max_turns, max_episode_tokens)``, the producer then plays episodes."""
 
 
 def producer_devices(gpus: Tuple[int, ...], local_rank: int, local_world_size: int) -> Tuple[int, ...]:
@@ -125,7 +132,8 @@ def behaviour_logprobs(model: torch.nn.Module, rollout: Rollout, prompt_mask: to
     the trainer's convention (log_softmax(logits / T) before top-k / top-p), 0 off the response."""
     from dschat.rlhf.experience import rollout_masks, sequence_logprobs
 
-    attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, eos_token_id)
+    attention_mask, action_mask = ((rollout.attention_mask, rollout.action_mask) if rollout.action_mask is not None
+                                   else rollout_masks(rollout.seq, prompt_mask, eos_token_id))
     with torch.no_grad():
         logprobs = sequence_logprobs(model, rollout.seq, attention_mask, temperature)
     return logprobs * action_mask
@@ -135,9 +143,11 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
     """The producer process: handle the trainer's messages in order — ``("weights", ...)`` (a group of the next
     version's tensors, or with ``collective`` their names, shapes and dtypes, the tensors following by broadcast;
     ``link`` says how to join it), ``("version", v)`` (that version complete), ``("sample", index, prompts,
-    prompt_mask, sampling, record_entropy)``, ``("stop",)`` — answering each sample with ``("rollout", index,
-    version, seq, entropy, logprobs, busy seconds, idle seconds)`` (host tensors), or ``("error", line)`` once and
-    exit. Its GPUs are the only ones it sees (the trainer started it with ``CUDA_VISIBLE_DEVICES`` set to them)."""
+    prompt_mask, task indices or None, sampling, record_entropy)``, ``("stop",)`` — answering each sample with
+    ``("rollout", index, version, seq, entropy, logprobs, episode, busy seconds, idle seconds)`` (host tensors;
+    ``episode``: an episode batch's ``(attention_mask, action_mask, scores, stats)``, else None), or
+    ``("error", line)`` once and exit. Its GPUs are the only ones it sees (the trainer started it with
+    ``CUDA_VISIBLE_DEVICES`` set to them)."""
     from transformers import AutoModelForCausalLM
 
     from dschat.model.loading import DTYPES
@@ -152,6 +162,12 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
                    if spec.transport == "collective" else QueueWeights.receive)
         model = AutoModelForCausalLM.from_config(spec.config, dtype=DTYPES[spec.dtype]).to(device).eval()
         engine = _build_engine(spec, model)
+        runner = None
+        if spec.episodes is not None:
+            from .episodes import EpisodeRunner
+
+            environment, tasks, max_turns, budget = spec.episodes
+            runner = EpisodeRunner(environment, list(tasks), spec.tokenizer, engine, max_turns, budget)
         version, idle_since = -1, time.perf_counter()
         while True:
             try:
@@ -169,18 +185,21 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
                 version = message[1]
                 engine.mark_stale()
             elif kind == "sample":
-                index, prompts, prompt_mask, sampling, record_entropy = message[1:]
+                index, prompts, prompt_mask, meta, sampling, record_entropy = message[1:]
                 idle = time.perf_counter() - idle_since
                 start = time.perf_counter()
                 torch.manual_seed(rollout_seed(spec.seed, index))
                 prompts, prompt_mask = prompts.to(device), prompt_mask.to(device)
-                rollout = engine.generate(prompts, prompt_mask, sampling, record_entropy)
+                rollout = (engine.generate(prompts, prompt_mask, sampling, record_entropy) if runner is None
+                           else runner.run(prompts, prompt_mask, meta, sampling, record_entropy))
+                episode = None if rollout.action_mask is None else (
+                    rollout.attention_mask.cpu(), rollout.action_mask.cpu(), rollout.scores.cpu(), rollout.stats)
                 logprobs = rollout.engine_logprobs
                 if logprobs is None:
                     logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
                                                   spec.logprob_temperature)
                 entropy = None if rollout.entropy is None else rollout.entropy.cpu()
-                results.put(("rollout", index, version, rollout.seq.cpu(), entropy, logprobs.cpu(),
+                results.put(("rollout", index, version, rollout.seq.cpu(), entropy, logprobs.cpu(), episode,
                              time.perf_counter() - start, idle))
                 idle_since = time.perf_counter()
     except BaseException as err:  # noqa: BLE001 -- reported to the trainer in one line, then re-raised
@@ -202,7 +221,7 @@ class AsyncRolloutEngine(RolloutEngine):
         self.version = 0  # updates applied to the actor
         self.trained = 0  # index of the rollout the next iteration trains on
         self.requested = 0  # rollouts asked for so far
-        self.ready: Dict[int, tuple] = {}  # index -> (version, seq, entropy, logprobs, busy, idle)
+        self.ready: Dict[int, tuple] = {}  # index -> (version, seq, entropy, logprobs, episode, busy, idle)
         self.process = None
         self.prompts: Optional[Iterator[Prompts]] = None
         self.sampling, self.record_entropy = None, False
@@ -222,7 +241,7 @@ class AsyncRolloutEngine(RolloutEngine):
             self._start()
         index = self.trained
         start = time.perf_counter()
-        version, seq, entropy, logprobs, busy, idle = self._receive(index)
+        version, seq, entropy, logprobs, episode, busy, idle = self._receive(index)
         waited = time.perf_counter() - start
         if seq.shape[0] != prompts.shape[0] or not torch.equal(seq[:, :prompts.shape[1]].to(prompts.device),
                                                                  prompts):
@@ -235,9 +254,12 @@ class AsyncRolloutEngine(RolloutEngine):
                  "timing/wait_for_rollout": waited, "timing/wait_for_trainer": idle,
                  "timing/producer_busy": busy, "timing/weight_sync": self.push_seconds}
         device = prompts.device
+        attention_mask, action_mask, scores, episode_stats = episode or (None, None, None, {})
         return Rollout(seq.to(device), entropy=None if entropy is None else entropy.to(device),
                        engine_logprobs=logprobs.to(device),
-                       stats={key: torch.as_tensor(value) for key, value in stats.items()})
+                       stats={key: torch.as_tensor(value) for key, value in {**stats, **episode_stats}.items()},
+                       **{name: None if tensor is None else tensor.to(device) for name, tensor in (
+                           ("attention_mask", attention_mask), ("action_mask", action_mask), ("scores", scores))})
 
     def mark_stale(self) -> None:
         """The actor was updated: push it as the next version and ask for the rollout K iterations ahead."""
@@ -265,7 +287,7 @@ class AsyncRolloutEngine(RolloutEngine):
         for index in range(self.trained, self.requested):
             self._receive(index, keep=True)
         return {"version": self.version, "trained": self.trained, "requested": self.requested,
-                "ready": {index: self.ready[index][:4] for index in range(self.trained, self.requested)}}
+                "ready": {index: self.ready[index][:5] for index in range(self.trained, self.requested)}}
 
     def load_state_dict(self, state: dict) -> None:
         self.version, self.trained, self.requested = state["version"], state["trained"], state["requested"]
@@ -297,8 +319,9 @@ class AsyncRolloutEngine(RolloutEngine):
 
     def _request_up_to(self, last: int) -> None:
         while self.requested <= last:
-            prompts, prompt_mask = next(self.prompts)
-            self.requests.put(("sample", self.requested, prompts.cpu(), prompt_mask.cpu(), self.sampling,
+            prompts, prompt_mask, *meta = next(self.prompts)
+            tasks = meta[0].cpu() if meta and meta[0] is not None else None
+            self.requests.put(("sample", self.requested, prompts.cpu(), prompt_mask.cpu(), tasks, self.sampling,
                                self.record_entropy))
             self.requested += 1
 

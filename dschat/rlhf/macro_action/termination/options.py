@@ -19,6 +19,7 @@ class TerminationOptions:
     parser_cutoff: C of the parsing rule (paper §B.4: 5).
     entropy_quantile / entropy_threshold: the entropy rule's forks, the top-q tokens of each response or, when
         the threshold (nats) is set, every token at or above it.
+    turn_ngram: the turn rule's n-grams inside each turn; ``None``: one macro per turn.
     """
 
     ngram: Optional[int] = 1
@@ -29,3 +30,4 @@ class TerminationOptions:
     parser_cutoff: int = 5
     entropy_quantile: float = 0.2
     entropy_threshold: Optional[float] = None
+    turn_ngram: Optional[int] = None
