@@ -1,2 +1,3 @@
 """One module per dataset; importing this package registers them all (see ``registry``)."""
-from . import apps, hh_rlhf, humaneval, jsonl, synthetic, synthetic_long, tldr, webgpt  # noqa: F401  (registration)
+from . import (apps, arithmetic, hh_rlhf, humaneval, jsonl, synthetic, synthetic_long, tldr,  # noqa: F401
+               webgpt)  # (registration)

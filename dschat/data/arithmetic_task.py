@@ -1,0 +1,167 @@
+"""The embedded reasoning task (``--data_name arithmetic``): multi-step arithmetic with an exact answer.
+
+Why. Reinforcement learning on language models today is mostly reasoning with a *verifiable* reward (an exact
+answer check, no reward model), and the paper's reviewer QYzk asked whether macro actions would hurt it. A
+reasoning chain has a natural macro action, its step; this task gives the project one, offline and in CI.
+
+Task. A prompt lists a start value and :data:`MIN_OPS`-:data:`MAX_OPS` operations to apply from left to right::
+
+    Compute left to right: 23 + 15 * 3 - 47 + 9 - 8
+    Solution:
+
+The worked solution is a chain of short steps, one line each, then the answer line::
+
+     23 + 15 = 38
+    38 * 3 = 114
+    114 - 47 = 67
+    67 + 9 = 76
+    76 - 8 = 68
+    Answer: 68
+
+(one leading space, as every response of the project; about 13 tokens a step and 75-90 tokens a response with
+the shipped tokenizer, which splits digits one by one). Operations: ``+ b`` and ``- b`` with ``b`` in
+[:data:`MIN_ADD`, :data:`MAX_ADD`], and ``* k`` with ``k`` in :data:`FACTORS`; every value of the chain stays in
+[0, :data:`MAX_VALUE`] (an operation that would leave it is redrawn), so every step is a small sum, difference or
+product a tiny model can learn but gets wrong often enough that a chain of five or six steps fails often.
+
+Credit assignment. The reward (:func:`dschat.rewards.verify_answer`) looks at the answer line only, 60-90 tokens
+after the first decision that can ruin it. Each operation is a bijection of the integers, so a single wrong step
+always makes the answer wrong (the error is carried to the end, shifted or multiplied, never cancelled); only two
+or more compensating errors can land on the right answer. :func:`chain_errors` finds the steps of a response that
+do not follow from the prompt, so a right answer reached through a wrong step (right for the wrong reasons) is
+counted, not assumed away (``evaluation/reasoning.py`` reports the rate).
+
+Splits (generated on load, deterministic: ``random.Random`` of a fixed seed, whose stream Python keeps stable):
+``train`` :data:`SPLIT_SIZES` problems from seed 21, ``validation`` from seed 22; a training problem whose prompt
+is a validation prompt is dropped, so no held-out prompt is ever trained on. ``--data_path`` reads a JSONL file
+in the canonical schema instead (:mod:`dschat.data.adapters.jsonl`).
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from .schema import PreferencePair
+
+SPLIT_SIZES = {"train": 8000, "validation": 400}
+SPLIT_SEEDS = {"train": 21, "validation": 22}
+MIN_OPS, MAX_OPS = 5, 6
+MIN_START, MAX_START = 10, 99
+MIN_ADD, MAX_ADD = 2, 49
+FACTORS = (2, 3)
+MAX_VALUE = 199
+PROMPT_TEMPLATE = "Compute left to right: {expression}\nSolution:"
+ANSWER_PREFIX = "Answer:"
+OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+STEP = re.compile(r"^\s*(-?\d+) ([-+*]) (\d+) = (-?\d+)\s*$")
+ANSWER_LINE = re.compile(rf"^\s*{ANSWER_PREFIX}\s*(-?\d+)\s*$")
+EXPRESSION = re.compile(r"Compute left to right: (\d+)((?: [-+*] \d+)+)")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A start value and the ``(operator, operand)`` operations applied to it from left to right."""
+
+    start: int
+    operations: Tuple[Tuple[str, int], ...]
+
+    @property
+    def prompt(self) -> str:
+        expression = " ".join([str(self.start)] + [f"{op} {operand}" for op, operand in self.operations])
+        return PROMPT_TEMPLATE.format(expression=expression)
+
+    def values(self) -> List[int]:
+        """The chain's values: the start, then the value after each operation (the last is the answer)."""
+        values = [self.start]
+        for op, operand in self.operations:
+            values.append(OPERATIONS[op](values[-1], operand))
+        return values
+
+    @property
+    def answer(self) -> int:
+        return self.values()[-1]
+
+    def solution(self) -> str:
+        """The worked solution: one ``a op b = c`` line a step, then ``Answer: c``; one leading space."""
+        values = self.values()
+        steps = [f"{a} {op} {b} = {c}" for a, (op, b), c in zip(values, self.operations, values[1:])]
+        return " " + "\n".join(steps + [f"{ANSWER_PREFIX} {values[-1]}"])
+
+
+def _operation(rng: random.Random, value: int) -> Tuple[str, int]:
+    """One operation keeping the value in [0, MAX_VALUE] (redrawn until it does)."""
+    while True:
+        op = rng.choice("+-*")
+        operand = rng.choice(FACTORS) if op == "*" else rng.randint(MIN_ADD, MAX_ADD)
+        if 0 <= OPERATIONS[op](value, operand) <= MAX_VALUE:
+            return op, operand
+
+
+def generate_problem(rng: random.Random) -> Problem:
+    value = rng.randint(MIN_START, MAX_START)
+    start, operations = value, []
+    for _ in range(rng.randint(MIN_OPS, MAX_OPS)):
+        operations.append(_operation(rng, value))
+        value = OPERATIONS[operations[-1][0]](value, operations[-1][1])
+    return Problem(start, tuple(operations))
+
+
+def generate_problems(count: int, seed: int, exclude: Sequence[str] = ()) -> List[Problem]:
+    """``count`` problems from ``random.Random(seed)`` whose prompts are distinct and not in ``exclude``."""
+    rng, seen, problems = random.Random(seed), set(exclude), []
+    while len(problems) < count:
+        problem = generate_problem(rng)
+        if problem.prompt not in seen:
+            seen.add(problem.prompt)
+            problems.append(problem)
+    return problems
+
+
+def split_problems(split: str) -> List[Problem]:
+    """The problems of ``split`` (``train`` or ``validation``; the training ones avoid every validation prompt)."""
+    validation = generate_problems(SPLIT_SIZES["validation"], SPLIT_SEEDS["validation"])
+    if split == "validation":
+        return validation
+    return generate_problems(SPLIT_SIZES["train"], SPLIT_SEEDS["train"], [p.prompt for p in validation])
+
+
+def arithmetic_pairs(split: str) -> List[PreferencePair]:
+    """(prompt, worked solution) of every problem of ``split``: SFT pairs, PPO prompts and the verifier's
+    references (no ``rejected``: the task has no reward model)."""
+    return [PreferencePair(prompt=p.prompt, chosen=p.solution()) for p in split_problems(split)]
+
+
+def problem_of_prompt(prompt: str) -> Optional[Problem]:
+    """The problem a prompt of this task states, or None when it is not one."""
+    match = EXPRESSION.search(prompt)
+    if match is None:
+        return None
+    tokens = match.group(2).split()
+    return Problem(int(match.group(1)), tuple((op, int(b)) for op, b in zip(tokens[::2], tokens[1::2])))
+
+
+def final_answer(response: str) -> Optional[int]:
+    """The integer of the response's last ``Answer: N`` line, or None when it has none."""
+    answers = [ANSWER_LINE.match(line) for line in response.splitlines()]
+    answers = [match for match in answers if match]
+    return int(answers[-1].group(1)) if answers else None
+
+
+def chain_errors(response: str, problem: Problem) -> List[int]:
+    """The 0-based steps of ``response`` that do not follow from the problem: a step whose line is not
+    ``a op b = c``, whose ``a`` is not the previous value (the start for step 0), whose ``op b`` is not the
+    problem's operation, or whose ``c`` is not ``a op b``; missing steps count as errors too."""
+    lines = [line for line in response.splitlines() if line.strip() and not ANSWER_LINE.match(line)]
+    errors, previous = [], problem.start
+    for step, (op, operand) in enumerate(problem.operations):
+        match = STEP.match(lines[step]) if step < len(lines) else None
+        if match is None:
+            errors.append(step)
+            continue
+        a, got_op, b, c = int(match.group(1)), match.group(2), int(match.group(3)), int(match.group(4))
+        if (a, got_op, b) != (previous, op, operand) or c != OPERATIONS[op](a, b):
+            errors.append(step)
+        previous = c
+    return errors
