@@ -19,6 +19,8 @@ class TerminationOptions:
     parser_cutoff: C of the parsing rule (paper §B.4: 5).
     entropy_quantile / entropy_threshold: the entropy rule's forks, the top-q tokens of each response or, when
         the threshold (nats) is set, every token at or above it.
+    step_delimiter / step_min_tokens: the step rule's step boundary (a newline: one reasoning step a line) and the
+        fewest tokens a step must have to end at a boundary (shorter steps run on into the next).
     """
 
     ngram: Optional[int] = 1
@@ -29,3 +31,5 @@ class TerminationOptions:
     parser_cutoff: int = 5
     entropy_quantile: float = 0.2
     entropy_threshold: Optional[float] = None
+    step_delimiter: str = "\n"
+    step_min_tokens: int = 4
