@@ -12,13 +12,13 @@ from dschat.stages.resolve import resolve
 from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_trainer import PPOTrainer
-from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
+from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward, VerifierReward
 from dschat.rlhf.rollout import build_rollout_engine
 from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
 from dschat.training.checkpoint import save_hf_model
 from dschat.core.config import ConfigError, select
 from dschat.data import PromptCollator, PromptDataset
-from dschat.data.registry import gold_score_of
+from dschat.data.registry import answer_task_of, gold_score_of
 from dschat.core.distributed import init_distributed, is_main_process
 from dschat.training.loop import batches_from, batches_per_epoch, num_update_steps, shard_loader, train_loop
 from dschat.training.metrics import MetricLogger
@@ -26,7 +26,7 @@ from dschat.training.output_dir import require_writable
 from dschat.model import load_tokenizer
 from dschat.training.run_record import mark_finished, write_run_config
 from dschat.core.seeding import seeded_rng, set_random_seed
-from dschat.data.stage_data import eval_code_tasks, eval_prompts, train_code_tasks, train_prompts
+from dschat.data.stage_data import eval_code_tasks, eval_pairs, eval_prompts, train_code_tasks, train_pairs, train_prompts
 
 
 def sampling_configs(args: RLHFConfig) -> Tuple[SamplingConfig, SamplingConfig]:
@@ -64,20 +64,30 @@ def upcoming_prompts(args: RLHFConfig, prompt_set, collate, rank: int, world_siz
 
 
 def load_prompts(args: RLHFConfig) -> tuple:
-    """``(train prompts, eval prompts, train tasks, eval tasks)``; the tasks (for ``--reward code``) are None
-    when a reward model scores the responses."""
+    """``(train prompts, eval prompts, train tasks, eval tasks)``; the tasks are the code tasks (``--reward code``)
+    or the reference solutions (``--reward verifier``), each parallel to its prompts, and None when a reward model
+    scores the responses."""
     if args.reward == "code":
         train_tasks, eval_tasks = train_code_tasks(args), eval_code_tasks(args)
         return [t.prompt for t in train_tasks], [t.prompt for t in eval_tasks], train_tasks, eval_tasks
+    if args.reward == "verifier":
+        train, held_out = train_pairs(args, phase=2), eval_pairs(args)
+        return ([p.prompt for p in train], [p.prompt for p in held_out], [p.chosen for p in train],
+                [p.chosen for p in held_out])
     return train_prompts(args), eval_prompts(args), None, None
 
 
 def make_reward_sources(args: RLHFConfig, engines, train_tasks, eval_tasks) -> tuple:
-    """``(training reward source, evaluation reward source)``: the reward model for both, or program execution
-    against the tasks each prompt set was built from (paper §B.5)."""
+    """``(training reward source, evaluation reward source)``: the reward model for both, program execution
+    against the tasks each prompt set was built from (paper §B.5), or the answer verifier against each prompt's
+    reference solution."""
     if args.reward == "model":
         source = ModelReward(engines.reward, args.per_device_train_batch_size)
         return source, source
+    if args.reward == "verifier":
+        task = answer_task_of(args.data_name)
+        return (VerifierReward(train_tasks, task, args.verifier_format_weight),
+                VerifierReward(eval_tasks, task, args.verifier_format_weight))
     return (CodeExecutionReward(train_tasks, args.code_workers, args.code_test_timeout),
             CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))
 
