@@ -1,0 +1,108 @@
+"""The pre-registered reasoning comparison (``docs/study/plans/reasoning.md``): its analysis and its figure, from
+the runs file ``docs/study/reasoning.jsonl`` (one record per run, failed runs included).
+
+    python -m evaluation.reasoning_comparison docs/study/reasoning.jsonl --figure docs/study/reasoning.png
+
+The analysis is the plan's, with the study's statistics (:mod:`evaluation.study.stats`): per contrast (method arm
+against its baseline, paired by PPO seed on the same SFT model) the paired differences of the primary metric, held-out
+accuracy at the last step; Holm's correction over the plan's one family of three contrasts, applied to the two-sided
+t tests and, separately, to the equivalence tests (TOST, margin :data:`MARGIN`). The verdict of a contrast: *better*
+or *worse* when its Holm-adjusted t test rejects at α = 0.05 (by the sign of the mean difference), *equivalent* when
+its Holm-adjusted TOST does, else *not decided*. A failed run (the plan's definition: the run did not finish, or its
+last evaluation is missing) removes its seed from every contrast it belongs to, and is counted.
+"""
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Mapping, Sequence
+
+from evaluation.study.stats import ALPHA, adjust_families
+
+MARGIN = 0.05
+"""The equivalence margin on held-out accuracy (absolute), fixed in the plan before any run."""
+CONTRASTS = {"ma-grpo-step": "grpo", "ma-grpo-fixed5": "grpo", "ma-ppo-step": "ppo"}
+"""Method arm -> its baseline arm: the plan's family of three contrasts."""
+FAMILY = "reasoning"
+
+
+def read_runs(path: str) -> List[dict]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def finals(runs: Sequence[dict]) -> Dict[str, Dict[int, float]]:
+    """``{arm: {seed: accuracy at the last step}}`` of the runs that did not fail."""
+    out: Dict[str, Dict[int, float]] = {}
+    for run in runs:
+        if not run.get("failed"):
+            out.setdefault(run["arm"], {})[run["seed"]] = run["final_accuracy"]
+    return out
+
+
+def verdicts(runs: Sequence[dict], margin: float = MARGIN) -> Dict[str, dict]:
+    """Each contrast's paired mean difference, Holm-adjusted p values and verdict (module docstring)."""
+    final = finals(runs)
+    tests = {}
+    for method, baseline in CONTRASTS.items():
+        seeds = sorted(set(final.get(method, {})) & set(final.get(baseline, {})))
+        if len(seeds) >= 2:
+            tests[method] = ([final[method][s] - final[baseline][s] for s in seeds], margin)
+    adjusted = adjust_families({FAMILY: tests})
+    out = {}
+    for method, test in adjusted.items():
+        diffs = tests[method][0]
+        if test.p_holm < ALPHA:
+            verdict = "better" if test.equivalence.mean > 0 else "worse"
+        else:
+            verdict = "equivalent" if test.equivalence.equivalent else "not decided"
+        out[method] = {"baseline": CONTRASTS[method], "seeds": len(diffs), "mean_difference": test.equivalence.mean,
+                       "p_holm": test.p_holm, "tost_p_holm": test.equivalence.p, "verdict": verdict}
+    return out
+
+
+def curves(runs: Sequence[dict]) -> Mapping[str, List[List[float]]]:
+    """``{arm: [[step, mean accuracy over its finished seeds], ...]}`` for the figure."""
+    by_arm: Dict[str, Dict[int, List[float]]] = {}
+    for run in runs:
+        if not run.get("failed"):
+            for step, accuracy in run["accuracy"]:
+                by_arm.setdefault(run["arm"], {}).setdefault(step, []).append(accuracy)
+    return {arm: [[step, sum(v) / len(v)] for step, v in sorted(points.items())] for arm, points in by_arm.items()}
+
+
+def plot(runs: Sequence[dict], path: str, machine: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for arm, points in sorted(curves(runs).items()):
+        axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=arm)
+    axis.set_xlabel("PPO iteration")
+    axis.set_ylabel("held-out accuracy (greedy)")
+    axis.set_title("arithmetic: accuracy against step, mean over seeds", fontsize=9)
+    axis.legend(fontsize=8)
+    figure.text(0.01, 0.01, machine, fontsize=6)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main(argv=None) -> None:
+    from dschat.core.entrypoint import ArgumentParser
+
+    parser = ArgumentParser(description=__doc__)
+    parser.add_argument("runs", help="the comparison's JSONL runs file")
+    parser.add_argument("--figure", default=None, help="write the accuracy-against-step figure here (PNG)")
+    args = parser.parse_args(argv)
+    runs = read_runs(args.runs)
+    print(json.dumps({"runs": len(runs), "failed": sum(bool(r.get("failed")) for r in runs),
+                      "verdicts": verdicts(runs)}, indent=1))
+    if args.figure:
+        plot(runs, args.figure, runs[0].get("machine", "") if runs else "")
+
+
+if __name__ == "__main__":
+    from dschat.core.entrypoint import run_cli
+
+    run_cli(main)
