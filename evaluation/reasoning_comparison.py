@@ -88,13 +88,41 @@ def plot(runs: Sequence[dict], path: str, machine: str) -> None:
     figure.savefig(path, dpi=120)
 
 
+def run_record(arm: str, seed: int, run_dir: str, started_at: str, wall_s: float, cpu_s: float) -> dict:
+    """The runs file's record of one finished or failed run (the plan's fields): held-out accuracy (``eval/score``,
+    the mean 0/1 verdict with the format weight 0) at every evaluation and at the last step; ``failed`` when the run
+    did not finish or has no evaluation."""
+    import os
+
+    from dschat.core.machine import machine_line
+    from dschat.training.run_record import git_commit, run_finished
+
+    path = os.path.join(run_dir, "metrics.jsonl")
+    records = read_runs(path) if os.path.exists(path) else []
+    accuracy = [[r["step"], r["eval/score"]] for r in records if "eval/score" in r]
+    failed = not run_finished(run_dir) or not accuracy
+    return {"arm": arm, "seed": seed, "started_at": started_at, "commit": (git_commit() or {}).get("commit"),
+            "machine": machine_line(), "load": os.getloadavg()[0], "wall_s": wall_s, "cpu_s": cpu_s,
+            "accuracy": accuracy, "final_step": accuracy[-1][0] if accuracy else None,
+            "final_accuracy": accuracy[-1][1] if accuracy else None, "failed": failed}
+
+
 def main(argv=None) -> None:
     from dschat.core.entrypoint import ArgumentParser
 
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("runs", help="the comparison's JSONL runs file")
     parser.add_argument("--figure", default=None, help="write the accuracy-against-step figure here (PNG)")
+    parser.add_argument("--record", nargs=6, default=None, metavar=("ARM", "SEED", "RUN_DIR", "STARTED_AT", "WALL_S",
+                                                                     "CPU_S"),
+                        help="append the record of one run to the runs file instead of analysing it")
     args = parser.parse_args(argv)
+    if args.record:
+        arm, seed, run_dir, started_at, wall_s, cpu_s = args.record
+        with open(args.runs, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(run_record(arm, int(seed), run_dir, started_at, float(wall_s), float(cpu_s)))
+                         + "\n")
+        return
     runs = read_runs(args.runs)
     print(json.dumps({"runs": len(runs), "failed": sum(bool(r.get("failed")) for r in runs),
                       "verdicts": verdicts(runs)}, indent=1))
