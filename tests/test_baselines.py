@@ -140,7 +140,7 @@ def test_registry_builds_the_estimator_of_each_algo():
 
 @pytest.mark.parametrize("flags, message", [
     (["--algo", "rloo", "--num_samples_per_prompt", "1"], "--num_samples_per_prompt 1: --algo rloo needs"),
-    (["--algo", "grpo", "--termination", "parsing"], "--termination/--ngram"),
+    (["--algo", "ppo", "--scale_rewards", "none"], "--scale_rewards: a critic-free --algo's knob"),
     (["--algo", "ppo", "--reinforce_baseline", "batch_mean"], "--reinforce_baseline batch_mean"),
     (["--algo", "rloo", "--per_device_generation_batch_size", "3", "--per_device_train_batch_size", "8"],
      "--num_samples_per_prompt 4 must be a multiple"),

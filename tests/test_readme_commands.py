@@ -230,7 +230,7 @@ def test_readme_commands_run(sandbox):
         result = run_block(sandbox, block, run=True)
         assert result.returncode == 0, f"{page}: block failed:\n{block}\n{result.stderr[-3000:]}"
     trained = [c["argv"] for c in recorded(sandbox) if c["argv"] and c["argv"][0].startswith("training/")]
-    assert len(trained) == 4  # SFT, RM, PPO of "Stages" and DPO
+    assert len(trained) == 12  # SFT, RM, PPO of "Stages", DPO, and the objective's SFT, RM and six recipes
     for argv in trained:
         output_dir = sandbox / argv[argv.index("--output_dir") + 1]
         final = output_dir / "actor" if "step3" in argv[0] else output_dir  # "Stages": the actor in <output_dir>/actor

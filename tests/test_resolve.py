@@ -32,8 +32,9 @@ CASES = [
          "--num_samples_per_prompt 1: --algo rloo needs at least 2"),
     Case("resolve_algorithm", "ppo", REWARD + ("--reinforce_baseline", "batch_mean"),
          "--reinforce_baseline batch_mean applies to --algo reinforce only"),
-    Case("resolve_algorithm", "ppo", REWARD + ("--algo", "grpo", "--ngram", "5"),
-         "--termination/--ngram: --algo grpo treats each response as one macro action"),
+    Case("resolve_objective", "ppo", REWARD + ("--scale_rewards", "none"),
+         "--scale_rewards: a critic-free --algo's knob (group baselines); --algo ppo estimates advantages with a "
+         "critic (--whiten_advantages scales them)"),
     Case("resolve_engine", "ppo", REWARD + ("--rollout_engine", "vllm", "--vllm_tensor_parallel_size", "3"),
          "--vllm_tensor_parallel_size 3 must divide the 1 processes (each engine spans that many of them)"),
     Case("resolve_engine", "ppo", REWARD + ("--rollout_gpus", "1"),
@@ -68,6 +69,20 @@ CASES = [
       for stage in ("sft", "rm", "dpo")],
     Case("resolve_supervised_batches", "sft", ("--global_batch_size", "8"),
          "--global_batch_size 8 cannot be split over 3 processes", world_size=3),
+    Case("resolve_objective", "ppo", REWARD + ("--filter_groups",),
+         "--filter_groups: a critic-free --algo's knob (group baselines)"),
+    Case("resolve_objective", "ppo", REWARD + ("--algo", "reinforce", "--filter_groups"),
+         "--filter_groups needs groups: --num_samples_per_prompt 1 must be >= 2"),
+    Case("resolve_objective", "ppo", REWARD + ("--algo", "grpo", "--filter_groups", "--async_rollout", "1"),
+         "--filter_groups samples again within an iteration; the asynchronous producer (--async_rollout) samples "
+         "ahead: use one of them"),
+    Case("resolve_objective", "ppo", REWARD + ("--overlong_buffer_len", "512"),
+         "--overlong_buffer_len 512 must be below --max_new_tokens 512"),
+    Case("resolve_objective", "ppo", REWARD + ("--rollout_is_mode", "mask"),
+         "--rollout_is_mode: a setting of the rollout correction; it needs --rollout_is token | macro | sequence"),
+    Case("resolve_objective", "ppo", REWARD + ("--rollout_engine", "vllm", "--rollout_is", "token",
+                                               "--rollout_is_mode", "mask", "--rollout_is_low", "4"),
+         "--rollout_is_low 4 must be below --rollout_is_cap 3"),
 ]
 
 

@@ -28,7 +28,7 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
-from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES, get_algorithm
+from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES, SCALE_REWARDS, get_algorithm
 from dschat.rlhf.macro_action import compute_macro_advantages, macro_statistics, masked_mean
 from dschat.rlhf.macro_action.segments import as_action_mask, check_same_shape
 
@@ -68,18 +68,34 @@ GRPO_STD_EPS = 1e-4
 returns differ only by rounding noise gets advantages of that noise's scale, not unit-scale ones."""
 
 
-def grpo_advantages(returns: torch.Tensor, group_size: int) -> torch.Tensor:
+def grpo_advantages(returns: torch.Tensor, group_size: int, scale: str = "group") -> torch.Tensor:
     """GRPO outcome supervision: A_i = (R_i − mean(R)) / (std(R) + :data:`GRPO_STD_EPS`) within each group of K
-    (Shao et al., 2024), with the unbiased std (as their reference implementation and TRL). A group whose K
-    returns are all equal carries no preference signal: its advantages are exactly 0 (even when the float mean
-    is off by an ulp). Needs K ≥ 2. ``[B]``."""
+    (Shao et al., 2024), with the unbiased std (as their reference implementation and TRL); ``scale`` is
+    :func:`scale_advantages`'s (``none``: Dr. GRPO's R_i − mean(R)). A group whose K returns are all equal carries
+    no preference signal: its advantages are exactly 0 (even when the float mean is off by an ulp). Needs K ≥ 2.
+    ``[B]``."""
     if group_size < 2:
         raise ValueError(f"GRPO needs group_size >= 2 samples per prompt, got {group_size}")
     groups = grouped(returns, group_size)
     constant = (groups == groups[:, :1]).all(dim=1, keepdim=True)
     centered = groups - groups.mean(dim=1, keepdim=True)
-    advantages = centered / (groups.std(dim=1, keepdim=True) + GRPO_STD_EPS)
-    return torch.where(constant, torch.zeros_like(advantages), advantages).reshape(-1)
+    centered = torch.where(constant, torch.zeros_like(centered), centered).reshape(-1)
+    return scale_advantages(centered, returns, group_size, scale)
+
+
+def scale_advantages(advantages: torch.Tensor, returns: torch.Tensor, group_size: int, scale: str) -> torch.Tensor:
+    """``--scale_rewards``: A_i / (std + :data:`GRPO_STD_EPS`) with the unbiased std of the returns of A_i's group
+    (``group``: GRPO, Shao et al. 2024, as their reference implementation and TRL) or of the whole batch
+    (``batch``: TRL's, Liu et al. 2025's suggestion for a less biased GRPO), or A_i unchanged (``none``: Dr. GRPO,
+    Liu et al. 2025 §3.1). ``[B]``."""
+    if scale not in SCALE_REWARDS:
+        raise ValueError(f"--scale_rewards {scale!r}: expected one of {SCALE_REWARDS}")
+    if scale == "none":
+        return advantages
+    if scale == "batch":
+        return advantages / (returns.std() + GRPO_STD_EPS)
+    groups = grouped(advantages, group_size)
+    return (groups / (grouped(returns, group_size).std(dim=1, keepdim=True) + GRPO_STD_EPS)).reshape(-1)
 
 
 def reinforce_advantages(returns: torch.Tensor, group_size: int, batch_mean_baseline: bool = False) -> torch.Tensor:
@@ -139,17 +155,21 @@ class SequenceBaselineEstimator:
     group_size: int
     batch_wide: bool = False
     """The baseline reads the whole batch (REINFORCE's batch mean), not just the group."""
+    scale: str = "none"
+    """``--scale_rewards`` (:func:`scale_advantages`)."""
 
     def rows_independent(self, rows: int) -> bool:
         """Whether the advantages of any ``rows`` contiguous rows (starting at a multiple of ``rows``) depend on
-        those rows only: when they hold whole groups of K and the baseline is not batch-wide."""
-        return not self.batch_wide and rows % self.group_size == 0
+        those rows only: when they hold whole groups of K and neither the baseline nor the scale is batch-wide."""
+        return not self.batch_wide and self.scale != "batch" and rows % self.group_size == 0
 
     @torch.no_grad()
     def __call__(self, values: Optional[torch.Tensor], rewards: torch.Tensor, segment_ids: torch.Tensor,
                  action_mask: torch.Tensor) -> EstimatorOutput:
         returns = sequence_returns(rewards, action_mask).float()
-        advantages = broadcast_to_tokens(self.advantage_fn(returns, self.group_size), action_mask)
+        sequence_advantages = scale_advantages(self.advantage_fn(returns, self.group_size), returns, self.group_size,
+                                               self.scale)
+        advantages = broadcast_to_tokens(sequence_advantages, action_mask)
         token_returns = broadcast_to_tokens(returns, action_mask)
         stats = {f"macro/{key}": value
                  for key, value in macro_statistics(segment_ids, advantages, token_returns, action_mask).items()}
@@ -161,10 +181,16 @@ def _macro_gae(config) -> MacroGAEEstimator:
     return MacroGAEEstimator(config.sigma, config.reward_agg, config.gamma, config.lam)
 
 
+def reward_scale(config) -> str:
+    """``config.scale_rewards`` with ``auto`` replaced by ``--algo``'s own (group for grpo, none otherwise)."""
+    scale = getattr(config, "scale_rewards", "auto")
+    return get_algorithm(config.algo).scale_rewards if scale == "auto" else scale
+
+
 def _sequence_baseline(advantage_fn: SequenceAdvantageFn, config) -> SequenceBaselineEstimator:
     """Built when the trainer asks (bound to its advantage function with ``functools.partial``), not at import:
     what runs at import is out of reach of a mutation test's per-test switch."""
-    return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt)
+    return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt, scale=reward_scale(config))
 
 
 def _reinforce(config) -> SequenceBaselineEstimator:
@@ -172,12 +198,14 @@ def _reinforce(config) -> SequenceBaselineEstimator:
         raise ValueError(f"--reinforce_baseline {config.reinforce_baseline!r}: expected one of {REINFORCE_BASELINES}")
     with_baseline = config.reinforce_baseline == "batch_mean"
     advantage_fn = functools.partial(reinforce_advantages, batch_mean_baseline=with_baseline)
-    return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt, batch_wide=with_baseline)
+    return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt, batch_wide=with_baseline,
+                                     scale=reward_scale(config))
 
 
 ESTIMATORS: Dict[str, Callable[[object], object]] = {
     "ppo": _macro_gae, "rloo": functools.partial(_sequence_baseline, rloo_advantages),
-    "grpo": functools.partial(_sequence_baseline, grpo_advantages), "reinforce": _reinforce}
+    "grpo": functools.partial(_sequence_baseline, functools.partial(grpo_advantages, scale="none")),
+    "reinforce": _reinforce}
 """The estimator builder of each ``--algo`` (:data:`dschat.rlhf.algorithms.ALGORITHMS`)."""
 if set(ESTIMATORS) != set(ALGORITHMS):
     raise ImportError(f"estimators {sorted(ESTIMATORS)} do not match the algorithms {sorted(ALGORITHMS)}")

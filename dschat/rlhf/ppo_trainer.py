@@ -17,17 +17,35 @@ import torch
 from tqdm.auto import tqdm
 
 from dschat.rlhf.advantage_estimators import build_advantage_estimator
+from dschat.rlhf.dynamic_sampling import constant_groups, group_rows, overlong_penalty, pad_columns
 from dschat.rlhf.experience import (Experience, SamplingConfig, chunked_rows, decode_responses, macro_view,
                                     rollout_masks, rollout_prompts, sequence_entropy, sequence_logprobs,
                                     trim_to_longest)
 from dschat.rlhf.kl import kl_penalty, token_rewards
-from dschat.rlhf.macro_action import importance_weights, logprob_gap, masked_whiten, policy_loss, value_loss
+from dschat.rlhf.macro_action import (correction_statistics, importance_weights, logprob_gap, masked_whiten,
+                                     policy_loss, value_loss)
 from dschat.rlhf.macro_action.termination import SegmentationBatch
-from dschat.rlhf.rollout import RolloutEngine
+from dschat.rlhf.rollout import Rollout, RolloutEngine
 from dschat.rlhf.rollout.hf import HFRolloutEngine
 from dschat.core.distributed import all_reduce_mean
 from dschat.training.faults import NonFiniteError, any_rank, nonfinite_rows, require_finite
 from dschat.model import token_values
+
+
+def replace_rows(rollout: Rollout, rows: torch.Tensor, fresh: Rollout, fresh_rows: torch.Tensor, pad_token_id: int
+                 ) -> Rollout:
+    """A new rollout: ``rollout`` whose ``rows`` hold ``fresh``'s ``fresh_rows`` (widths padded to the wider,
+    :func:`~dschat.rlhf.dynamic_sampling.pad_columns`); its ``stats`` kept."""
+    seq, fresh_seq = pad_columns([rollout.seq, fresh.seq], pad_token_id)
+    seq[rows] = fresh_seq[fresh_rows]
+    optional = {}
+    for name in ("entropy", "engine_logprobs"):
+        mine, theirs = getattr(rollout, name), getattr(fresh, name)
+        if mine is not None and theirs is not None:
+            mine, theirs = pad_columns([mine, theirs], 0.0)
+            mine[rows] = theirs[fresh_rows]
+        optional[name] = mine
+    return Rollout(seq=seq, stats=dict(rollout.stats), **optional)
 
 
 def _masked_row_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -168,9 +186,13 @@ class PPOTrainer:
         prompts, prompt_mask, meta = rollout_prompts(batch, self.config.num_samples_per_prompt, self.device)
         start = time.perf_counter()
         rollout = self.rollout_engine.next_rollout(prompts, prompt_mask, self.sampling, record_entropy=True)
-        attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
         sync = self.rollout_engine.last_sync_seconds
         timing = {"timing/weight_sync": sync, "timing/generate": time.perf_counter() - start - sync}
+        if self.config.filter_groups:
+            start = time.perf_counter()
+            rollout = self.refill_constant_groups(rollout, prompts, prompt_mask, meta)
+            timing["timing/filter_groups"] = time.perf_counter() - start
+        attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
         optional = {name: tensor for name, tensor in (("entropy", rollout.entropy),
                                                       ("engine_logprobs", rollout.engine_logprobs))
                     if tensor is not None}
@@ -181,6 +203,40 @@ class PPOTrainer:
         stats.update({key: torch.as_tensor(value) for key, value in timing.items()})
         stats.update(rollout.stats)
         return experience, stats
+
+    def rollout_scores(self, rollout: Rollout, prompt_mask: torch.Tensor, meta: Optional[torch.Tensor]
+                       ) -> torch.Tensor:
+        """``[B]`` scores of a rollout's responses (the reward source's, before any KL or shaping)."""
+        attention_mask, action_mask = rollout_masks(rollout.seq, prompt_mask, self.tokenizer.eos_token_id)
+        responses = decode_responses(self.tokenizer, rollout.seq, action_mask)
+        return self.reward_source(rollout.seq, attention_mask, responses, meta)[0].to(self.device).float()
+
+    @torch.no_grad()
+    def refill_constant_groups(self, rollout: Rollout, prompts: torch.Tensor, prompt_mask: torch.Tensor,
+                               meta: Optional[torch.Tensor]) -> Rollout:
+        """``--filter_groups`` (DAPO's dynamic sampling, :mod:`dschat.rlhf.dynamic_sampling`): the groups whose K
+        scores are all equal are sampled again, up to ``--filter_groups_max_tries`` rounds, and each replaced by
+        its new samples once those differ; a group still constant after the last round stays (the batch keeps its
+        size: every process steps together). Every process samples in a round if any needs to (a process with
+        nothing to redo samples its first group and discards it). Counted in ``filter/*`` (fractions of groups:
+        constant at first, still constant at the end; rounds taken)."""
+        group_size = self.config.num_samples_per_prompt
+        constant = constant_groups(self.rollout_scores(rollout, prompt_mask, meta), group_size)
+        first, rounds = constant.float().mean(), 0
+        while rounds < self.config.filter_groups_max_tries and any_rank(bool(constant.any()), constant.device):
+            rounds += 1
+            redo = constant.nonzero().squeeze(1) if constant.any() else constant.new_zeros(1, dtype=torch.long)
+            rows = group_rows(redo, group_size)
+            fresh = self.rollout_engine.generate(prompts[rows], prompt_mask[rows], self.sampling, record_entropy=True)
+            fixed = ~constant_groups(self.rollout_scores(fresh, prompt_mask[rows], None if meta is None else
+                                                         meta[rows]), group_size) & constant[redo]
+            if fixed.any():
+                rollout = replace_rows(rollout, group_rows(redo[fixed], group_size), fresh,
+                                       group_rows(fixed.nonzero().squeeze(1), group_size), self.tokenizer.pad_token_id)
+                constant[redo[fixed]] = False
+        rollout.stats.update({"filter/constant_groups_first": first, "filter/constant_groups_kept":
+                              constant.float().mean(), "filter/rounds": torch.tensor(float(rounds))})
+        return rollout
 
     @torch.no_grad()
     def experience_from_rollout(self, seq: torch.Tensor, attention_mask: torch.Tensor, action_mask: torch.Tensor,
@@ -206,6 +262,9 @@ class PPOTrainer:
         scoring = time.perf_counter() - scoring
         scores, action_mask, dropped = drop_nonfinite_rewards(scores.to(self.device).float(), action_mask,
                                                               cfg.nonfinite_rewards)
+        overlong = overlong_penalty(action_mask.sum(dim=1), self.sampling.max_new_tokens, cfg.overlong_buffer_len,
+                                    cfg.overlong_penalty).to(scores.device)
+        scores = scores + overlong
         segmentation = self.termination_rule(SegmentationBatch(
             action_mask=action_mask, ref_logprobs=ref_logprobs, response_token_ids=seq[:, 1:],
             tokenizer=self.tokenizer, entropy=entropy))
@@ -218,6 +277,7 @@ class PPOTrainer:
             "objective/score": (scores * kept).sum() / kept.sum().clamp(min=1),
             "response/length": action_mask.float().sum() / kept.sum().clamp(min=1)}
         stats = {**scored,
+                 **({"reward/overlong_penalty": overlong.mean()} if cfg.overlong_buffer_len else {}),
                  "reward/nonfinite": dropped.float().sum(),
                  "macro/fallback_samples": segmentation.fallback.float().sum(),
                  **({} if entropy is None else {"policy/entropy": _masked_row_sum(entropy, action_mask).sum()
@@ -288,11 +348,15 @@ class PPOTrainer:
         weights = None
         if cfg.rollout_is != "none":
             weights = importance_weights(micro.logprobs, micro.engine_logprobs, micro.action_mask, cfg.rollout_is,
-                                         cfg.rollout_is_cap, micro.segment_ids)
+                                         cfg.rollout_is_cap, micro.segment_ids, mode=cfg.rollout_is_mode,
+                                         low=cfg.rollout_is_low, agg=cfg.rollout_is_agg)
+            stats.update({f"rollout/{cfg.rollout_is}/{key}": value for key, value in correction_statistics(
+                weights, micro.logprobs, micro.engine_logprobs, micro.action_mask).items()})
             stats["rollout/is_weight_mean"] = (weights.sum() / micro.action_mask.sum().clamp(min=1)).detach()
         actor_loss, actor_stats = policy_loss(logprobs, micro.logprobs, micro.advantages, micro.action_mask,
                                               cfg.clip_eps, segment_ids=micro.segment_ids, ratio=cfg.ratio,
-                                              weights=weights)
+                                              weights=weights, clip_eps_high=cfg.clip_eps_high,
+                                              loss_agg=cfg.loss_agg, norm_length=self.sampling.max_new_tokens)
         stats.update({"loss/policy": actor_loss.detach(),
                       **{f"policy/{k}": torch.as_tensor(v).detach() for k, v in actor_stats.items()}})
         critic_loss = None

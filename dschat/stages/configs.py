@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Annotated, FrozenSet, Literal, Optional, Tuple
 
 from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES
-from dschat.rlhf.macro_action.choices import REWARD_AGGS, ROLLOUT_IS_LEVELS, SIGMAS
+from dschat.rlhf.macro_action.choices import (LOSS_AGGS, RATIOS, REWARD_AGGS, ROLLOUT_IS_AGGS, ROLLOUT_IS_LEVELS,
+                                             ROLLOUT_IS_MODES, SIGMAS)
 from dschat.rlhf.macro_action.termination.options import TerminationOptions
 from dschat.rlhf.macro_action.termination.registry import available_terminations
 from dschat.data.options import DataOptions, TldrCnndm, WebgptTemplate, WebgptTies
@@ -444,14 +445,48 @@ class PPOConfig:
     engine that returns its log-probs (--rollout_engine vllm)."""
     rollout_is_cap: PositiveFloat = 3.0
     """C: the truncation of --rollout_is's importance weights (TRL's default 3)."""
+    rollout_is_mode: Literal[ROLLOUT_IS_MODES] = "truncate"
+    """What a unit's weight w outside its bounds becomes: truncate (min(w, C), TIS) | mask (0 outside
+    [--rollout_is_low, C]: MIS / IcePop; TRL vllm_importance_sampling_mode *_mask)."""
+    rollout_is_low: NonNegativeFloat = 0.0
+    """Lower bound of the weights: mask zeroes a weight below it (IcePop's low), truncate raises it to it (TRL
+    vllm_importance_sampling_clip_min)."""
+    rollout_is_agg: Literal[ROLLOUT_IS_AGGS] = "product"
+    """How a macro's or a sequence's token ratios make its weight: product | geo (geometric mean, veRL's geometric
+    rejection)."""
     whiten_advantages: bool = False
     """Normalise advantages over the batch's response tokens (off in the paper's setup)."""
     sigma: Annotated[Literal[SIGMAS], Alias("--value_function")] = "equal"
     """σ of the macro value (Appendix D.1): equal | unit | position."""
     reward_agg: Annotated[Literal[REWARD_AGGS], Alias("--macro_reward")] = "sum"
     """Macro reward R_τ: sum (the paper's, ρ = 1) | mean (the released code)."""
-    ratio: Annotated[Literal["token", "macro"], Alias("--ma_ratio")] = "token"
-    """Importance ratio: token (each token's ratio with its macro's advantage) | macro (π(ω|s)/π_old(ω|s))."""
+    ratio: Annotated[Literal[RATIOS], Alias("--ma_ratio")] = "token"
+    """Importance ratio, the unit clipped once: token (each token's ratio with its macro's advantage) | macro
+    (π(ω|s)/π_old(ω|s), the product over the macro's tokens) | macro_geo (the geometric mean over the macro's
+    tokens) | sequence_geo (over the whole response: GSPO, Zheng et al. 2025 eq. 7). See docs/objective.md."""
+    clip_eps_high: Optional[PositiveFloat] = None
+    """Upper clip bound 1 + ε_high of the ratio (DAPO's clip-higher, Yu et al. 2025; TRL epsilon_high, veRL
+    clip_ratio_high); --clip_eps stays the lower one. Default: --clip_eps (symmetric)."""
+    loss_agg: Optional[Literal[LOSS_AGGS]] = None
+    """How the units' clipped terms become the loss (veRL loss_agg_mode; TRL loss_type): token_mean | seq_mean_token_sum
+    | seq_mean_token_mean (GRPO) | seq_mean_token_sum_norm (Dr. GRPO, ÷ --max_new_tokens) | macro_mean (each macro one
+    term, the paper's E_τ). Default: the mean over --ratio's units (token_mean for token, macro_mean for macro and
+    macro_geo, seq_mean_token_mean for sequence_geo)."""
+    scale_rewards: Literal["auto", "group", "batch", "none"] = "auto"
+    """Critic-free --algo: divide the advantages by the std of the returns of their group | of the batch | not at
+    all (Dr. GRPO, Liu et al. 2025; TRL scale_rewards). auto: group for grpo, none for rloo and reinforce."""
+    filter_groups: bool = False
+    """Critic-free --algo with K >= 2: drop the groups whose K scores are all equal (no signal) and sample their
+    prompts again, up to --filter_groups_max_tries times (DAPO's dynamic sampling, Yu et al. 2025; OpenRLHF
+    dynamic_filtering_enable); groups still constant then are trained on (counted in filter/*)."""
+    filter_groups_max_tries: PositiveInt = 3
+    """Extra sampling rounds of --filter_groups per iteration (veRL DAPO max_num_gen_batches)."""
+    overlong_buffer_len: NonNegativeInt = 0
+    """L_cache of DAPO's soft overlong penalty (Yu et al. 2025 eq. 13; OpenRLHF overlong_buffer_len): a response
+    longer than --max_new_tokens - L_cache gets --overlong_penalty x (L_max - L_cache - |y|) / L_cache added to its
+    score. 0: off."""
+    overlong_penalty: NonNegativeFloat = 1.0
+    """Factor of the overlong penalty (veRL overlong_penalty_factor); the penalty reaches -this at --max_new_tokens."""
     algo: Annotated[str, OneOf(_algorithms)] = "ppo"
     """Advantage estimator (``dschat.rlhf.advantage_estimators``): ppo (critic + macro GAE) | rloo | grpo | reinforce
     (critic-free, one macro per response: the n → ∞ limit of §3.2.3; Appendix C.3)."""

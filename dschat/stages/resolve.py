@@ -15,8 +15,9 @@ from typing import Any, Callable, Dict, Tuple
 
 from dschat.data.registry import answer_task_of, verified_datasets
 from dschat.rlhf.algorithms import get_algorithm
+from dschat.rlhf.macro_action.choices import DEFAULT_LOSS_AGG
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
-from dschat.core.config import ConfigError, announce_replaced, split_global_batch
+from dschat.core.config import EXPLICIT_FLAGS, ConfigError, announce_replaced, split_global_batch
 from dschat.core.launch import local_world_size
 
 Rule = Callable[[Any, int], Any]
@@ -47,8 +48,12 @@ def resolve_supervised_batches(args: SupervisedArgs, world_size: int) -> Supervi
 
 
 def resolve_algorithm(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
-    """A copy of ``args`` with ``--algo``'s K filled in and its flags checked; critic-free algorithms use one
-    macro per response (n → ∞, §3.2.3). (``world_size``: unused; every rule takes it.)"""
+    """A copy of ``args`` with ``--algo``'s K filled in and its flags checked. A critic-free algorithm's advantage
+    is the sequence's (n → ∞, §3.2.3) whatever the termination rule, which then only cuts the units of the ratio,
+    the clip, the correction and the loss (docs/objective.md); so its default rule is one macro per response:
+    ``--termination fixed --ngram 1`` unless ``--ngram`` is given on the command line becomes ``--ngram inf``
+    (with the default token ratio and token correction, ``--ngram 1`` and ``inf`` train alike). (``world_size``:
+    unused; every rule takes it.)"""
     algorithm = get_algorithm(args.algo)
     samples = args.num_samples_per_prompt or algorithm.default_samples_per_prompt
     if samples < algorithm.min_samples_per_prompt:
@@ -56,13 +61,47 @@ def resolve_algorithm(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
                           f"{algorithm.min_samples_per_prompt}")
     if args.reinforce_baseline != "none" and args.algo != "reinforce":
         raise ConfigError(f"--reinforce_baseline {args.reinforce_baseline} applies to --algo reinforce only")
-    termination, ngram = args.termination, args.ngram
-    if not algorithm.needs_critic:
-        if termination not in ("fixed", "ngram") or ngram not in (1, None):
-            raise ConfigError(f"--termination/--ngram: --algo {args.algo} treats each response as one macro "
-                              "action (n → ∞, §3.2.3); leave them unset")
-        termination, ngram = "fixed", None
-    return dataclasses.replace(args, num_samples_per_prompt=samples, termination=termination, ngram=ngram)
+    ngram = args.ngram
+    if not algorithm.needs_critic and args.termination in ("fixed", "ngram") and ngram == 1 \
+            and "ngram" not in getattr(args, EXPLICIT_FLAGS, ()):
+        ngram = None  # the advantage is the sequence's (n → ∞, §3.2.3); the rule only cuts the loss's units
+    return dataclasses.replace(args, num_samples_per_prompt=samples, ngram=ngram)
+
+
+def resolve_objective(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
+    """A copy of ``args`` with the objective's defaults filled in (``--clip_eps_high`` = ``--clip_eps``,
+    ``--loss_agg`` the mean over ``--ratio``'s units, ``--scale_rewards`` ``--algo``'s own) and the GRPO family's
+    knobs refused where they have no meaning: with a critic (PPO's advantage has no group of returns to scale or
+    filter), without groups, or beside the asynchronous producer (it samples ahead; resampling would not).
+    (``world_size``: unused; every rule takes it.)"""
+    algorithm = get_algorithm(args.algo)
+    if algorithm.needs_critic:
+        for flag, value in (("scale_rewards", args.scale_rewards != "auto"), ("filter_groups", args.filter_groups)):
+            if value:
+                raise ConfigError(f"--{flag}: a critic-free --algo's knob (group baselines); --algo {args.algo} "
+                                  "estimates advantages with a critic (--whiten_advantages scales them)")
+    if args.filter_groups and args.num_samples_per_prompt < 2:
+        raise ConfigError(f"--filter_groups needs groups: --num_samples_per_prompt {args.num_samples_per_prompt} "
+                          "must be >= 2")
+    if args.filter_groups and args.async_rollout:
+        raise ConfigError("--filter_groups samples again within an iteration; the asynchronous producer "
+                          "(--async_rollout) samples ahead: use one of them")
+    if args.overlong_buffer_len >= args.max_new_tokens:
+        raise ConfigError(f"--overlong_buffer_len {args.overlong_buffer_len} must be below --max_new_tokens "
+                          f"{args.max_new_tokens}")
+    if args.rollout_is == "none":
+        for flag, value in (("rollout_is_mode", args.rollout_is_mode != "truncate"),
+                            ("rollout_is_low", args.rollout_is_low), ("rollout_is_agg", args.rollout_is_agg != "product")):
+            if value:
+                raise ConfigError(f"--{flag}: a setting of the rollout correction; it needs --rollout_is token | "
+                                  "macro | sequence")
+    if args.rollout_is_low >= args.rollout_is_cap:
+        raise ConfigError(f"--rollout_is_low {args.rollout_is_low:g} must be below --rollout_is_cap "
+                          f"{args.rollout_is_cap:g}")
+    scale = algorithm.scale_rewards if args.scale_rewards == "auto" else args.scale_rewards
+    return dataclasses.replace(args, clip_eps_high=args.clip_eps_high or args.clip_eps,
+                               loss_agg=args.loss_agg or DEFAULT_LOSS_AGG[args.ratio],
+                               scale_rewards=scale if not algorithm.needs_critic else "auto")
 
 
 def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
@@ -149,7 +188,7 @@ def resolve_batches(args: RLHFConfig, world_size: int) -> RLHFConfig:
 SUPERVISED_RULES: Tuple[Rule, ...] = (resolve_supervised_batches,)
 RULES: Dict[str, Tuple[Rule, ...]] = {
     "sft": SUPERVISED_RULES, "rm": SUPERVISED_RULES, "dpo": SUPERVISED_RULES,
-    "ppo": (resolve_algorithm, resolve_models, resolve_engine, resolve_batches),
+    "ppo": (resolve_algorithm, resolve_objective, resolve_models, resolve_engine, resolve_batches),
 }
 """Each stage's cross-flag rules, in the order they apply (a rule may read what an earlier one filled in)."""
 

@@ -8,11 +8,13 @@ Exports are lazy (:mod:`dschat.core.lazy`): the option names (:mod:`.choices`) l
 from dschat.core.lazy import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
-    "choices": ("REWARD_AGGS", "ROLLOUT_IS_LEVELS", "SIGMAS"),
+    "choices": ("DEFAULT_LOSS_AGG", "LOSS_AGGS", "RATIOS", "REWARD_AGGS", "ROLLOUT_IS_AGGS", "ROLLOUT_IS_LEVELS",
+                "ROLLOUT_IS_MODES", "SIGMAS"),
     "advantages": ("compute_macro_advantages", "macro_statistics"),
     "gae": ("macro_gae", "masked_whiten"),
-    "correction": ("importance_weights", "logprob_gap"),
+    "correction": ("bounded_weights", "correction_statistics", "importance_weights", "logprob_gap"),
     "losses": ("RATIO_MODES", "masked_mean", "policy_loss", "value_loss"),
+    "objective": ("aggregate", "clipped_objective", "unit_log_ratio", "unit_segments", "whole_response_segments"),
     "segments": ("macro_lengths", "macro_rewards", "macro_values", "macros_per_row", "response_ranks",
                  "segment_mean", "segment_sum", "segments_from_lengths", "sigma_weights", "to_tokens",
                  "validate_segment_ids"),

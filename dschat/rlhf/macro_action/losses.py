@@ -5,9 +5,11 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from .segments import as_action_mask, check_same_shape, segment_mean, segment_sum, validate_segment_ids
+from .choices import DEFAULT_LOSS_AGG, RATIOS
+from .objective import MACRO_RATIOS, aggregate, clipped_objective, masked_mean, unit_log_ratio, unit_segments
+from .segments import as_action_mask, check_same_shape, segment_mean, validate_segment_ids
 
-RATIO_MODES = ("token", "macro")
+RATIO_MODES = RATIOS
 MAX_LOG_RATIO = 20.0
 """Upper bound on a unit's log-ratio before ``exp`` (r ≤ e^20 ≈ 4.9e8). A macro's log-ratio is a sum over its
 tokens, so a long macro can exceed ~88 and ``exp`` overflows float32 (inf loss, NaN gradient). Above the bound
@@ -16,17 +18,12 @@ r > 1+ε (value exact, gradient 0 either way); with Â < 0 the loss is capped at
 of growing without bound. Below the bound (every ratio that is not absurd) value and gradient are exact."""
 
 
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """sum(x·mask) / sum(mask) (DeepSpeed-Chat's reduction); 0 when the mask is empty; ignores x off the mask."""
-    on = mask.bool()
-    return torch.where(on, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum() / on.sum().clamp(min=1)
-
-
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
                 action_mask: torch.Tensor, clip_eps: float, segment_ids: Optional[torch.Tensor] = None,
-                ratio: str = "token", weights: Optional[torch.Tensor] = None
+                ratio: str = "token", weights: Optional[torch.Tensor] = None, clip_eps_high: Optional[float] = None,
+                loss_agg: Optional[str] = None, norm_length: Optional[int] = None
                 ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-    """Clipped surrogate loss −min(r·Â, clip(r, 1−ε, 1+ε)·Â) and its statistics.
+    """Clipped surrogate loss −min(r·Â, clip(r, 1−ε, 1+ε_high)·Â) and its statistics.
 
     ``ratio="token"`` (the released code, DeepSpeed-Chat): r_t = π(a_t|s_t)/π_old(a_t|s_t) per response token
     with that token's (macro-broadcast) advantage; the loss is the mean over response tokens of the batch.
@@ -38,6 +35,12 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     advantages, is not bounded above; its log-ratio is capped at :data:`MAX_LOG_RATIO` so that ``exp`` stays
     finite (both modes). Needs ``segment_ids``.
 
+    ``ratio="macro_geo"`` / ``"sequence_geo"``: the geometric mean of the tokens' ratios over each macro / over the
+    whole response (GSPO, Zheng et al. 2025 eq. 7), units and formulas in :mod:`.objective`. ``clip_eps_high``
+    (default ``clip_eps``): the upper clip bound 1 + ε_high (DAPO's clip-higher). ``loss_agg`` (default: the mean
+    over the ratio's units, :data:`~.choices.DEFAULT_LOSS_AGG`): how the units' terms become the loss
+    (:func:`~.objective.aggregate`; ``norm_length`` is L of ``seq_mean_token_sum_norm``).
+
     ``weights`` (``[B, T]``, detached; default 1): each unit's clipped term is multiplied by its weight before
     the mean, the rollout correction's truncated importance weights (:mod:`.correction`); a macro unit takes the
     mean of its tokens' weights (its own weight when they carry it broadcast).
@@ -48,8 +51,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     """
     if ratio not in RATIO_MODES:
         raise ValueError(f"ratio must be one of {RATIO_MODES}, got {ratio!r}")
-    if clip_eps <= 0:
-        raise ValueError(f"clip_eps must be > 0, got {clip_eps!r}")
+    if clip_eps <= 0 or (clip_eps_high is not None and clip_eps_high <= 0):
+        raise ValueError(f"clip_eps and clip_eps_high must be > 0, got {clip_eps!r}, {clip_eps_high!r}")
     on = as_action_mask(action_mask)
     check_same_shape("logprobs", logprobs, on, "action_mask")
     check_same_shape("old_logprobs", old_logprobs, on, "action_mask")
@@ -59,26 +62,27 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     zero = torch.zeros((), dtype=logprobs.dtype, device=logprobs.device)
     token_log_ratio = torch.where(on, logprobs - old_logprobs, zero)
 
-    if ratio == "token":
-        unit_log_ratio, unit_advantages, unit_mask = token_log_ratio, advantages, on
+    units = unit_segments(ratio, segment_ids, on)
+    if units is None:
+        unit_log, unit_advantages, unit_mask = token_log_ratio, advantages, on
         unit_weights = weights
     else:
-        if segment_ids is None:
-            raise ValueError('segment_ids is required with ratio="macro"')
-        validate_segment_ids(segment_ids, on)
-        unit_log_ratio, unit_mask = segment_sum(token_log_ratio, segment_ids)
-        unit_advantages = segment_mean(advantages, segment_ids)[0]
-        unit_weights = None if weights is None else segment_mean(weights, segment_ids)[0]
+        if ratio in MACRO_RATIOS:
+            validate_segment_ids(units, on)
+        unit_log, unit_mask = unit_log_ratio(token_log_ratio, units, geometric=ratio != "macro")
+        unit_advantages = segment_mean(advantages, units)[0]
+        unit_weights = None if weights is None else segment_mean(weights, units)[0]
 
-    unit_ratio = torch.exp(unit_log_ratio.clamp(max=MAX_LOG_RATIO))
-    unclipped = -unit_advantages * unit_ratio
-    clipped = -unit_advantages * torch.clamp(unit_ratio, 1.0 - clip_eps, 1.0 + clip_eps)
-    objective = torch.max(unclipped, clipped)
-    loss = masked_mean(objective if unit_weights is None else objective * unit_weights.detach(), unit_mask)
+    unit_ratio = torch.exp(unit_log.clamp(max=MAX_LOG_RATIO))
+    objective, clipped_active = clipped_objective(unit_ratio, unit_advantages, clip_eps,
+                                                  clip_eps if clip_eps_high is None else clip_eps_high)
+    terms = objective if unit_weights is None else objective * unit_weights.detach()
+    loss = aggregate(terms, unit_mask, on, loss_agg or DEFAULT_LOSS_AGG[ratio], units=units, segment_ids=segment_ids,
+                     units_are_macros=ratio in MACRO_RATIOS, norm_length=norm_length)
     with torch.no_grad():
         token_ratio = torch.exp(token_log_ratio)
         stats = {
-            "clipfrac": masked_mean((clipped > unclipped).to(unclipped.dtype), unit_mask),
+            "clipfrac": masked_mean(clipped_active.to(objective.dtype), unit_mask),
             "approx_kl": masked_mean((token_ratio - 1.0) - token_log_ratio, on),
             "ratio_mean": masked_mean(unit_ratio.detach(), unit_mask),
         }
