@@ -6,23 +6,26 @@ reasoning chain has a natural macro action, its step; this task gives the projec
 
 Task. A prompt lists a start value and :data:`MIN_OPS`-:data:`MAX_OPS` operations to apply from left to right::
 
-    Compute left to right: 23 + 15 * 3 - 47 + 9 - 8
+    Compute left to right: 27 + 8 + 2 * 2 + 4 - 1 - 3
     Solution:
 
 The worked solution is a chain of short steps, one line each, then the answer line::
 
-     23 + 15 = 38
-    38 * 3 = 114
-    114 - 47 = 67
-    67 + 9 = 76
-    76 - 8 = 68
-    Answer: 68
+     27 + 8 = 35
+    35 + 2 = 37
+    37 * 2 = 74
+    74 + 4 = 78
+    78 - 1 = 77
+    77 - 3 = 74
+    Answer: 74
 
-(one leading space, as every response of the project; about 13 tokens a step and 75-90 tokens a response with
+(one leading space, as every response of the project; about 11 tokens a step and 70-94 tokens a response with
 the shipped tokenizer, which splits digits one by one). Operations: ``+ b`` and ``- b`` with ``b`` in
 [:data:`MIN_ADD`, :data:`MAX_ADD`], and ``* k`` with ``k`` in :data:`FACTORS`; every value of the chain stays in
-[0, :data:`MAX_VALUE`] (an operation that would leave it is redrawn), so every step is a small sum, difference or
-product a tiny model can learn but gets wrong often enough that a chain of five or six steps fails often.
+[0, :data:`MAX_VALUE`] (an operation that would leave it is redrawn). Each step is a small sum, difference or
+doubling a tiny model learns well but not perfectly, so a chain of six or seven steps often fails. (A first
+version, 5-6 steps over values up to 199 with operands up to 49 and ``* 3``, left the tiny SFT model at 0 of 64
+held-out problems: too hard to give a reward any signal.)
 
 Credit assignment. The reward (:func:`dschat.rewards.verify_answer`) looks at the answer line only, 60-90 tokens
 after the first decision that can ruin it. Each operation is a bijection of the integers, so a single wrong step
@@ -47,11 +50,11 @@ from .schema import PreferencePair
 
 SPLIT_SIZES = {"train": 8000, "validation": 400}
 SPLIT_SEEDS = {"train": 21, "validation": 22}
-MIN_OPS, MAX_OPS = 5, 6
+MIN_OPS, MAX_OPS = 6, 7
 MIN_START, MAX_START = 10, 99
-MIN_ADD, MAX_ADD = 2, 49
-FACTORS = (2, 3)
-MAX_VALUE = 199
+MIN_ADD, MAX_ADD = 1, 9
+FACTORS = (2,)
+MAX_VALUE = 99
 PROMPT_TEMPLATE = "Compute left to right: {expression}\nSolution:"
 ANSWER_PREFIX = "Answer:"
 OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# The pre-registered reasoning comparison (docs/study/plans/reasoning.md): would macro actions hurt math reasoning?
+# The pre-registered reasoning comparison (docs/study/plans/reasoning.md and its amendment 1): would macro actions
+# hurt math reasoning?
 # On the embedded arithmetic task with the answer verifier as reward: GRPO vs MA-GRPO (--ratio macro_geo with
 # --termination step, and with fixed 5-grams) and PPO vs MA-PPO (critic, --termination step), 8 PPO seeds per arm,
 # one SFT model, the same budget. Runs one at a time at nice 10; each run's record (arm, seed, started_at, commit,
 # machine, load, wall and CPU time, accuracy at every evaluation, failed) is appended to RUNS, a finished run is not
 # run again, a failed one is recorded and the next goes on.
 #   bash scripts/reproduce/reasoning.sh            # SFT if missing, then the 40 runs, the verdicts and the figure
-# Outputs: $OUT (default outputs/reasoning): sft/, ARM/seedS/; RUNS (default docs/study/reasoning.jsonl) and
-# docs/study/reasoning.png. Time: about 30 min of CPU for the runs and 9 for the SFT model (the plan's "Size and
+#   STOP_AFTER=$(date -d 13:05 +%s) bash ...       # start no run after that time (the rest: run the script again)
+# Outputs: $OUT (default outputs/reasoning): sft/, ARM/seedS/; RUNS (default docs/study/reasoning-amendment-1.jsonl)
+# and docs/study/reasoning.png. Time: about 30 min of CPU for the runs and 9 for the SFT model (the plan's "Size and
 # time"); on the 2-core development machine shared with seven other jobs it took the wall time the records hold.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 OUT="${OUT:-outputs/reasoning}"
-RUNS="${RUNS:-docs/study/reasoning.jsonl}"
+RUNS="${RUNS:-docs/study/reasoning-amendment-1.jsonl}"
 SEEDS="${SEEDS:-1 2 3 4 5 6 7 8}"
 mkdir -p "$OUT"
 if ! have "$OUT/sft"; then
@@ -39,6 +41,9 @@ recorded() { [ -f "$RUNS" ] && grep -q "\"arm\": \"$1\", \"seed\": $2," "$RUNS";
 for SEED in $SEEDS; do
   for ARM in "${ORDER[@]}"; do
     recorded "$ARM" "$SEED" && continue
+    if [ -n "${STOP_AFTER:-}" ] && [ "$(date +%s)" -ge "$STOP_AFTER" ]; then
+      echo "STOP_AFTER reached: no further run started; run the script again to continue"; exit 0
+    fi
     DIR="$OUT/$ARM/seed$SEED"
     rm -rf "$DIR"
     STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
