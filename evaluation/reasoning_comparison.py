@@ -1,8 +1,8 @@
-"""The pre-registered reasoning comparison (``docs/study/plans/reasoning.md``, amendment 1): its analysis and its
-figure, from the runs file ``docs/study/reasoning-amendment-1.jsonl`` (the first task version's runs:
+"""The pre-registered reasoning comparison (``docs/study/plans/reasoning.md``, amendment 2): its analysis and its
+figure, from the runs file ``docs/study/reasoning-amendment-2.jsonl`` (the first task version's runs:
 ``docs/study/reasoning.jsonl``), one record per run, failed runs included.
 
-    python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-1.jsonl --figure docs/study/reasoning.png
+    python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-2.jsonl --figure docs/study/reasoning.png
 
 The analysis is the plan's, with the study's statistics (:mod:`evaluation.study.stats`): per contrast (method arm
 against its baseline, paired by PPO seed on the same SFT model) the paired differences of the primary metric, held-out

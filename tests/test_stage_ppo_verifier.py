@@ -13,10 +13,10 @@ from dschat.rlhf.reward_sources import VerifierReward
 
 
 def left_to_right(prompt: str) -> int:
-    """The answer of an arithmetic prompt, evaluated here from its text."""
-    tokens = prompt.split(":", 1)[1].split("\n")[0].split()
-    value = int(tokens[0])
-    for op, operand in zip(tokens[1::2], tokens[2::2]):
+    """The answer of an arithmetic prompt ("Start with N." then one "x: op b" line an operation), evaluated here."""
+    lines = prompt.split("\n")[:-1]
+    value = int(lines[0][len("Start with "):-1])
+    for op, operand in (line.split(": ")[1].split() for line in lines[1:]):
         value = eval(f"{value} {op} {operand}")  # noqa: S307 -- digits and one operator
     return value
 

@@ -4,28 +4,35 @@ Why. Reinforcement learning on language models today is mostly reasoning with a 
 answer check, no reward model), and the paper's reviewer QYzk asked whether macro actions would hurt it. A
 reasoning chain has a natural macro action, its step; this task gives the project one, offline and in CI.
 
-Task. A prompt lists a start value and :data:`MIN_OPS`-:data:`MAX_OPS` operations to apply from left to right::
+Task. A prompt gives a start value and :data:`MIN_OPS`-:data:`MAX_OPS` labelled operations to apply in order::
 
-    Compute left to right: 27 + 8 + 2 * 2 + 4 - 1 - 3
+    Start with 27.
+    a: + 8
+    b: + 2
+    c: * 2
+    d: + 4
+    e: - 1
     Solution:
 
-The worked solution is a chain of short steps, one line each, then the answer line::
+The worked solution is a chain of short steps, one line each under its operation's label, then the answer line::
 
-     27 + 8 = 35
-    35 + 2 = 37
-    37 * 2 = 74
-    74 + 4 = 78
-    78 - 1 = 77
-    77 - 3 = 74
-    Answer: 74
+     a: 27 + 8 = 35
+    b: 35 + 2 = 37
+    c: 37 * 2 = 74
+    d: 74 + 4 = 78
+    e: 78 - 1 = 77
+    Answer: 77
 
-(one leading space, as every response of the project; about 11 tokens a step and 70-94 tokens a response with
-the shipped tokenizer, which splits digits one by one). Operations: ``+ b`` and ``- b`` with ``b`` in
-[:data:`MIN_ADD`, :data:`MAX_ADD`], and ``* k`` with ``k`` in :data:`FACTORS`; every value of the chain stays in
-[0, :data:`MAX_VALUE`] (an operation that would leave it is redrawn). Each step is a small sum, difference or
-doubling a tiny model learns well but not perfectly, so a chain of six or seven steps often fails. (A first
-version, 5-6 steps over values up to 199 with operands up to 49 and ``* 3``, left the tiny SFT model at 0 of 64
-held-out problems: too hard to give a reward any signal.)
+(one leading space, as every response of the project; about 14 tokens a step and 76-99 tokens a response with
+the shipped tokenizer, which splits digits one by one). The label is the key a step finds its operation by: a
+tiny model learns to copy after a matching label sooner than to count its way along one expression line.
+Operations: ``+ b`` and ``- b`` with ``b`` in [:data:`MIN_ADD`, :data:`MAX_ADD`], and ``* k`` with ``k`` in
+:data:`FACTORS`; every value of the chain stays in [0, :data:`MAX_VALUE`] (an operation that would leave it is
+redrawn). Each step is a small sum, difference or
+doubling a tiny model learns well but not perfectly, so a chain of five or six steps often fails. (Earlier
+versions wrote the operations on one line, ``Compute left to right: 27 + 8 + 2 * 2 ...``: with operands up to 49
+and values up to 199 the tiny SFT model answered 0 of 64 held-out problems; with the numbers of this version 3% of
+200, every one of them through wrong steps: it wrote chains of the right form but did not read the operands.)
 
 Credit assignment. The reward (:func:`dschat.rewards.verify_answer`) looks at the answer line only, 60-90 tokens
 after the first decision that can ruin it. Each operation is a bijection of the integers, so a single wrong step
@@ -50,17 +57,19 @@ from .schema import PreferencePair
 
 SPLIT_SIZES = {"train": 8000, "validation": 400}
 SPLIT_SEEDS = {"train": 21, "validation": 22}
-MIN_OPS, MAX_OPS = 6, 7
+MIN_OPS, MAX_OPS = 5, 6
 MIN_START, MAX_START = 10, 99
 MIN_ADD, MAX_ADD = 1, 9
 FACTORS = (2,)
 MAX_VALUE = 99
-PROMPT_TEMPLATE = "Compute left to right: {expression}\nSolution:"
+LABELS = "abcdef"
+"""Each operation's label, in the prompt and in its step of the solution (the key a step's operands are found by)."""
 ANSWER_PREFIX = "Answer:"
 OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-STEP = re.compile(r"^\s*(-?\d+) ([-+*]) (\d+) = (-?\d+)\s*$")
+STEP = re.compile(r"^\s*(?:[a-z]: )?(-?\d+) ([-+*]) (\d+) = (-?\d+)\s*$")
 ANSWER_LINE = re.compile(rf"^\s*{ANSWER_PREFIX}\s*(-?\d+)\s*$")
-EXPRESSION = re.compile(r"Compute left to right: (\d+)((?: [-+*] \d+)+)")
+START = re.compile(r"Start with (\d+)\.")
+OPERATION = re.compile(r"^[a-z]: ([-+*]) (\d+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,8 @@ class Problem:
 
     @property
     def prompt(self) -> str:
-        expression = " ".join([str(self.start)] + [f"{op} {operand}" for op, operand in self.operations])
-        return PROMPT_TEMPLATE.format(expression=expression)
+        lines = [f"{label}: {op} {operand}" for label, (op, operand) in zip(LABELS, self.operations)]
+        return "\n".join([f"Start with {self.start}."] + lines + ["Solution:"])
 
     def values(self) -> List[int]:
         """The chain's values: the start, then the value after each operation (the last is the answer)."""
@@ -87,9 +96,10 @@ class Problem:
         return self.values()[-1]
 
     def solution(self) -> str:
-        """The worked solution: one ``a op b = c`` line a step, then ``Answer: c``; one leading space."""
+        """The worked solution: one ``label: a op b = c`` line a step, then ``Answer: c``; one leading space."""
         values = self.values()
-        steps = [f"{a} {op} {b} = {c}" for a, (op, b), c in zip(values, self.operations, values[1:])]
+        steps = [f"{label}: {a} {op} {b} = {c}"
+                 for label, a, (op, b), c in zip(LABELS, values, self.operations, values[1:])]
         return " " + "\n".join(steps + [f"{ANSWER_PREFIX} {values[-1]}"])
 
 
@@ -138,11 +148,10 @@ def arithmetic_pairs(split: str) -> List[PreferencePair]:
 
 def problem_of_prompt(prompt: str) -> Optional[Problem]:
     """The problem a prompt of this task states, or None when it is not one."""
-    match = EXPRESSION.search(prompt)
-    if match is None:
+    start = START.search(prompt)
+    if start is None:
         return None
-    tokens = match.group(2).split()
-    return Problem(int(match.group(1)), tuple((op, int(b)) for op, b in zip(tokens[::2], tokens[1::2])))
+    return Problem(int(start.group(1)), tuple((op, int(b)) for op, b in OPERATION.findall(prompt)))
 
 
 def final_answer(response: str) -> Optional[int]:
@@ -154,8 +163,8 @@ def final_answer(response: str) -> Optional[int]:
 
 def chain_errors(response: str, problem: Problem) -> List[int]:
     """The 0-based steps of ``response`` that do not follow from the problem: a step whose line is not
-    ``a op b = c``, whose ``a`` is not the previous value (the start for step 0), whose ``op b`` is not the
-    problem's operation, or whose ``c`` is not ``a op b``; missing steps count as errors too."""
+    ``a op b = c`` (after its label, if any), whose ``a`` is not the previous value (the start for step 0), whose
+    ``op b`` is not the problem's operation, or whose ``c`` is not ``a op b``; missing steps count as errors too."""
     lines = [line for line in response.splitlines() if line.strip() and not ANSWER_LINE.match(line)]
     errors, previous = [], problem.start
     for step, (op, operand) in enumerate(problem.operations):
