@@ -40,7 +40,7 @@ def test_help_and_a_bad_flag_cost_under_two_cpu_seconds(stage):
 
 
 @pytest.mark.parametrize("flags, expected", [
-    (["--data_name", "tldrr"], "--data_name tldrr: expected one of apps, hh-rlhf"),
+    (["--data_name", "tldrr"], "--data_name tldrr: expected one of apps, arithmetic, gsm8k, hh-rlhf"),
     (["--model_name_or_path", "outputs/sfft"], "--model_name_or_path no such directory outputs/sfft"),
     (["--model_name_or_path", "./nope"], "--model_name_or_path no such directory ./nope"),
 ], ids=["unknown-dataset", "missing-dir-shaped-like-a-hub-id", "missing-relative-dir"])

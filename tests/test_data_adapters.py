@@ -13,7 +13,8 @@ HUB = FIXTURES / "hub"  # one directory per repository, laid out as the hub stor
 
 
 def test_registry_lists_every_dataset():
-    assert known_datasets() == ["apps", "hh-rlhf", "humaneval", "jsonl", "synthetic", "synthetic-long", "tldr", "webgpt"]
+    assert known_datasets() == ["apps", "arithmetic", "gsm8k", "hh-rlhf", "humaneval", "jsonl", "math", "synthetic",
+                                "synthetic-long", "tldr", "webgpt"]
 
 
 def test_tldr_reddit_and_cnndm_prompts_and_choice(caplog):

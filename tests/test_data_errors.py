@@ -44,8 +44,8 @@ def test_directory_without_split_file(tmp_path):
 
 def test_unknown_dataset_lists_known_ones():
     message = one_line_error(lambda: load_pairs("imdb", "train"))
-    assert message == ("unknown dataset 'imdb'; known datasets: apps, hh-rlhf, humaneval, jsonl, synthetic, "
-                       "synthetic-long, tldr, webgpt")
+    assert message == ("unknown dataset 'imdb'; known datasets: apps, arithmetic, gsm8k, hh-rlhf, humaneval, jsonl, "
+                       "math, synthetic, synthetic-long, tldr, webgpt")
 
 
 def test_unknown_split_lists_known_ones():

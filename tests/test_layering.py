@@ -199,6 +199,7 @@ def test_rule_names_are_read_from_the_modules_without_importing_them():
     modules = registry.rule_modules()
     assert modules["fixed"] == ("ngram", "fixed") and modules["ngram"] == ("ngram", "fixed")
     assert {name for name, (_, rule) in modules.items() if name == rule} == {"fixed", "randomized", "ppl",
-                                                                             "parsing", "entropy", "turn"}
+                                                                             "parsing", "entropy", "turn",
+                                                                             "step"}
     assert registry.declared_rules("@register_termination('a', aliases=('b',))\ndef f(o): pass\n") == \
         {"a": "a", "b": "a"}

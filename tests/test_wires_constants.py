@@ -586,6 +586,8 @@ EXEMPT: Dict[str, Tuple[str, str]] = {
     "entropy_quantile": ("the rollout's entropies reach the quantile rule", "tests/test_entropy_termination.py"),
     "turn_ngram": ("the turn rule built from step 3's flags against hand-written segments",
                    "tests/test_multi_turn.py"),
+    "step_delimiter": ("the rule options step 3 makes of the flags; the step rule's cuts", "tests/test_step_termination.py"),
+    "step_min_tokens": ("the rule options step 3 makes of the flags; the step rule's cuts", "tests/test_step_termination.py"),
     "ppo_epochs": ("optimizer steps, LR schedule and clipping per epoch", "tests/test_ppo_semantics.py"),
     "ppo_mini_batch_size": ("optimizer steps and the seeded order of mini-batches", "tests/test_ppo_semantics.py"),
     "recompute_rollout_forwards": ("changes no number, only which forward supplies it: both paths agree "

@@ -32,6 +32,9 @@ class DatasetAdapter:
     pairs_from_tasks: Optional[Callable[[List[CodeTask]], List[PreferencePair]]] = None
     gold_score: Optional[Callable[[str], float]] = None
     """The ground-truth score of a response, for embedded tasks that have one (step 3 logs ``eval/gold``)."""
+    answer_task: Optional[str] = None
+    """For reasoning datasets with a verifiable final answer: the ``task`` of
+    :func:`dschat.rewards.verify_answer` that judges its responses (``--reward verifier``)."""
 
 
 _ADAPTERS: Dict[str, DatasetAdapter] = {}
@@ -58,6 +61,17 @@ def gold_score_of(name: str) -> Optional[Callable[[str], float]]:
     """Dataset ``name``'s gold score function, or None (unknown datasets and those without one)."""
     adapter = _adapters().get(name)
     return adapter.gold_score if adapter else None
+
+
+def answer_task_of(name: str) -> Optional[str]:
+    """Dataset ``name``'s answer-verifier task, or None (unknown datasets and those without a verifiable answer)."""
+    adapter = _adapters().get(name)
+    return adapter.answer_task if adapter else None
+
+
+def verified_datasets() -> List[str]:
+    """The datasets ``--reward verifier`` can judge."""
+    return [name for name in known_datasets() if _ADAPTERS[name].answer_task]
 
 
 def get_adapter(name: str) -> DatasetAdapter:

@@ -1,4 +1,5 @@
-"""Where the scalar score r(x, y) comes from: a reward model, or (for code tasks) program execution."""
+"""Where the scalar score r(x, y) comes from: a reward model, program execution (code tasks), or an answer
+verifier (reasoning tasks)."""
 from __future__ import annotations
 
 from functools import partial
@@ -51,3 +52,24 @@ class CodeExecutionReward:
         tasks = [self.tasks[i] for i in meta.tolist()]
         rewards, counts = score_completions(responses, tasks, self.limits, self.max_workers)
         return torch.tensor(rewards, dtype=torch.float32), counts
+
+
+class VerifierReward:
+    """r(x, y) = :func:`dschat.rewards.answer_reward` of ``y`` against the reference solution of prompt ``x``
+    (``--reward verifier``): 1 for a right final answer, 0 otherwise, plus ``format_weight`` when a final answer
+    is found. ``references`` is parallel to the prompt dataset's prompts: a batch's ``index`` (from
+    ``PromptCollator``) says which reference each row answers."""
+
+    def __init__(self, references: list, task: str, format_weight: float = 0.0):
+        self.references = references
+        self.task = task
+        self.format_weight = format_weight
+
+    def __call__(self, seq, attention_mask, responses, meta):
+        from dschat.rewards import answer_reward
+
+        if meta is None:
+            raise ValueError("--reward verifier needs the prompt batch's task index (PromptCollator's 'index')")
+        references = [self.references[i] for i in meta.tolist()]
+        rewards = [answer_reward(r, ref, self.task, self.format_weight) for r, ref in zip(responses, references)]
+        return torch.tensor(rewards, dtype=torch.float32), {}

@@ -10,6 +10,7 @@ subsystem itself reads is its own options object with the defaults (``Terminatio
 which the flags here default to."""
 from __future__ import annotations
 
+import codecs
 import importlib.util
 import math
 import os
@@ -278,9 +279,13 @@ class ModelsArgs(PrecisionArgs, OffloadArgs):
     """Critic init (the RM for text; the SFT model for code); default: the reward model."""
     reward_model_name_or_path: OptionalModelName = None
     """Reward model (with --reward model); default: --critic_model_name_or_path."""
-    reward: Literal["model", "code", "env"] = "model"
-    """Score source: a reward model, program execution (code tasks, paper §B.5), or the environment of --env
-    (set by it)."""
+    reward: Literal["model", "code", "env", "verifier"] = "model"
+    """Score source: a reward model, program execution (code tasks, paper §B.5), the environment of --env (set by
+    it), or the answer verifier (reasoning tasks with a final answer: --data_name arithmetic, gsm8k, math; 1 right /
+    0 wrong, dschat.rewards.verify_answer)."""
+    verifier_format_weight: NonNegativeFloat = 0.0
+    """--reward verifier: w of the format term, r = 1[answer right] + w·1[a final answer was found] (DeepSeek-R1's
+    format reward, Guo et al. 2025 §2.2.2); 0 = the 0/1 verdict alone."""
     code_workers: PositiveInt = 2
     """Programs executed in parallel."""
     code_test_timeout: PositiveFloat = 4.0
@@ -561,6 +566,15 @@ def ngram_length(text: str) -> Optional[int]:
     return value
 
 
+def escaped_text(text: str) -> str:
+    """``--step_delimiter``: the text with backslash escapes read (``\\n`` a newline); a ValueError (the flag's
+    one-line error) when it is empty."""
+    value = codecs.decode(str(text), "unicode_escape")
+    if not value:
+        raise ValueError
+    return value
+
+
 @dataclass
 class TerminationConfig:
     """macro actions (§3.2.1, §B.4)"""
@@ -588,6 +602,12 @@ class TerminationConfig:
         TerminationOptions.turn_ngram
     """Turn rule (--termination turn, multi-turn episodes): fixed n-grams inside each turn, never crossing a turn
     boundary; none / inf = each turn one macro (utterance-level credit, as ArCHer)."""
+    step_delimiter: Annotated[str, Parse(escaped_text, "a non-empty text; \\n, \\t escapes allowed")] = \
+        TerminationOptions.step_delimiter
+    """Step rule: the text that ends a reasoning step (escapes such as \\n are read); default: a newline (one step a
+    line, as GSM8K / MATH / arithmetic solutions are written)."""
+    step_min_tokens: PositiveInt = TerminationOptions.step_min_tokens
+    """Step rule: a step of fewer tokens does not end at its delimiter but runs on into the next step."""
 
     def termination_options(self, seed: int, code: bool = False) -> TerminationOptions:
         """The rule options of these flags: ``seed`` for rules that draw random numbers (step 3 gives each process
@@ -597,7 +617,8 @@ class TerminationConfig:
         return TerminationOptions(ngram=self.ngram, lengths=tuple(self.random_lengths), repeat=self.random_repeat,
                                   seed=seed, parser=parser, parser_cutoff=self.parser_cutoff,
                                   entropy_quantile=self.entropy_quantile, entropy_threshold=self.entropy_threshold,
-                                  turn_ngram=self.turn_ngram)
+                                  turn_ngram=self.turn_ngram, step_delimiter=self.step_delimiter,
+                                  step_min_tokens=self.step_min_tokens)
 
 
 @dataclass

@@ -13,14 +13,14 @@ from dschat.stages.startup import check_files, prompt_sets
 from dschat.rlhf.experience import SamplingConfig, rollout_prompts
 from dschat.rlhf.macro_action.termination import build_termination
 from dschat.rlhf.ppo_trainer import PPOTrainer
-from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward
+from dschat.rlhf.reward_sources import CodeExecutionReward, ModelReward, VerifierReward
 from dschat.rlhf.rollout import build_rollout_engine
 from dschat.rlhf.rollout.episodes import EpisodeRunner
 from dschat.rlhf.rlhf_engine import RLHFEngine, rollout_rows
 from dschat.training.checkpoint import save_hf_model
 from dschat.core.config import ConfigError, select
 from dschat.data import PromptCollator
-from dschat.data.registry import gold_score_of
+from dschat.data.registry import answer_task_of, gold_score_of
 from dschat.core.distributed import init_distributed, is_main_process
 from dschat.training.loop import batches_from, shard_loader, train_loop, training_steps
 from dschat.training.metrics import MetricLogger
@@ -74,13 +74,18 @@ def upcoming_prompts(args: RLHFConfig, prompt_set, collate, rank: int, world_siz
 
 
 def make_reward_sources(args: RLHFConfig, engines, train_tasks, eval_tasks) -> tuple:
-    """``(training reward source, evaluation reward source)``: the reward model for both, or program execution
-    against the tasks each prompt set was built from (paper §B.5)."""
+    """``(training reward source, evaluation reward source)``: the reward model for both, program execution
+    against the tasks each prompt set was built from (paper §B.5), or the answer verifier against each prompt's
+    reference solution."""
     if args.reward == "model":
         source = ModelReward(engines.reward, args.per_device_train_batch_size)
         return source, source
     if args.reward == "env":  # the episodes carry their environment's scores
         return None, None
+    if args.reward == "verifier":
+        task = answer_task_of(args.data_name)
+        return (VerifierReward(train_tasks, task, args.verifier_format_weight),
+                VerifierReward(eval_tasks, task, args.verifier_format_weight))
     return (CodeExecutionReward(train_tasks, args.code_workers, args.code_test_timeout),
             CodeExecutionReward(eval_tasks, args.code_workers, args.code_test_timeout))
 

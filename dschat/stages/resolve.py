@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, Tuple
 
+from dschat.data.registry import answer_task_of, verified_datasets
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.rlhf.macro_action.choices import DEFAULT_LOSS_AGG
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
@@ -150,6 +151,9 @@ def resolve_environment(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
 def resolve_models(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     """A copy of ``args`` with the reward model and critic paths filled in from each other (and the actor).
     (``world_size``: unused; every rule takes it.)"""
+    if args.reward == "verifier" and answer_task_of(args.data_name) is None:
+        raise ConfigError(f"--reward verifier needs a dataset with a verifiable final answer (--data_name "
+                          f"{', '.join(verified_datasets())}); {args.data_name} has none")
     if args.reward == "model" and not (args.reward_model_name_or_path or args.critic_model_name_or_path):
         raise ConfigError("--reward model needs --reward_model_name_or_path (or --critic_model_name_or_path)")
     reward_stage = args.reward_model_zero_stage()

@@ -1,2 +1,3 @@
 """One module per dataset; importing this package registers them all (see ``registry``)."""
-from . import apps, hh_rlhf, humaneval, jsonl, synthetic, synthetic_long, tldr, webgpt  # noqa: F401  (registration)
+from . import (apps, arithmetic, gsm8k, hendrycks_math, hh_rlhf, humaneval, jsonl, synthetic,  # noqa: F401
+               synthetic_long, tldr, webgpt)  # (registration)

@@ -15,4 +15,5 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "randomized": ("randomized_ngram_segments", "shuffled_length_table"),
     "ppl": ("ppl_segments",),
     "entropy": ("entropy_segments",),
+    "step": ("step_segments",),
 })

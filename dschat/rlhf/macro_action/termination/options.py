@@ -20,6 +20,8 @@ class TerminationOptions:
     entropy_quantile / entropy_threshold: the entropy rule's forks, the top-q tokens of each response or, when
         the threshold (nats) is set, every token at or above it.
     turn_ngram: the turn rule's n-grams inside each turn; ``None``: one macro per turn.
+    step_delimiter / step_min_tokens: the step rule's step boundary (a newline: one reasoning step a line) and the
+        fewest tokens a step must have to end at a boundary (shorter steps run on into the next).
     """
 
     ngram: Optional[int] = 1
@@ -31,3 +33,5 @@ class TerminationOptions:
     entropy_quantile: float = 0.2
     entropy_threshold: Optional[float] = None
     turn_ngram: Optional[int] = None
+    step_delimiter: str = "\n"
+    step_min_tokens: int = 4
