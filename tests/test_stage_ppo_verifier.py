@@ -22,13 +22,14 @@ def left_to_right(prompt: str) -> int:
 
 
 def test_verifier_flags_reach_both_reward_sources_each_with_its_own_references(tmp_path):
-    """``load_prompts`` gives references parallel to the prompts (PPO's phase of train, and the held-out split);
+    """``prompt_texts`` gives references parallel to the prompts (PPO's phase of train, and the held-out split);
     ``--verifier_format_weight`` (non-default) reaches both sources (mutation: a list swapped or the weight dropped)."""
-    from dschat.stages.ppo import load_prompts, make_reward_sources
+    from dschat.stages.ppo import make_reward_sources
+    from dschat.stages.startup import prompt_texts
 
     args = build_parser().parse_config(["--reward", "verifier", "--data_name", "arithmetic", "--data_split", "5,0,5",
                                         "--verifier_format_weight", "0.25", "--output_dir", str(tmp_path)])
-    train_prompts, eval_prompts, train_refs, eval_refs = load_prompts(args)
+    train_prompts, eval_prompts, train_refs, eval_refs = prompt_texts(args, tokenizer=None)
     assert len(train_prompts) == 4000 and len(eval_prompts) == 400
     train, evaluation = make_reward_sources(args, engines=None, train_tasks=train_refs, eval_tasks=eval_refs)
     for source, prompts in ((train, train_prompts), (evaluation, eval_prompts)):

@@ -62,22 +62,26 @@ def check_files(args: Any) -> None:
     check_resume(args)
 
 
-def prompt_sets(args: Any, tokenizer, world_size: int) -> Tuple[PromptDataset, PromptDataset, Any, Any]:
-    """Step 3's ``(training prompts, evaluation prompts, training tasks, evaluation tasks)``, tokenised; the tasks
-    are the environment's (``--env``), the code tasks (``--reward code``) or the reference solutions (``--reward
-    verifier``), each parallel to its prompts, and None when a reward model scores the responses. Refused when no
-    evaluation prompt fits ``--max_prompt_seq_len`` (too few training prompts: :func:`dschat.training.loop.training_steps`)."""
+def prompt_texts(args: Any, tokenizer) -> Tuple[list, list, Any, Any]:
+    """Step 3's ``(training prompts, evaluation prompts, training tasks, evaluation tasks)`` as texts; the tasks are
+    the environment's (``--env``), the code tasks (``--reward code``) or the reference solutions (``--reward
+    verifier``), each parallel to its prompts, and None when a reward model scores the responses."""
     if args.env is not None:
-        train_texts, eval_texts, train_tasks, eval_tasks = environment_prompts(args, tokenizer)
-    elif args.reward == "code":
+        return environment_prompts(args, tokenizer)
+    if args.reward == "code":
         train_tasks, eval_tasks = train_code_tasks(args), eval_code_tasks(args)
-        train_texts, eval_texts = [t.prompt for t in train_tasks], [t.prompt for t in eval_tasks]
-    elif args.reward == "verifier":  # each prompt's reference solution, which the answer verifier checks against
+        return [t.prompt for t in train_tasks], [t.prompt for t in eval_tasks], train_tasks, eval_tasks
+    if args.reward == "verifier":  # each prompt's reference solution, which the answer verifier checks against
         train, held_out = train_pairs(args, phase=2), eval_pairs(args)
-        train_texts, eval_texts = [p.prompt for p in train], [p.prompt for p in held_out]
-        train_tasks, eval_tasks = [p.chosen for p in train], [p.chosen for p in held_out]
-    else:
-        (train_texts, eval_texts), train_tasks, eval_tasks = (train_prompts(args), eval_prompts(args)), None, None
+        return ([p.prompt for p in train], [p.prompt for p in held_out], [p.chosen for p in train],
+                [p.chosen for p in held_out])
+    return train_prompts(args), eval_prompts(args), None, None
+
+
+def prompt_sets(args: Any, tokenizer, world_size: int) -> Tuple[PromptDataset, PromptDataset, Any, Any]:
+    """:func:`prompt_texts`, the prompts tokenised. Refused when no evaluation prompt fits ``--max_prompt_seq_len``
+    (too few training prompts: :func:`dschat.training.loop.training_steps`)."""
+    train_texts, eval_texts, train_tasks, eval_tasks = prompt_texts(args, tokenizer)
     prompt_set = PromptDataset(train_texts, tokenizer, args.max_prompt_seq_len)
     eval_set = PromptDataset(eval_texts, tokenizer, args.max_prompt_seq_len)
     if len(eval_set) == 0:
