@@ -370,7 +370,11 @@ class RolloutEngineArgs:
     """--async_rollout: intra-op CPU threads of the producer process."""
     rollout_timeout: PositiveFloat = 600.0
     """--async_rollout: seconds the trainer waits for one rollout, or for one weight transfer, before it stops
-    the run (a dead or hung producer ends it in one line)."""
+    the run (a dead or hung producer ends it in one line); counted once the producer has started
+    (--rollout_startup_timeout)."""
+    rollout_startup_timeout: PositiveFloat = 300.0
+    """--async_rollout: seconds the producer may take to start (spawned, its imports, its model built, the weight
+    transfer joined; tens of seconds on a loaded machine) before the run stops in one line."""
     rollout_gpus: Tuple[NonNegativeInt, ...] = ()
     """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, their count dividing the
     node's trainer processes (each GPU holds the producers of as many consecutive ranks); none: on CPU."""

@@ -41,7 +41,8 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                         devices=producer_devices(args.rollout_gpus, local_rank(),
                                                  local_world_size(world_size)),
                         gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-                        transport=rollout_transport(args), timeout=args.rollout_timeout)
+                        transport=rollout_transport(args), timeout=args.rollout_timeout,
+                        startup_timeout=args.rollout_startup_timeout)
     return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)
 
 

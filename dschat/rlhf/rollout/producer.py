@@ -33,12 +33,16 @@ is tested). Evaluation samples from the actor as it is now, in the trainer's own
 version that sampled it (:meth:`AsyncRolloutEngine.state_dict`); a resumed run pushes the checkpoint's weights as
 the current version and asks for the rest of the schedule, so it continues as an uninterrupted run would. Each
 rollout's sampling noise is seeded by (``--seed``, process rank, rollout index). A producer that dies, fails or
-sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.training.faults.RunStopped`).
-The producer ignores SIGTERM / SIGINT (the trainer stops it after its checkpoint) and exits when its parent is gone.
+sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.training.faults.RunStopped`);
+that deadline counts from the producer's start-up, which has its own (``--rollout_startup_timeout``: the spawn, the
+imports, the model built, the weight transfer joined; tens of seconds on a loaded machine). The producer ignores
+SIGTERM / SIGINT (the trainer stops it after its checkpoint); when its trainer is gone (killed), it says so in one
+line, releases the queues' semaphores the trainer can no longer release, and exits (:func:`exit_orphaned`).
 """
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import queue
 import signal
@@ -68,7 +72,7 @@ class ProducerSpec:
     transformers config) in ``dtype`` (``--dtype``: fp32, bf16 or fp16), with the trainer's pad / eos, log-prob
     temperature and threads; on the physical GPU ``devices`` (none: CPU; vLLM there takes
     ``gpu_memory_utilization`` of it), its weights by ``transport``, any transfer waiting at most ``timeout``
-    seconds."""
+    seconds and its start-up (joining the transfer included) at most ``startup_timeout``."""
 
     engine: str
     config: object
@@ -84,6 +88,7 @@ class ProducerSpec:
     gpu_memory_utilization: float = 0.3
     transport: str = "queue"
     timeout: float = 600.0
+    startup_timeout: float = 300.0
 
 
 def producer_devices(gpus: Tuple[int, ...], local_rank: int, local_world_size: int) -> Tuple[int, ...]:
@@ -131,13 +136,66 @@ def behaviour_logprobs(model: torch.nn.Module, rollout: Rollout, prompt_mask: to
     return logprobs * action_mask
 
 
+def by_value(*items) -> bytes:
+    """A rollout's tensors serialized into the message itself. A tensor put in a ``torch.multiprocessing`` queue
+    travels as a shared-memory handle that the reader fetches from the sender's resource-sharer thread while
+    unpickling it, which blocks for ever when the sender is stopped (``kill -STOP``) with the message in flight:
+    by value, reading a message needs only the pipe, and the trainer's deadline holds."""
+    buffer = io.BytesIO()
+    torch.save(items, buffer)
+    return buffer.getvalue()
+
+
+def from_value(data: bytes) -> tuple:
+    """What :func:`by_value` serialized."""
+    return torch.load(io.BytesIO(data))
+
+
+def queue_semaphores(*queues) -> list:
+    """The names of the named semaphores behind ``torch.multiprocessing`` queues (each holds a read lock, a write
+    lock and a bounded semaphore; CPython's private attributes, none on platforms without named ones)."""
+    locks = [getattr(q, attr, None) for q in queues for attr in ("_rlock", "_wlock", "_sem")]
+    return [lock._semlock.name for lock in locks if lock is not None and getattr(lock._semlock, "name", None)]
+
+
+def exit_orphaned(trainer: int, *queues) -> None:
+    """The trainer process ``trainer`` is gone (killed: it ran no clean-up): say so in one line, unlink the named
+    semaphores of ``queues`` it created and unregister them from the resource tracker (which would otherwise warn
+    of them as leaked when it sees the trainer's end), and exit at once — no queue thread to join (nobody reads the
+    results any more), the process's memory and shared-memory handles freed by its end."""
+    from multiprocessing import resource_tracker
+
+    from _multiprocessing import sem_unlink
+
+    for name in queue_semaphores(*queues):
+        with contextlib.suppress(OSError):
+            sem_unlink(name)
+        with contextlib.suppress(Exception):
+            resource_tracker.unregister(name, "semaphore")
+    os.write(2, f"rollout producer {os.getpid()}: its trainer (pid {trainer}) is gone; exiting\n".encode())
+    os._exit(0)
+
+
+def trainer_gone(trainer: int, grace: float = 0.0) -> bool:
+    """Whether the process ``trainer`` (this process's parent at its start) has ended: the producer was reparented.
+    ``grace``: seconds to keep checking (a broken pipe from a dying trainer may be seen before the reparenting)."""
+    deadline = time.monotonic() + grace
+    while os.getppid() == trainer:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
     """The producer process: handle the trainer's messages in order — ``("weights", ...)`` (a group of the next
     version's tensors, or with ``collective`` their names, shapes and dtypes, the tensors following by broadcast;
     ``link`` says how to join it), ``("version", v)`` (that version complete), ``("sample", index, prompts,
-    prompt_mask, sampling, record_entropy)``, ``("stop",)`` — answering each sample with ``("rollout", index,
-    version, seq, entropy, logprobs, busy seconds, idle seconds)`` (host tensors), or ``("error", line)`` once and
-    exit. Its GPUs are the only ones it sees (the trainer started it with ``CUDA_VISIBLE_DEVICES`` set to them)."""
+    prompt_mask, sampling, record_entropy)``, ``("stop",)`` — after ``("ready",)`` once built, answering each
+    sample with ``("rollout", index, (version, seq, entropy, logprobs) by value, busy seconds, idle seconds)``
+    (host tensors, :func:`by_value`), or ``("error", line)`` once and exit; without a trainer,
+    :func:`exit_orphaned`. Its GPUs are the only ones it sees (the trainer started it with
+    ``CUDA_VISIBLE_DEVICES`` set to them)."""
     from transformers import AutoModelForCausalLM
 
     from dschat.model.loading import DTYPES
@@ -148,18 +206,24 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
     parent = os.getppid()
     try:
         device = torch.device("cuda", 0) if spec.devices else torch.device("cpu")
-        receive = (CollectiveReceiver(link["port"], link["backend"], spec.timeout, device).receive
+        receive = (CollectiveReceiver(link["port"], link["backend"], spec.timeout, spec.startup_timeout,
+                                      device).receive
                    if spec.transport == "collective" else QueueWeights.receive)
         model = AutoModelForCausalLM.from_config(spec.config, dtype=DTYPES[spec.dtype]).to(device).eval()
         engine = _build_engine(spec, model)
+        results.put(("ready",))
         version, idle_since = -1, time.perf_counter()
         while True:
             try:
                 message = requests.get(timeout=POLL_SECONDS)
             except queue.Empty:
-                if os.getppid() != parent:
-                    return
+                if trainer_gone(parent):
+                    exit_orphaned(parent, requests, results)
                 continue
+            except (OSError, EOFError):  # a message whose sender died cannot be unpickled (its shared memory went)
+                if trainer_gone(parent, grace=POLL_SECONDS):
+                    exit_orphaned(parent, requests, results)
+                raise
             kind = message[0]
             if kind == "stop":
                 return
@@ -180,10 +244,12 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
                     logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
                                                   spec.logprob_temperature)
                 entropy = None if rollout.entropy is None else rollout.entropy.cpu()
-                results.put(("rollout", index, version, rollout.seq.cpu(), entropy, logprobs.cpu(),
+                results.put(("rollout", index, by_value(version, rollout.seq.cpu(), entropy, logprobs.cpu()),
                              time.perf_counter() - start, idle))
                 idle_since = time.perf_counter()
     except BaseException as err:  # noqa: BLE001 -- reported to the trainer in one line, then re-raised
+        if trainer_gone(parent, grace=POLL_SECONDS):  # e.g. a weight transfer cut by the trainer's death
+            exit_orphaned(parent, requests, results)
         results.put(("error", f"{type(err).__name__}: {err}".splitlines()[0]))
         raise
 
@@ -204,6 +270,7 @@ class AsyncRolloutEngine(RolloutEngine):
         self.requested = 0  # rollouts asked for so far
         self.ready: Dict[int, tuple] = {}  # index -> (version, seq, entropy, logprobs, busy, idle)
         self.process = None
+        self.started = False  # the producer said it is ready (its start-up deadline is over)
         self.prompts: Optional[Iterator[Prompts]] = None
         self.sampling, self.record_entropy = None, False
         self.push_seconds = 0.0
@@ -278,11 +345,13 @@ class AsyncRolloutEngine(RolloutEngine):
         if self.spec.transport == "collective":
             backend = "nccl" if self.spec.devices else "gloo"
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
-            self.transport = CollectiveWeights(self.requests, backend, self.spec.timeout, device)
+            self.transport = CollectiveWeights(self.requests, backend, self.spec.timeout, self.spec.startup_timeout,
+                                               device)
         else:
             self.transport = QueueWeights(self.requests)
         self.process = context.Process(target=producer_main, name="rollout-producer", daemon=True,
                                        args=(self.requests, self.results, self.spec, self.transport.producer_args()))
+        self.started = False
         with visible_devices(self.spec.devices):
             self.process.start()
         self.transport.connect()
@@ -303,7 +372,9 @@ class AsyncRolloutEngine(RolloutEngine):
             self.requested += 1
 
     def _receive(self, index: int, keep: bool = False) -> tuple:
-        deadline = time.monotonic() + self.timeout
+        """Rollout ``index`` (kept in :attr:`ready` with ``keep``), waiting at most ``--rollout_startup_timeout``
+        for the producer to be ready, then ``--rollout_timeout`` for the rollout."""
+        deadline = time.monotonic() + (self.timeout if self.started else self.spec.startup_timeout)
         while index not in self.ready:
             try:
                 message = self.results.get(timeout=POLL_SECONDS)
@@ -321,13 +392,19 @@ class AsyncRolloutEngine(RolloutEngine):
                 if time.monotonic() > deadline:
                     self.process.kill()
                     self.process = None
+                    if not self.started:
+                        raise RunStopped(f"the rollout producer did not start in {self.spec.startup_timeout:g} s "
+                                         "(--rollout_startup_timeout); stopped it")
                     raise RunStopped(f"the rollout producer sent no rollout for {self.timeout:g} s "
                                      f"(--rollout_timeout) while the trainer waited for rollout {index}; stopped it")
+                continue
+            if message[0] == "ready":
+                self.started, deadline = True, time.monotonic() + self.timeout
                 continue
             if message[0] == "error":
                 self.close()
                 raise RunStopped(f"the rollout producer failed: {message[1]}")
-            self.ready[message[1]] = message[2:]
+            self.ready[message[1]] = (*from_value(message[2]), *message[3:])
         return self.ready[index] if keep else self.ready.pop(index)
 
 
