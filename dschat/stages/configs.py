@@ -375,6 +375,15 @@ class RolloutEngineArgs:
     rollout_startup_timeout: PositiveFloat = 300.0
     """--async_rollout: seconds the producer may take to start (spawned, its imports, its model built, the weight
     transfer joined; tens of seconds on a loaded machine) before the run stops in one line."""
+    partial_rollout: bool = False
+    """--async_rollout K >= 1: the producer decodes in chunks of --partial_rollout_chunk tokens and, between two,
+    loads any newer policy version and continues the responses in flight with it, so one response may be sampled by
+    several versions (AReaL's partial rollouts, veRL's fully async mode, NeMo RL's in-flight weight updates). Each
+    token keeps the version that sampled it and that version's behaviour log-prob; none is trained on more than K
+    versions after it was sampled (dschat/rlhf/rollout/partial.py). hf engine only."""
+    partial_rollout_chunk: PositiveInt = 16
+    """--partial_rollout: decode steps between two checks for a newer version (each new version re-reads the
+    tokens so far once)."""
     rollout_gpus: Tuple[NonNegativeInt, ...] = ()
     """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, their count dividing the
     node's trainer processes (each GPU holds the producers of as many consecutive ranks); none: on CPU."""

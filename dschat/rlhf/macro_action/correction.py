@@ -14,6 +14,10 @@ with w = min(π_old(u)/π_engine(u), C) (truncated importance sampling; Ionides 
 
 Each token carries its unit's weight (broadcast like the macro advantage, Appendix E), detached: the weight
 rescales the gradient, it is not differentiated.
+
+π_engine is per token: with partial rollouts (``--partial_rollout``, :mod:`dschat.rlhf.rollout.partial`) token t's
+is the policy version v_t that sampled it, so a macro spanning two versions takes the product of its tokens' own
+ratios, w_τ = min(Π_{t∈ω_τ} π_old(a_t)/π_{v_t}(a_t), C).
 """
 from __future__ import annotations
 

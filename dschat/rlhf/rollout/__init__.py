@@ -42,7 +42,8 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                                                  local_world_size(world_size)),
                         gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                         transport=rollout_transport(args), timeout=args.rollout_timeout,
-                        startup_timeout=args.rollout_startup_timeout)
+                        startup_timeout=args.rollout_startup_timeout,
+                        partial_chunk=args.partial_rollout_chunk if args.partial_rollout else 0)
     return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)
 
 

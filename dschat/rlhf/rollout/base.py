@@ -14,12 +14,14 @@ class Rollout:
     response]`` ``[B, P + max_new_tokens]``, responses padded after their eos with the pad id; ``entropy`` and
     ``engine_logprobs`` ``[B, T-1]`` aligned with log-prob positions (0 off the response), or None when the
     engine does not provide them; ``stats``: what the engine measured of this rollout (an asynchronous producer's
-    staleness and waits), logged with the iteration's metrics."""
+    staleness and waits), logged with the iteration's metrics; ``token_versions`` ``[B, max_new_tokens]``: the
+    policy version that sampled each generated token (an asynchronous producer's; :mod:`.partial`)."""
 
     seq: torch.Tensor
     entropy: Optional[torch.Tensor] = None
     engine_logprobs: Optional[torch.Tensor] = None
     stats: Dict[str, torch.Tensor] = field(default_factory=dict)
+    token_versions: Optional[torch.Tensor] = None
 
 
 class PlainModel:

@@ -41,6 +41,7 @@ line, releases the queues' semaphores the trainer can no longer release, and exi
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import os
@@ -55,6 +56,7 @@ import torch
 from dschat.training.faults import RunStopped
 
 from .base import PlainModel, Rollout, RolloutEngine
+from .partial import response_tokens, sample_in_chunks, stale_token, version_stats
 from .transport import CollectiveReceiver, CollectiveWeights, QueueWeights
 from .weights import exported_weights
 
@@ -72,7 +74,8 @@ class ProducerSpec:
     transformers config) in ``dtype`` (``--dtype``: fp32, bf16 or fp16), with the trainer's pad / eos, log-prob
     temperature and threads; on the physical GPU ``devices`` (none: CPU; vLLM there takes
     ``gpu_memory_utilization`` of it), its weights by ``transport``, any transfer waiting at most ``timeout``
-    seconds and its start-up (joining the transfer included) at most ``startup_timeout``."""
+    seconds and its start-up (joining the transfer included) at most ``startup_timeout``; ``partial_chunk``:
+    ``--partial_rollout_chunk`` with ``--partial_rollout`` (:mod:`.partial`), else 0 (whole responses)."""
 
     engine: str
     config: object
@@ -89,6 +92,7 @@ class ProducerSpec:
     transport: str = "queue"
     timeout: float = 600.0
     startup_timeout: float = 300.0
+    partial_chunk: int = 0
 
 
 def producer_devices(gpus: Tuple[int, ...], local_rank: int, local_world_size: int) -> Tuple[int, ...]:
@@ -187,15 +191,44 @@ def trainer_gone(trainer: int, grace: float = 0.0) -> bool:
     return True
 
 
+class Inbox:
+    """The producer's requests in the trainer's order; between decode chunks (``--partial_rollout``) the weights
+    further on are read ahead (:meth:`read`), and a sample or stop request met on the way waits in ``held``. A
+    trainer that is gone ends the producer (:func:`exit_orphaned`)."""
+
+    def __init__(self, requests, results, trainer: int):
+        self.requests, self.results, self.trainer, self.held = requests, results, trainer, collections.deque()
+
+    def next(self):
+        """The next request: a held one first, else one from the queue (waiting for it)."""
+        return self.held.popleft() if self.held else self.read(block=True)
+
+    def read(self, block: bool):
+        """The next message of the queue itself; None if ``block`` is false and none is there."""
+        while True:
+            try:
+                return self.requests.get(timeout=POLL_SECONDS) if block else self.requests.get_nowait()
+            except queue.Empty:
+                if trainer_gone(self.trainer):
+                    exit_orphaned(self.trainer, self.requests, self.results)
+                if not block:
+                    return None
+            except (OSError, EOFError):  # a message whose sender died cannot be unpickled (its shared memory went)
+                if trainer_gone(self.trainer, grace=POLL_SECONDS):
+                    exit_orphaned(self.trainer, self.requests, self.results)
+                raise
+
+
 def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
     """The producer process: handle the trainer's messages in order — ``("weights", ...)`` (a group of the next
     version's tensors, or with ``collective`` their names, shapes and dtypes, the tensors following by broadcast;
     ``link`` says how to join it), ``("version", v)`` (that version complete), ``("sample", index, prompts,
     prompt_mask, sampling, record_entropy)``, ``("stop",)`` — after ``("ready",)`` once built, answering each
-    sample with ``("rollout", index, (version, seq, entropy, logprobs) by value, busy seconds, idle seconds)``
-    (host tensors, :func:`by_value`), or ``("error", line)`` once and exit; without a trainer,
-    :func:`exit_orphaned`. Its GPUs are the only ones it sees (the trainer started it with
-    ``CUDA_VISIBLE_DEVICES`` set to them)."""
+    sample with ``("rollout", index, (token versions, seq, entropy, logprobs) by value, busy seconds, idle
+    seconds)`` (host tensors, :func:`by_value`; with ``partial_chunk``, decoded in chunks and newer versions
+    loaded between them, :mod:`.partial`),
+    or ``("error", line)`` once and exit; without a trainer, :func:`exit_orphaned`. Its GPUs are the only ones it
+    sees (the trainer started it with ``CUDA_VISIBLE_DEVICES`` set to them)."""
     from transformers import AutoModelForCausalLM
 
     from dschat.model.loading import DTYPES
@@ -212,41 +245,61 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
         model = AutoModelForCausalLM.from_config(spec.config, dtype=DTYPES[spec.dtype]).to(device).eval()
         engine = _build_engine(spec, model)
         results.put(("ready",))
-        version, idle_since = -1, time.perf_counter()
+        inbox, version, idle_since = Inbox(requests, results, parent), -1, time.perf_counter()
+
+        def take(message) -> bool:
+            """Apply a weights or version message (False for any other)."""
+            nonlocal version
+            if message[0] == "weights":
+                load_pushed_weights(model, receive(message))
+            elif message[0] == "version":
+                version = message[1]
+                engine.mark_stale()
+            return message[0] in ("weights", "version")
+
+        def between_chunks(score) -> int:
+            """--partial_rollout: load the newest version already pushed (once its first group is read, the
+            rest of it is waited for), the tokens of the one it replaces scored first; the version then held."""
+            loading = False
+            while not (inbox.held and inbox.held[-1][0] == "stop"):
+                message = inbox.read(block=loading)
+                if message is None:
+                    break
+                if message[0] == "weights" and not loading:
+                    score()
+                loading = message[0] == "weights"
+                if not take(message):
+                    inbox.held.append(message)
+            return version
+
         while True:
-            try:
-                message = requests.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                if trainer_gone(parent):
-                    exit_orphaned(parent, requests, results)
-                continue
-            except (OSError, EOFError):  # a message whose sender died cannot be unpickled (its shared memory went)
-                if trainer_gone(parent, grace=POLL_SECONDS):
-                    exit_orphaned(parent, requests, results)
-                raise
+            message = inbox.next()
             kind = message[0]
             if kind == "stop":
                 return
-            if kind == "weights":
-                load_pushed_weights(model, receive(message))
-            elif kind == "version":
-                version = message[1]
-                engine.mark_stale()
-            elif kind == "sample":
-                index, prompts, prompt_mask, sampling, record_entropy = message[1:]
-                idle = time.perf_counter() - idle_since
-                start = time.perf_counter()
-                torch.manual_seed(rollout_seed(spec.seed, index))
-                prompts, prompt_mask = prompts.to(device), prompt_mask.to(device)
+            if take(message):
+                continue
+            index, prompts, prompt_mask, sampling, record_entropy = message[1:]
+            idle = time.perf_counter() - idle_since
+            start = time.perf_counter()
+            torch.manual_seed(rollout_seed(spec.seed, index))
+            prompts, prompt_mask = prompts.to(device), prompt_mask.to(device)
+            if spec.partial_chunk:
+                rollout = sample_in_chunks(model, prompts, prompt_mask, sampling, spec.partial_chunk, version,
+                                           between_chunks, spec.pad_token_id, spec.eos_token_id,
+                                           spec.logprob_temperature)
+            else:
                 rollout = engine.generate(prompts, prompt_mask, sampling, record_entropy)
-                logprobs = rollout.engine_logprobs
-                if logprobs is None:
-                    logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
-                                                  spec.logprob_temperature)
-                entropy = None if rollout.entropy is None else rollout.entropy.cpu()
-                results.put(("rollout", index, by_value(version, rollout.seq.cpu(), entropy, logprobs.cpu()),
-                             time.perf_counter() - start, idle))
-                idle_since = time.perf_counter()
+                rollout.token_versions = torch.full((prompts.shape[0], rollout.seq.shape[1] - prompts.shape[1]),
+                                                    version, dtype=torch.long)
+            logprobs = rollout.engine_logprobs
+            if logprobs is None:
+                logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
+                                              spec.logprob_temperature)
+            entropy = None if rollout.entropy is None else rollout.entropy.cpu()
+            results.put(("rollout", index, by_value(rollout.token_versions, rollout.seq.cpu(), entropy,
+                                                    logprobs.cpu()), time.perf_counter() - start, idle))
+            idle_since = time.perf_counter()
     except BaseException as err:  # noqa: BLE001 -- reported to the trainer in one line, then re-raised
         if trainer_gone(parent, grace=POLL_SECONDS):  # e.g. a weight transfer cut by the trainer's death
             exit_orphaned(parent, requests, results)
@@ -268,7 +321,7 @@ class AsyncRolloutEngine(RolloutEngine):
         self.version = 0  # updates applied to the actor
         self.trained = 0  # index of the rollout the next iteration trains on
         self.requested = 0  # rollouts asked for so far
-        self.ready: Dict[int, tuple] = {}  # index -> (version, seq, entropy, logprobs, busy, idle)
+        self.ready: Dict[int, tuple] = {}  # index -> (token versions, seq, entropy, logprobs, busy, idle)
         self.process = None
         self.started = False  # the producer said it is ready (its start-up deadline is over)
         self.prompts: Optional[Iterator[Prompts]] = None
@@ -289,22 +342,29 @@ class AsyncRolloutEngine(RolloutEngine):
             self._start()
         index = self.trained
         start = time.perf_counter()
-        version, seq, entropy, logprobs, busy, idle = self._receive(index)
+        versions, seq, entropy, logprobs, busy, idle = self._receive(index)
         waited = time.perf_counter() - start
         if seq.shape[0] != prompts.shape[0] or not torch.equal(seq[:, :prompts.shape[1]].to(prompts.device),
                                                                  prompts):
             raise RunStopped(f"rollout {index}: the producer sampled other prompts than the trainer's iteration "
                              f"{index} (the prompt schedules diverged)")
-        staleness = float(self.version - version)
+        on = response_tokens(seq, prompts.shape[1], self.spec.eos_token_id)
+        old = stale_token(self.version, versions, on, self.ahead)
+        if old is not None:
+            raise RunStopped(f"rollout {index}: token {old[1]} of response {old[0]} was sampled by version {old[2]}, "
+                             f"more than --async_rollout {self.ahead} versions before the actor's {self.version}")
+        measured = version_stats(self.version, versions, on)
         self.trained += 1
         self.last_sync_seconds = 0.0
-        stats = {"rollout/staleness_mean": staleness, "rollout/staleness_max": staleness,
+        stats = {"rollout/staleness_mean": measured.pop("rollout/staleness_mean"),
+                 "rollout/staleness_max": measured.pop("rollout/staleness_max"),
                  "timing/wait_for_rollout": waited, "timing/wait_for_trainer": idle,
-                 "timing/producer_busy": busy, "timing/weight_sync": self.push_seconds}
+                 "timing/producer_busy": busy, "timing/weight_sync": self.push_seconds,
+                 **(measured if self.spec.partial_chunk else {})}
         device = prompts.device
         return Rollout(seq.to(device), entropy=None if entropy is None else entropy.to(device),
                        engine_logprobs=logprobs.to(device),
-                       stats={key: torch.as_tensor(value) for key, value in stats.items()})
+                       stats={key: torch.as_tensor(value) for key, value in stats.items()}, token_versions=versions)
 
     def mark_stale(self) -> None:
         """The actor was updated: push it as the next version and ask for the rollout K iterations ahead."""
@@ -328,7 +388,7 @@ class AsyncRolloutEngine(RolloutEngine):
         self.process = None
 
     def state_dict(self) -> dict:
-        """Drain: every rollout asked for, received, with the version that sampled it (module docstring)."""
+        """Drain: every rollout asked for, received, with the version that sampled each token (module docstring)."""
         for index in range(self.trained, self.requested):
             self._receive(index, keep=True)
         return {"version": self.version, "trained": self.trained, "requested": self.requested,
