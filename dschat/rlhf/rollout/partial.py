@@ -57,7 +57,7 @@ def sample_in_chunks(model: torch.nn.Module, prompts: torch.Tensor, prompt_mask:
     total = sampling.max_new_tokens
     seq = torch.full((rows, prompt_len + total), pad_token_id, dtype=prompts.dtype, device=prompts.device)
     seq[:, :prompt_len] = prompts
-    versions = torch.full((rows, total), version, dtype=torch.long)
+    versions = torch.full((rows, total), version, dtype=torch.long, device=prompts.device)
     logprobs = torch.zeros(rows, prompt_len + total - 1, device=prompts.device)
     entropy = torch.zeros_like(logprobs)
     stopped = torch.zeros(rows, dtype=torch.bool, device=prompts.device)

@@ -297,7 +297,7 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
                 logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
                                               spec.logprob_temperature)
             entropy = None if rollout.entropy is None else rollout.entropy.cpu()
-            results.put(("rollout", index, by_value(rollout.token_versions, rollout.seq.cpu(), entropy,
+            results.put(("rollout", index, by_value(rollout.token_versions.cpu(), rollout.seq.cpu(), entropy,
                                                     logprobs.cpu()), time.perf_counter() - start, idle))
             idle_since = time.perf_counter()
     except BaseException as err:  # noqa: BLE001 -- reported to the trainer in one line, then re-raised
