@@ -77,3 +77,19 @@ def test_the_projection_is_what_the_script_prints():
     for name, speed in re.findall(r"^(dynamic cache|static cache \+ compile): .*?best split \S+: [\d.]+ s, ([\d.]+)x",
                                   printed, re.M | re.S):
         assert f"{speed}×" in text, name
+
+
+def test_the_partial_rollout_table_is_the_committed_output():
+    """The page's partial-rollout rows and ratio are what ``bench_async.py`` printed (committed output), with the
+    load it ran under."""
+    text = (DOCS / "async" / "bench_async_partial_long_cpu.txt").read_text()
+    quoted = page()
+    for variant in ("async-1", "async-1p"):
+        line = next(line for line in text.splitlines() if line.startswith(f"{variant} ") and "s/iteration" in line)
+        for figure in ("s/iteration", "steps/hour", "wait for trainer"):
+            value = re.search(rf"{figure} (\S+ \[\S+ \S+\])", line).group(1)
+            assert value in quoted, (variant, figure, value)
+    ratio = re.search(r"async-1p steps/hour over async-1: (\S+) \[(\S+), (\S+)\]", text).groups()
+    assert f"**{ratio[0]} [{ratio[1]}, {ratio[2]}]×**" in quoted
+    load = re.search(r"1-minute load over the runs: \S+ \[(\S+), (\S+)\]", text).groups()
+    assert f"load {float(load[0]):.1f}-{float(load[1]):.1f}" in quoted
