@@ -33,10 +33,10 @@ def start_slowly(monkeypatch, seconds: float) -> None:
 
 
 def test_a_healthy_producer_slower_to_start_than_the_rollout_timeout_does_not_stop_the_run(tmp_path, monkeypatch):
-    """Start-up 4 s longer than usual, --rollout_timeout 2: the run trains its steps (the per-rollout deadline
-    counts from the producer's "ready")."""
-    start_slowly(monkeypatch, 4.0)
-    ppo_main(FLAGS + ["--output_dir", str(tmp_path), "--max_steps", "2", "--rollout_timeout", "2"])
+    """Start-up 15 s longer than usual, --rollout_timeout 10: the run trains its steps (the per-rollout deadline
+    counts from the producer's "ready"; 10 s leaves a loaded machine room to sample the tiny rollouts)."""
+    start_slowly(monkeypatch, 15.0)
+    ppo_main(FLAGS + ["--output_dir", str(tmp_path), "--max_steps", "2", "--rollout_timeout", "10"])
     assert sum("loss/policy" in row for row in read_metrics(str(tmp_path))) == 2
 
 
