@@ -27,12 +27,13 @@ RECORDS = Path(__file__).resolve().parent.parent / "docs" / "study" / "async-par
 TIMEOUT_MINUTES = 60
 
 
-def record(arm: str, seed: int, started: str, directory: Path, wall) -> dict:
-    """One run's record: identity, start, code, machine, and its gold at every evaluation — or why it failed."""
+def record(arm: str, seed: int, started: str, commit: str, directory: Path, wall) -> dict:
+    """One run's record: identity, start, the code's commit when it started, machine, and its gold at every
+    evaluation — or why it failed."""
     from dschat.core.machine import machine_record
     from evaluation.study.summaries import run_summary
 
-    base = {"arm": arm, "seed": seed, "started_at": started, "commit": code_version()["commit"],
+    base = {"arm": arm, "seed": seed, "started_at": started, "commit": commit,
             "machine": machine_record()}
     if wall is None or not is_finished(directory):
         return {**base, "failed": True, "reason": "step 3 failed or passed its time limit; see its log"}
@@ -52,9 +53,9 @@ def train(out: Path, seeds: Sequence[int], jobs: int, model: str = "tiny-gemma")
     def one(item) -> None:
         seed, arm = item
         run = Run(TASK, ALGORITHM, seed, extra=(*CONFIRMATION_FLAGS, *ARMS[arm]))
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started, commit = datetime.now(timezone.utc).isoformat(timespec="seconds"), code_version()["commit"]
         wall = train_run(run, Path(out) / arm, sft, rm, timeout_minutes=TIMEOUT_MINUTES, attempts=1)
-        line = json.dumps(record(arm, seed, started, run.directory(Path(out) / arm), wall))
+        line = json.dumps(record(arm, seed, started, commit, run.directory(Path(out) / arm), wall))
         with lock, open(RECORDS, "a") as handle:
             handle.write(line + "\n")
 
