@@ -93,3 +93,19 @@ def test_the_partial_rollout_table_is_the_committed_output():
     assert f"**{ratio[0]} [{ratio[1]}, {ratio[2]}]×**" in quoted
     load = re.search(r"1-minute load over the runs: \S+ \[(\S+), (\S+)\]", text).groups()
     assert f"load {float(load[0]):.1f}-{float(load[1]):.1f}" in quoted
+
+
+def test_the_partial_rollout_learning_rows_are_the_committed_records():
+    """Every seed with both arms of ``docs/study/async-partial.jsonl`` finished is a row of the page with their final
+    gold; the page counts the records and the failed ones."""
+    from evaluation.async_partial import RECORDS, read_records
+
+    records, text = read_records(RECORDS), page()
+    final = {(r["arm"], r["seed"]): r["final_gold"] for r in records if not r["failed"]}
+    seeds = sorted({seed for arm, seed in final if (("k1", seed) in final and ("k1-partial", seed) in final)})
+    assert seeds
+    for seed in seeds:
+        row = f"| {seed} | {final[('k1', seed)]:.4f} | {final[('k1-partial', seed)]:.4f} |"
+        assert row in text, row
+    failed = sum(r["failed"] for r in records)
+    assert f"{len(records)} runs recorded ({failed} failed or unfinished)" in text
