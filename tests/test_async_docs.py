@@ -100,3 +100,35 @@ def test_the_learning_section_names_its_commit_what_changed_since_and_its_models
     assert f"{sync2} / {async1} = {sync2 / async1:.2f}× sooner (the ratio of the two variants' medians; the " \
            f"{median_of_ratios:.2f}× in" in text
     assert "pre-registered" not in text
+
+
+def test_the_partial_rollout_table_is_the_committed_output():
+    """The page's partial-rollout rows and ratio are what ``bench_async.py`` printed (committed output), with the
+    load it ran under."""
+    text = (DOCS / "async" / "bench_async_partial_long_cpu.txt").read_text()
+    quoted = page()
+    for variant in ("async-1", "async-1p"):
+        line = next(line for line in text.splitlines() if line.startswith(f"{variant} ") and "s/iteration" in line)
+        for figure in ("s/iteration", "steps/hour", "wait for trainer"):
+            value = re.search(rf"{figure} (\S+ \[\S+ \S+\])", line).group(1)
+            assert value in quoted, (variant, figure, value)
+    ratio = re.search(r"async-1p steps/hour over async-1: (\S+) \[(\S+), (\S+)\]", text).groups()
+    assert f"**{ratio[0]} [{ratio[1]}, {ratio[2]}]×**" in quoted
+    load = re.search(r"1-minute load over the runs: \S+ \[(\S+), (\S+)\]", text).groups()
+    assert f"load {float(load[0]):.1f}-{float(load[1]):.1f}" in quoted
+
+
+def test_the_partial_rollout_learning_rows_are_the_committed_records():
+    """Every seed with both arms of ``docs/study/async-partial.jsonl`` finished is a row of the page with their final
+    gold; the page counts the records and the failed ones."""
+    from evaluation.async_partial import RECORDS, read_records
+
+    records, text = read_records(RECORDS), page()
+    final = {(r["arm"], r["seed"]): r["final_gold"] for r in records if not r["failed"]}
+    seeds = sorted({seed for arm, seed in final if (("k1", seed) in final and ("k1-partial", seed) in final)})
+    assert seeds
+    for seed in seeds:
+        row = f"| {seed} | {final[('k1', seed)]:.4f} | {final[('k1-partial', seed)]:.4f} |"
+        assert row in text, row
+    failed = sum(r["failed"] for r in records)
+    assert f"{len(records)} runs recorded ({failed} failed or unfinished)" in text

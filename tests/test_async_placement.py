@@ -37,7 +37,7 @@ def test_the_collective_transport_delivers_what_the_queue_does(tmp_path):
 
 
 def _receive_once_then_stall(port: int, seconds: float) -> None:
-    receiver = CollectiveReceiver(port, "gloo", 30, torch.device("cpu"))
+    receiver = CollectiveReceiver(port, "gloo", 30, 30, torch.device("cpu"))
     receiver.receive(("weights", [("w", (4,), torch.float32)]))
     time.sleep(seconds)  # alive, but receiving nothing more
 
@@ -55,7 +55,7 @@ def test_a_transfer_the_producer_does_not_take_ends_in_one_line_within_the_timeo
     """A producer that stops receiving part-way (alive, or dead) never hangs the trainer: the broadcast gives up
     after ``--rollout_timeout`` seconds (here 3) with one line naming the tensor."""
     context = torch.multiprocessing.get_context("spawn")
-    transport = CollectiveWeights(context.Queue(), "gloo", 3.0, torch.device("cpu"))
+    transport = CollectiveWeights(context.Queue(), "gloo", 3.0, 300.0, torch.device("cpu"))
     process = _start_receiver(context, transport, 0 if dies else 60)
     if dies:
         process.join(timeout=30)

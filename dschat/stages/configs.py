@@ -378,7 +378,20 @@ class RolloutEngineArgs:
     """--async_rollout: intra-op CPU threads of the producer process."""
     rollout_timeout: PositiveFloat = 600.0
     """--async_rollout: seconds the trainer waits for one rollout, or for one weight transfer, before it stops
-    the run (a dead or hung producer ends it in one line)."""
+    the run (a dead or hung producer ends it in one line); counted once the producer has started
+    (--rollout_startup_timeout)."""
+    rollout_startup_timeout: PositiveFloat = 300.0
+    """--async_rollout: seconds the producer may take to start (spawned, its imports, its model built, the weight
+    transfer joined; tens of seconds on a loaded machine) before the run stops in one line."""
+    partial_rollout: bool = False
+    """--async_rollout K >= 1: the producer decodes in chunks of --partial_rollout_chunk tokens and, between two,
+    loads any newer policy version and continues the responses in flight with it, so one response may be sampled by
+    several versions (AReaL's partial rollouts, veRL's fully async mode, NeMo RL's in-flight weight updates). Each
+    token keeps the version that sampled it and that version's behaviour log-prob; none is trained on more than K
+    versions after it was sampled (dschat/rlhf/rollout/partial.py). hf engine only."""
+    partial_rollout_chunk: PositiveInt = 16
+    """--partial_rollout: decode steps between two checks for a newer version (each new version re-reads the
+    tokens so far once)."""
     rollout_gpus: Tuple[NonNegativeInt, ...] = ()
     """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, their count dividing the
     node's trainer processes (each GPU holds the producers of as many consecutive ranks); none: on CPU."""

@@ -140,8 +140,11 @@ def resolve_environment(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
         if args.reward == "env":
             raise ConfigError("--reward env: the score of an --env environment; give --env NAME")
         return args
-    if args.reward == "code":
-        raise ConfigError(f"--env {args.env} scores its episodes itself; drop --reward code")
+    if args.reward in ("code", "verifier"):
+        raise ConfigError(f"--env {args.env} scores its episodes itself; drop --reward {args.reward}")
+    if args.partial_rollout:
+        raise ConfigError("--partial_rollout: an --env episode is played whole by one policy version (chunked "
+                          "sampling of episodes is not built)")
     if args.filter_groups:
         raise ConfigError("--filter_groups: --env episodes are played once (resampled groups of episodes are not "
                           "built)")
@@ -169,9 +172,15 @@ def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
     """``args`` unchanged once the engine's devices fit the launch: a colocated vLLM engine's
     ``--vllm_tensor_parallel_size`` processes divide it; an asynchronous producer's ``--rollout_gpus`` divide the
     node's processes (each GPU holding the producers of as many processes), reached by a transport that can carry
-    GPU tensors."""
+    GPU tensors; ``--partial_rollout`` (and its chunk) with a producer on the hf engine."""
+    if args.partial_rollout_chunk != type(args).partial_rollout_chunk and not args.partial_rollout:
+        raise ConfigError(f"--partial_rollout_chunk {args.partial_rollout_chunk}: needs --partial_rollout")
+    if args.partial_rollout and args.rollout_engine != "hf":
+        raise ConfigError(f"--partial_rollout: built for the hf engine only (not --rollout_engine "
+                          f"{args.rollout_engine} yet)")
     if not args.async_rollout:
-        for flag, value in (("rollout_gpus", args.rollout_gpus), ("rollout_transport", args.rollout_transport != "auto")):
+        for flag, value in (("rollout_gpus", args.rollout_gpus), ("rollout_transport", args.rollout_transport != "auto"),
+                            ("partial_rollout", args.partial_rollout)):
             if value:
                 raise ConfigError(f"--{flag}: the asynchronous producer's setting; it needs --async_rollout >= 1")
         if args.rollout_engine == "vllm" and world_size % args.vllm_tensor_parallel_size:

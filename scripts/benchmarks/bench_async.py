@@ -5,7 +5,10 @@ Variants, each a whole ``python -m dschat.cli.ppo`` run on the same flags, model
 
 - ``sync-2t``: K = 0 with 2 intra-op threads (every phase gets both cores);
 - ``sync-1t``: K = 0 with 1 thread (the phase split the async prediction starts from);
-- ``async-K`` (K = 1, 2): the trainer with 1 thread and the producer process with 1 thread (the same 2 cores).
+- ``async-K`` (K = 1, 2): the trainer with 1 thread and the producer process with 1 thread (the same 2 cores);
+- ``async-1p``: ``async-1`` with ``--partial_rollout`` (chunks of ``--chunk`` tokens): where response lengths vary
+  (a trained SFT on the long task), against ``async-1`` — steps per hour, the producer's idle time (its wait for
+  the trainer) and the fraction of responses sampled by two versions.
 
 Every response is ``new`` tokens long (an untrained model at temperature 1 rarely emits eos; the run's mean
 response length is printed so that this can be checked), evaluation is off but for the first and last, and the
@@ -16,6 +19,10 @@ median [min, max] over the repetitions (each repetition's figure the median of i
 are paired within a repetition. The prediction: K = 1's iteration takes the longer of its two sides' busy
 times, max(generate, rest) of ``sync-1t``, so its speed-up over ``sync-1t`` is (generate + rest) /
 max(generate, rest); the printed error is measured / predicted − 1.
+
+The comparison needs idle cores: with other jobs on the machine, contention, not the overlap, sets the figures. The
+1-minute load average is printed before and after every run (``os.getloadavg()``) and summarized per shape; report
+it with the figures.
 
     python scripts/benchmarks/bench_async.py --shapes 8x16 32x128 --steps 8 --repeats 3
 """
@@ -36,8 +43,10 @@ from repeats import rotated, spread  # noqa: E402
 from dschat.core.entrypoint import ArgumentParser  # noqa: E402
 from dschat.core.machine import machine_line  # noqa: E402
 
-VARIANTS = {"sync-2t": (0, 2), "sync-1t": (0, 1), "async-1": (1, 1), "async-2": (2, 1)}
+VARIANTS = {"sync-2t": (0, 2), "sync-1t": (0, 1), "async-1": (1, 1), "async-2": (2, 1), "async-1p": (1, 1)}
 """Variant -> (--async_rollout, the trainer's threads); the producer always has one thread."""
+PARTIAL = ("async-1p",)
+"""The variants run with ``--partial_rollout``."""
 
 
 def run_variant(model: str, critic: str, prompts: int, new: int, steps: int, ahead: int, threads: int, out: str,
@@ -74,7 +83,8 @@ def split(rows: list, warmup: int) -> dict:
     iteration, wait = median("timing/iteration"), median("timing/wait_for_rollout")
     return {"iteration": iteration, "trainer_busy": iteration - wait, "wait_for_rollout": wait,
             "producer_busy": median("timing/producer_busy"), "wait_for_trainer": median("timing/wait_for_trainer"),
-            "generate": median("timing/generate"), "length": median("response/length")}
+            "generate": median("timing/generate"), "length": median("response/length"),
+            "mixed": median("rollout/multi_version_responses")}
 
 
 def main() -> None:
@@ -88,7 +98,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="iterations per run (default 8)")
     parser.add_argument("--warmup", type=int, default=2, help="first iterations left out (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="rotated repetitions (default 3)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", default=[v for v in VARIANTS if v not in PARTIAL],
+                        choices=list(VARIANTS), help="default: all but the --partial_rollout ones")
+    parser.add_argument("--chunk", type=int, default=16, help="async-1p's --partial_rollout_chunk (default 16)")
     args = parser.parse_args()
     print(machine_line())
     critic, extra = args.critic or args.model, args.extra.split()
@@ -99,14 +111,21 @@ def main() -> None:
                       if name in args.variants))
     for shape in args.shapes:
         prompts, new = map(int, shape.split("x"))
-        measured = {name: [] for name in args.variants}
+        measured, loads = {name: [] for name in args.variants}, []
         for repetition in range(args.repeats):
             for name in rotated(args.variants, repetition):
                 ahead, threads = VARIANTS[name]
+                flags = extra + (["--partial_rollout", "--partial_rollout_chunk", str(args.chunk)]
+                                 if name in PARTIAL else [])
+                before = os.getloadavg()[0]
                 with tempfile.TemporaryDirectory(prefix="bench-async-") as out:
-                    rows = run_variant(args.model, critic, prompts, new, args.steps, ahead, threads, out, extra)
+                    rows = run_variant(args.model, critic, prompts, new, args.steps, ahead, threads, out, flags)
+                loads += [before, os.getloadavg()[0]]
+                print(f"repetition {repetition} {name}: 1-minute load {before:.2f} before, {loads[-1]:.2f} after",
+                      flush=True)
                 measured[name].append(split(rows, args.warmup))
         print(f"\n== {prompts} prompts x {new} new tokens ==")
+        print(f"1-minute load over the runs: {spread(loads, 2)}")
         for name, runs in measured.items():
             seconds = [run["iteration"] for run in runs]
             print(f"{name:8s} s/iteration {spread(seconds)}  steps/hour {spread([3600 / s for s in seconds], 0)}  "
@@ -115,7 +134,8 @@ def main() -> None:
                   + (f"producer busy {spread([r['producer_busy'] for r in runs])}  "
                      f"wait for trainer {spread([r['wait_for_trainer'] for r in runs])}  "
                      if VARIANTS[name][0] else f"generate {spread([r['generate'] for r in runs])}  ")
-                  + f"length {statistics.median(r['length'] for r in runs):.0f}")
+                  + f"length {statistics.median(r['length'] for r in runs):.0f}"
+                  + (f"  responses of two versions {spread([r['mixed'] for r in runs], 2)}" if name in PARTIAL else ""))
         for name in (n for n in measured if VARIANTS[n][0]):
             for base in ("sync-2t", "sync-1t"):
                 if base in measured:
@@ -124,6 +144,11 @@ def main() -> None:
             runs = measured[name]
             overlap = [r["iteration"] / max(r["trainer_busy"], r["producer_busy"]) for r in runs]
             print(f"{name} iteration / its slower side's busy time: {spread(overlap)}")
+        for name in (n for n in PARTIAL if n in measured and "async-1" in measured):
+            pairs = list(zip(measured[name], measured["async-1"]))
+            print(f"{name} steps/hour over async-1: {spread([b['iteration'] / a['iteration'] for a, b in pairs])}")
+            print(f"{name} producer idle (wait for trainer) minus async-1's, s/iteration: "
+                  f"{spread([a['wait_for_trainer'] - b['wait_for_trainer'] for a, b in pairs])}")
         if "async-1" in measured and "sync-1t" in measured:
             errors = []
             for a, s in zip(measured["async-1"], measured["sync-1t"]):

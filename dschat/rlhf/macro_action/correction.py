@@ -21,6 +21,10 @@ rejection, SkyRL's [0.99, 1.01] sequence mask): a long unit's weight then stays 
 [low, C] (TIS; TRL's ``*_truncate`` with ``vllm_importance_sampling_clip_min`` = low), ``mask`` sets it to 0 (MIS,
 IcePop; TRL's ``*_mask``): the unit's tokens then add nothing to the loss but keep their place in its denominator
 (as TRL, which multiplies the per-token loss by the weight; docs/objective.md says why).
+
+π_engine is per token: with partial rollouts (``--partial_rollout``, :mod:`dschat.rlhf.rollout.partial`) token t's
+is the policy version v_t that sampled it, so a macro spanning two versions takes the product of its tokens' own
+ratios, w_τ = min(Π_{t∈ω_τ} π_old(a_t)/π_{v_t}(a_t), C).
 """
 from __future__ import annotations
 

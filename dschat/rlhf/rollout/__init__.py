@@ -45,7 +45,9 @@ def build_rollout_engine(args, actor, tokenizer, world_size: int, upcoming=None,
                         gpu_memory_utilization=args.vllm_gpu_memory_utilization,
                         transport=rollout_transport(args), timeout=args.rollout_timeout,
                         episodes=None if args.env is None else (args.env, tuple(env_tasks), args.max_turns,
-                                                                 args.max_episode_tokens))
+                                                                 args.max_episode_tokens),
+                        startup_timeout=args.rollout_startup_timeout,
+                        partial_chunk=args.partial_rollout_chunk if args.partial_rollout else 0)
     return AsyncRolloutEngine(actor, current, spec, args.async_rollout, upcoming, args.rollout_timeout)
 
 

@@ -17,7 +17,8 @@ class Rollout:
     staleness and waits), logged with the iteration's metrics. A multi-turn episode (:mod:`.episodes`) carries its
     own ``attention_mask`` ``[B, T]`` and ``action_mask`` ``[B, T-1]`` (observation tokens attended, not actions)
     and its environment's ``scores`` ``[B]``; None for single responses (masks from the eos, scores from the
-    reward source)."""
+    reward source); ``token_versions`` ``[B, T - P]``: the policy version that sampled each generated
+    token (an asynchronous producer's; :mod:`.partial`)."""
 
     seq: torch.Tensor
     entropy: Optional[torch.Tensor] = None
@@ -26,6 +27,7 @@ class Rollout:
     attention_mask: Optional[torch.Tensor] = None
     action_mask: Optional[torch.Tensor] = None
     scores: Optional[torch.Tensor] = None
+    token_versions: Optional[torch.Tensor] = None
 
 
 class PlainModel:

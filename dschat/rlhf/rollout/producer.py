@@ -33,8 +33,11 @@ is tested). Evaluation samples from the actor as it is now, in the trainer's own
 version that sampled it (:meth:`AsyncRolloutEngine.state_dict`); a resumed run pushes the checkpoint's weights as
 the current version and asks for the rest of the schedule, so it continues as an uninterrupted run would. Each
 rollout's sampling noise is seeded by (``--seed``, process rank, rollout index). A producer that dies, fails or
-sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.training.faults.RunStopped`).
-The producer ignores SIGTERM / SIGINT (the trainer stops it after its checkpoint) and exits when its parent is gone.
+sends nothing for ``--rollout_timeout`` seconds ends the run in one line (:class:`~dschat.training.faults.RunStopped`);
+that deadline counts from the producer's start-up, which has its own (``--rollout_startup_timeout``: the spawn, the
+imports, the model built, the weight transfer joined; tens of seconds on a loaded machine). The producer ignores
+SIGTERM / SIGINT (the trainer stops it after its checkpoint); when its trainer is gone (killed), it says so in one
+line, releases the queues' semaphores the trainer can no longer release, and exits (:func:`exit_orphaned`).
 
 **Episodes** (``--env``): the producer plays each row's whole multi-turn episode on its engine
 (:mod:`.episodes`, the environment built in its process) and sends the episode's masks, scores and statistics with
@@ -42,7 +45,9 @@ the rollout; the behaviour log-probs are then those of the replies' tokens only.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import io
 import os
 import queue
 import signal
@@ -55,6 +60,7 @@ import torch
 from dschat.training.faults import RunStopped
 
 from .base import PlainModel, Rollout, RolloutEngine
+from .partial import response_tokens, sample_in_chunks, stale_token, version_stats
 from .transport import CollectiveReceiver, CollectiveWeights, QueueWeights
 from .weights import exported_weights
 
@@ -73,7 +79,8 @@ class ProducerSpec:
     transformers config) in ``dtype`` (``--dtype``: fp32, bf16 or fp16), with the trainer's pad / eos, log-prob
     temperature and threads; on the physical GPU ``devices`` (none: CPU; vLLM there takes
     ``gpu_memory_utilization`` of it), its weights by ``transport``, any transfer waiting at most ``timeout``
-    seconds."""
+    seconds and its start-up (joining the transfer included) at most ``startup_timeout``; ``partial_chunk``:
+    ``--partial_rollout_chunk`` with ``--partial_rollout`` (:mod:`.partial`), else 0 (whole responses)."""
 
     engine: str
     config: object
@@ -91,6 +98,8 @@ class ProducerSpec:
     timeout: float = 600.0
     episodes: Optional[tuple] = None
     """``--env``: ``(environment, tasks, max_turns, max_episode_tokens)``, the producer then plays episodes."""
+    startup_timeout: float = 300.0
+    partial_chunk: int = 0
 
 
 def producer_devices(gpus: Tuple[int, ...], local_rank: int, local_world_size: int) -> Tuple[int, ...]:
@@ -139,15 +148,96 @@ def behaviour_logprobs(model: torch.nn.Module, rollout: Rollout, prompt_mask: to
     return logprobs * action_mask
 
 
+def by_value(*items) -> bytes:
+    """A rollout's tensors serialized into the message itself. A tensor put in a ``torch.multiprocessing`` queue
+    travels as a shared-memory handle that the reader fetches from the sender's resource-sharer thread while
+    unpickling it, which blocks for ever when the sender is stopped (``kill -STOP``) with the message in flight:
+    by value, reading a message needs only the pipe, and the trainer's deadline holds."""
+    buffer = io.BytesIO()
+    torch.save(items, buffer)
+    return buffer.getvalue()
+
+
+def from_value(data: bytes) -> tuple:
+    """What :func:`by_value` serialized."""
+    return torch.load(io.BytesIO(data))
+
+
+def queue_semaphores(*queues) -> list:
+    """The names of the named semaphores behind ``torch.multiprocessing`` queues (each holds a read lock, a write
+    lock and a bounded semaphore; CPython's private attributes, none on platforms without named ones)."""
+    locks = [getattr(q, attr, None) for q in queues for attr in ("_rlock", "_wlock", "_sem")]
+    return [lock._semlock.name for lock in locks if lock is not None and getattr(lock._semlock, "name", None)]
+
+
+def exit_orphaned(trainer: int, *queues) -> None:
+    """The trainer process ``trainer`` is gone (killed: it ran no clean-up): say so in one line, unlink the named
+    semaphores of ``queues`` it created and unregister them from the resource tracker (which would otherwise warn
+    of them as leaked when it sees the trainer's end), and exit at once — no queue thread to join (nobody reads the
+    results any more), the process's memory and shared-memory handles freed by its end."""
+    from multiprocessing import resource_tracker
+
+    from _multiprocessing import sem_unlink
+
+    for name in queue_semaphores(*queues):
+        with contextlib.suppress(OSError):
+            sem_unlink(name)
+        with contextlib.suppress(Exception):
+            resource_tracker.unregister(name, "semaphore")
+    os.write(2, f"rollout producer {os.getpid()}: its trainer (pid {trainer}) is gone; exiting\n".encode())
+    os._exit(0)
+
+
+def trainer_gone(trainer: int, grace: float = 0.0) -> bool:
+    """Whether the process ``trainer`` (this process's parent at its start) has ended: the producer was reparented.
+    ``grace``: seconds to keep checking (a broken pipe from a dying trainer may be seen before the reparenting)."""
+    deadline = time.monotonic() + grace
+    while os.getppid() == trainer:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+class Inbox:
+    """The producer's requests in the trainer's order; between decode chunks (``--partial_rollout``) the weights
+    further on are read ahead (:meth:`read`), and a sample or stop request met on the way waits in ``held``. A
+    trainer that is gone ends the producer (:func:`exit_orphaned`)."""
+
+    def __init__(self, requests, results, trainer: int):
+        self.requests, self.results, self.trainer, self.held = requests, results, trainer, collections.deque()
+
+    def next(self):
+        """The next request: a held one first, else one from the queue (waiting for it)."""
+        return self.held.popleft() if self.held else self.read(block=True)
+
+    def read(self, block: bool):
+        """The next message of the queue itself; None if ``block`` is false and none is there."""
+        while True:
+            try:
+                return self.requests.get(timeout=POLL_SECONDS) if block else self.requests.get_nowait()
+            except queue.Empty:
+                if trainer_gone(self.trainer):
+                    exit_orphaned(self.trainer, self.requests, self.results)
+                if not block:
+                    return None
+            except (OSError, EOFError):  # a message whose sender died cannot be unpickled (its shared memory went)
+                if trainer_gone(self.trainer, grace=POLL_SECONDS):
+                    exit_orphaned(self.trainer, self.requests, self.results)
+                raise
+
+
 def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
     """The producer process: handle the trainer's messages in order — ``("weights", ...)`` (a group of the next
     version's tensors, or with ``collective`` their names, shapes and dtypes, the tensors following by broadcast;
     ``link`` says how to join it), ``("version", v)`` (that version complete), ``("sample", index, prompts,
-    prompt_mask, task indices or None, sampling, record_entropy)``, ``("stop",)`` — answering each sample with
-    ``("rollout", index, version, seq, entropy, logprobs, episode, busy seconds, idle seconds)`` (host tensors;
-    ``episode``: an episode batch's ``(attention_mask, action_mask, scores, stats)``, else None), or
-    ``("error", line)`` once and exit. Its GPUs are the only ones it sees (the trainer started it with
-    ``CUDA_VISIBLE_DEVICES`` set to them)."""
+    prompt_mask, task indices or None, sampling, record_entropy)``, ``("stop",)`` — after ``("ready",)`` once
+    built, answering each sample with ``("rollout", index, (token versions, seq, entropy, logprobs, episode) by
+    value, busy seconds, idle seconds)`` (host tensors, :func:`by_value`; ``episode``: an episode batch's
+    ``(attention_mask, action_mask, scores, stats)``, else None; with ``partial_chunk``, decoded in chunks and newer
+    versions loaded between them, :mod:`.partial`), or ``("error", line)`` once and exit; without a trainer,
+    :func:`exit_orphaned`. Its GPUs are the only ones it sees (the trainer started it with ``CUDA_VISIBLE_DEVICES``
+    set to them)."""
     from transformers import AutoModelForCausalLM
 
     from dschat.model.loading import DTYPES
@@ -158,7 +248,8 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
     parent = os.getppid()
     try:
         device = torch.device("cuda", 0) if spec.devices else torch.device("cpu")
-        receive = (CollectiveReceiver(link["port"], link["backend"], spec.timeout, device).receive
+        receive = (CollectiveReceiver(link["port"], link["backend"], spec.timeout, spec.startup_timeout,
+                                      device).receive
                    if spec.transport == "collective" else QueueWeights.receive)
         model = AutoModelForCausalLM.from_config(spec.config, dtype=DTYPES[spec.dtype]).to(device).eval()
         engine = _build_engine(spec, model)
@@ -168,41 +259,70 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
 
             environment, tasks, max_turns, budget = spec.episodes
             runner = EpisodeRunner(environment, list(tasks), spec.tokenizer, engine, max_turns, budget)
-        version, idle_since = -1, time.perf_counter()
+        results.put(("ready",))
+        inbox, version, idle_since = Inbox(requests, results, parent), -1, time.perf_counter()
+
+        def take(message) -> bool:
+            """Apply a weights or version message (False for any other)."""
+            nonlocal version
+            if message[0] == "weights":
+                load_pushed_weights(model, receive(message))
+            elif message[0] == "version":
+                version = message[1]
+                engine.mark_stale()
+            return message[0] in ("weights", "version")
+
+        def between_chunks(score) -> int:
+            """--partial_rollout: load the newest version already pushed (once its first group is read, the
+            rest of it is waited for), the tokens of the one it replaces scored first; the version then held."""
+            loading = False
+            while not (inbox.held and inbox.held[-1][0] == "stop"):
+                message = inbox.read(block=loading)
+                if message is None:
+                    break
+                if message[0] == "weights" and not loading:
+                    score()
+                loading = message[0] == "weights"
+                if not take(message):
+                    inbox.held.append(message)
+            return version
+
         while True:
-            try:
-                message = requests.get(timeout=POLL_SECONDS)
-            except queue.Empty:
-                if os.getppid() != parent:
-                    return
-                continue
+            message = inbox.next()
             kind = message[0]
             if kind == "stop":
                 return
-            if kind == "weights":
-                load_pushed_weights(model, receive(message))
-            elif kind == "version":
-                version = message[1]
-                engine.mark_stale()
-            elif kind == "sample":
-                index, prompts, prompt_mask, meta, sampling, record_entropy = message[1:]
-                idle = time.perf_counter() - idle_since
-                start = time.perf_counter()
-                torch.manual_seed(rollout_seed(spec.seed, index))
-                prompts, prompt_mask = prompts.to(device), prompt_mask.to(device)
-                rollout = (engine.generate(prompts, prompt_mask, sampling, record_entropy) if runner is None
-                           else runner.run(prompts, prompt_mask, meta, sampling, record_entropy))
-                episode = None if rollout.action_mask is None else (
-                    rollout.attention_mask.cpu(), rollout.action_mask.cpu(), rollout.scores.cpu(), rollout.stats)
-                logprobs = rollout.engine_logprobs
-                if logprobs is None:
-                    logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
-                                                  spec.logprob_temperature)
-                entropy = None if rollout.entropy is None else rollout.entropy.cpu()
-                results.put(("rollout", index, version, rollout.seq.cpu(), entropy, logprobs.cpu(), episode,
-                             time.perf_counter() - start, idle))
-                idle_since = time.perf_counter()
+            if take(message):
+                continue
+            index, prompts, prompt_mask, meta, sampling, record_entropy = message[1:]
+            idle = time.perf_counter() - idle_since
+            start = time.perf_counter()
+            torch.manual_seed(rollout_seed(spec.seed, index))
+            prompts, prompt_mask = prompts.to(device), prompt_mask.to(device)
+            if runner is not None:
+                rollout = runner.run(prompts, prompt_mask, meta, sampling, record_entropy)
+            elif spec.partial_chunk:
+                rollout = sample_in_chunks(model, prompts, prompt_mask, sampling, spec.partial_chunk, version,
+                                           between_chunks, spec.pad_token_id, spec.eos_token_id,
+                                           spec.logprob_temperature)
+            else:
+                rollout = engine.generate(prompts, prompt_mask, sampling, record_entropy)
+            if rollout.token_versions is None:  # one version sampled the whole rollout
+                rollout.token_versions = torch.full((prompts.shape[0], rollout.seq.shape[1] - prompts.shape[1]),
+                                                    version, dtype=torch.long)
+            episode = None if rollout.action_mask is None else (
+                rollout.attention_mask.cpu(), rollout.action_mask.cpu(), rollout.scores.cpu(), rollout.stats)
+            logprobs = rollout.engine_logprobs
+            if logprobs is None:
+                logprobs = behaviour_logprobs(model, rollout, prompt_mask, spec.eos_token_id,
+                                              spec.logprob_temperature)
+            entropy = None if rollout.entropy is None else rollout.entropy.cpu()
+            results.put(("rollout", index, by_value(rollout.token_versions.cpu(), rollout.seq.cpu(), entropy,
+                                                    logprobs.cpu(), episode), time.perf_counter() - start, idle))
+            idle_since = time.perf_counter()
     except BaseException as err:  # noqa: BLE001 -- reported to the trainer in one line, then re-raised
+        if trainer_gone(parent, grace=POLL_SECONDS):  # e.g. a weight transfer cut by the trainer's death
+            exit_orphaned(parent, requests, results)
         results.put(("error", f"{type(err).__name__}: {err}".splitlines()[0]))
         raise
 
@@ -221,8 +341,9 @@ class AsyncRolloutEngine(RolloutEngine):
         self.version = 0  # updates applied to the actor
         self.trained = 0  # index of the rollout the next iteration trains on
         self.requested = 0  # rollouts asked for so far
-        self.ready: Dict[int, tuple] = {}  # index -> (version, seq, entropy, logprobs, episode, busy, idle)
+        self.ready: Dict[int, tuple] = {}  # index -> (token versions, seq, entropy, logprobs, episode, busy, idle)
         self.process = None
+        self.started = False  # the producer said it is ready (its start-up deadline is over)
         self.prompts: Optional[Iterator[Prompts]] = None
         self.sampling, self.record_entropy = None, False
         self.push_seconds = 0.0
@@ -241,23 +362,31 @@ class AsyncRolloutEngine(RolloutEngine):
             self._start()
         index = self.trained
         start = time.perf_counter()
-        version, seq, entropy, logprobs, episode, busy, idle = self._receive(index)
+        versions, seq, entropy, logprobs, episode, busy, idle = self._receive(index)
         waited = time.perf_counter() - start
         if seq.shape[0] != prompts.shape[0] or not torch.equal(seq[:, :prompts.shape[1]].to(prompts.device),
                                                                  prompts):
             raise RunStopped(f"rollout {index}: the producer sampled other prompts than the trainer's iteration "
                              f"{index} (the prompt schedules diverged)")
-        staleness = float(self.version - version)
+        on = response_tokens(seq, prompts.shape[1], self.spec.eos_token_id)
+        old = stale_token(self.version, versions, on, self.ahead)
+        if old is not None:
+            raise RunStopped(f"rollout {index}: token {old[1]} of response {old[0]} was sampled by version {old[2]}, "
+                             f"more than --async_rollout {self.ahead} versions before the actor's {self.version}")
+        measured = version_stats(self.version, versions, on)
         self.trained += 1
         self.last_sync_seconds = 0.0
-        stats = {"rollout/staleness_mean": staleness, "rollout/staleness_max": staleness,
+        stats = {"rollout/staleness_mean": measured.pop("rollout/staleness_mean"),
+                 "rollout/staleness_max": measured.pop("rollout/staleness_max"),
                  "timing/wait_for_rollout": waited, "timing/wait_for_trainer": idle,
-                 "timing/producer_busy": busy, "timing/weight_sync": self.push_seconds}
+                 "timing/producer_busy": busy, "timing/weight_sync": self.push_seconds,
+                 **(measured if self.spec.partial_chunk else {})}
         device = prompts.device
         attention_mask, action_mask, scores, episode_stats = episode or (None, None, None, {})
         return Rollout(seq.to(device), entropy=None if entropy is None else entropy.to(device),
                        engine_logprobs=logprobs.to(device),
                        stats={key: torch.as_tensor(value) for key, value in {**stats, **episode_stats}.items()},
+                       token_versions=versions,
                        **{name: None if tensor is None else tensor.to(device) for name, tensor in (
                            ("attention_mask", attention_mask), ("action_mask", action_mask), ("scores", scores))})
 
@@ -283,7 +412,7 @@ class AsyncRolloutEngine(RolloutEngine):
         self.process = None
 
     def state_dict(self) -> dict:
-        """Drain: every rollout asked for, received, with the version that sampled it (module docstring)."""
+        """Drain: every rollout asked for, received, with the version that sampled each token (module docstring)."""
         for index in range(self.trained, self.requested):
             self._receive(index, keep=True)
         return {"version": self.version, "trained": self.trained, "requested": self.requested,
@@ -300,11 +429,13 @@ class AsyncRolloutEngine(RolloutEngine):
         if self.spec.transport == "collective":
             backend = "nccl" if self.spec.devices else "gloo"
             device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
-            self.transport = CollectiveWeights(self.requests, backend, self.spec.timeout, device)
+            self.transport = CollectiveWeights(self.requests, backend, self.spec.timeout, self.spec.startup_timeout,
+                                               device)
         else:
             self.transport = QueueWeights(self.requests)
         self.process = context.Process(target=producer_main, name="rollout-producer", daemon=True,
                                        args=(self.requests, self.results, self.spec, self.transport.producer_args()))
+        self.started = False
         with visible_devices(self.spec.devices):
             self.process.start()
         self.transport.connect()
@@ -326,7 +457,9 @@ class AsyncRolloutEngine(RolloutEngine):
             self.requested += 1
 
     def _receive(self, index: int, keep: bool = False) -> tuple:
-        deadline = time.monotonic() + self.timeout
+        """Rollout ``index`` (kept in :attr:`ready` with ``keep``), waiting at most ``--rollout_startup_timeout``
+        for the producer to be ready, then ``--rollout_timeout`` for the rollout."""
+        deadline = time.monotonic() + (self.timeout if self.started else self.spec.startup_timeout)
         while index not in self.ready:
             try:
                 message = self.results.get(timeout=POLL_SECONDS)
@@ -344,13 +477,19 @@ class AsyncRolloutEngine(RolloutEngine):
                 if time.monotonic() > deadline:
                     self.process.kill()
                     self.process = None
+                    if not self.started:
+                        raise RunStopped(f"the rollout producer did not start in {self.spec.startup_timeout:g} s "
+                                         "(--rollout_startup_timeout); stopped it")
                     raise RunStopped(f"the rollout producer sent no rollout for {self.timeout:g} s "
                                      f"(--rollout_timeout) while the trainer waited for rollout {index}; stopped it")
+                continue
+            if message[0] == "ready":
+                self.started, deadline = True, time.monotonic() + self.timeout
                 continue
             if message[0] == "error":
                 self.close()
                 raise RunStopped(f"the rollout producer failed: {message[1]}")
-            self.ready[message[1]] = message[2:]
+            self.ready[message[1]] = (*from_value(message[2]), *message[3:])
         return self.ready[index] if keep else self.ready.pop(index)
 
 

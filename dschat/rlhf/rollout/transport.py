@@ -30,9 +30,6 @@ from dschat.training.faults import RunStopped
 Named = Sequence[Tuple[str, torch.Tensor]]
 HOST = "127.0.0.1"
 """A producer runs on its trainer process's node: the rendezvous is local."""
-JOIN_SECONDS = 300.0
-"""How long the trainer waits for its producer to join the group (it joins first thing, but only once spawned and
-its imports done; a busy machine takes tens of seconds): ``--rollout_timeout`` if longer."""
 
 
 class QueueWeights:
@@ -87,11 +84,12 @@ def broadcast(group, tensor: torch.Tensor, timeout: float, what: str) -> None:
 
 class CollectiveWeights:
     """Tensors by broadcast in a trainer-producer process group (module docstring). ``device`` is where the
-    trainer's tensors are sent from: a CUDA device for NCCL, CPU for gloo."""
+    trainer's tensors are sent from: a CUDA device for NCCL, CPU for gloo. ``join``: how long the producer may
+    take to join (``--rollout_startup_timeout``: it joins first thing, but only once spawned and its imports done;
+    a busy machine takes tens of seconds)."""
 
-    def __init__(self, requests, backend: str, timeout: float, device: torch.device):
-        self.requests, self.backend, self.timeout, self.device = requests, backend, timeout, device
-        self.join = max(timeout, JOIN_SECONDS)
+    def __init__(self, requests, backend: str, timeout: float, join: float, device: torch.device):
+        self.requests, self.backend, self.timeout, self.join, self.device = requests, backend, timeout, join, device
         self.store = dist.TCPStore(HOST, 0, 2, True, timedelta(seconds=self.join), wait_for_workers=False)
         self.group = None
 
@@ -100,13 +98,13 @@ class CollectiveWeights:
         return {"port": self.store.port, "backend": self.backend}
 
     def connect(self) -> None:
-        """Join the group: blocks until the producer joins, at most :data:`JOIN_SECONDS` (or ``--rollout_timeout``
-        if longer); each transfer then waits at most ``--rollout_timeout``."""
+        """Join the group: blocks until the producer joins, at most ``join`` seconds; each transfer then waits at
+        most ``--rollout_timeout``."""
         try:
             self.group = pair_group(self.store, 0, self.backend, self.join)
         except RuntimeError as err:
-            raise RunStopped(f"the rollout producer did not join the weight transfer in {self.join:g} s: "
-                             f"{first_line(err)}") from None
+            raise RunStopped(f"the rollout producer did not join the weight transfer in {self.join:g} s "
+                             f"(--rollout_startup_timeout): {first_line(err)}") from None
 
     def send(self, groups: Iterable[Named], version: int) -> None:
         for group in groups:
@@ -124,9 +122,9 @@ class CollectiveReceiver:
     """The producer's side of :class:`CollectiveWeights`: joins the group as member 1 and receives each announced
     group of tensors onto ``device``."""
 
-    def __init__(self, port: int, backend: str, timeout: float, device: torch.device):
-        store = dist.TCPStore(HOST, port, 2, False, timedelta(seconds=timeout))
-        self.group, self.timeout, self.device = pair_group(store, 1, backend, timeout), timeout, device
+    def __init__(self, port: int, backend: str, timeout: float, join: float, device: torch.device):
+        store = dist.TCPStore(HOST, port, 2, False, timedelta(seconds=join))
+        self.group, self.timeout, self.device = pair_group(store, 1, backend, join), timeout, device
 
     def receive(self, message) -> List[Tuple[str, torch.Tensor]]:
         received = []
