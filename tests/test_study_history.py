@@ -238,11 +238,38 @@ def test_a_plan_that_names_no_family_or_is_not_committed_is_exploratory(tmp_path
     assert registration(tmp_path, plan, runs).late == ["family"]
 
 
-def test_round_four_is_exploratory_by_the_check():
+PLANS = sorted(path.stem for path in (STUDY / "plans").glob("*.md") if "-amendment-" not in path.stem)
+
+
+def registration_rows() -> dict:
+    """The report's pre-registration table: first cell -> its label."""
     section = REPORT[REPORT.index("#### Pre-registration, checked"):REPORT.index("#### Order of decisions")]
-    labels = re.findall(r"\*\*(confirmatory|exploratory)\*\*", section)
-    assert labels and set(labels) == {"exploratory"}
-    assert "90a0d80" in section  # the families, committed after every one of these runs had started
+    return dict(re.findall(r"^\| ([^|]+?) \|.*\*\*(confirmatory|exploratory)\*\*", section, flags=re.M))
+
+
+def test_round_four_is_exploratory_by_the_check():
+    rows = registration_rows()
+    round_four = {name: label for name, label in rows.items() if name not in PLANS}
+    assert round_four and set(round_four.values()) == {"exploratory"}
+    assert "90a0d80" in REPORT  # the families, committed after every one of these runs had started
+
+
+def _committed_at(path: Path) -> datetime:
+    """When ``path`` was first committed (git's author time, UTC)."""
+    stamp = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%aI", "--", str(path)],
+                           capture_output=True, text=True, check=True).stdout.split()[-1]
+    return datetime.fromisoformat(stamp).astimezone(timezone.utc)
+
+
+@pytest.mark.parametrize("plan", PLANS)
+def test_each_plan_files_label_is_its_commits_against_its_first_run(plan):
+    """A plan-file comparison is confirmatory exactly when its plan and every amendment were committed before the
+    first of its runs started (recomputed from git and the runs' ``started_at``)."""
+    runs = [json.loads(line) for line in (STUDY / f"{plan}.jsonl").read_text().splitlines() if line.strip()]
+    first = min(datetime.fromisoformat(run["started_at"]).astimezone(timezone.utc) for run in runs)
+    files = [STUDY / "plans" / f"{plan}.md", *sorted((STUDY / "plans").glob(f"{plan}-amendment-*.md"))]
+    expected = "confirmatory" if all(_committed_at(path) < first for path in files) else "exploratory"
+    assert registration_rows()[plan] == expected
 
 
 # --- the independent reader's findings (issue 54, second part), each recomputed here ---------------------------------
