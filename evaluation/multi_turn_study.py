@@ -81,7 +81,7 @@ def analyse(records: list) -> dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     parser.add_argument("action", choices=("run", "analyse"))
     parser.add_argument("--seeds", type=int, nargs="*", default=list(SEEDS))
     parser.add_argument("--out_root", default="outputs/multi_turn_study")
