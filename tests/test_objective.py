@@ -281,6 +281,23 @@ def test_scale_rewards_for_every_critic_free_baseline(scale):
     assert tokens.squeeze(1).tolist() == pytest.approx([r / d for r, d in zip(values, divisor)], rel=1e-5)
 
 
+@pytest.mark.parametrize("algo", ["rloo", "grpo", "reinforce"])
+def test_scale_rewards_reaches_the_estimator_each_algo_builds(algo):
+    """``--scale_rewards batch`` (non-default for every algo) reaches the estimator step 3 builds from the flags:
+    its advantages are the unscaled ones over the batch's unbiased std + 1e-4 (mutation: the scale not passed)."""
+    from dschat.rlhf.advantage_estimators import build_advantage_estimator
+    from dschat.stages.configs import PPOConfig
+
+    def advantages(scale):
+        estimator = build_advantage_estimator(PPOConfig(algo=algo, num_samples_per_prompt=3, scale_rewards=scale))
+        mask = torch.ones(9, 1, dtype=torch.bool)
+        return estimator(None, RETURNS.float().unsqueeze(1), torch.zeros(9, 1, dtype=torch.long), mask)[0].squeeze(1)
+
+    divisor = stdev(RETURNS.tolist()) + 1e-4
+    assert divisor > 1.5
+    assert advantages("batch").tolist() == pytest.approx((advantages("none") / divisor).tolist(), rel=1e-5)
+
+
 def test_overlong_penalty_is_daps_soft_punishment():
     """DAPO eq. 13 with L_max = 10, L_cache = 4: 0 up to 6 tokens, then (6 − |y|)/4 · factor, −factor at 10."""
     lengths = torch.tensor([0, 3, 6, 7, 8, 10, 12])
