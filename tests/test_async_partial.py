@@ -16,6 +16,7 @@ import torch
 from conftest import TINY_PPO, interrupt_then_resume, one_line_error, read_metrics, record_ppo_steps
 from dschat.cli.ppo import main as ppo_main
 from dschat.rlhf.rollout.producer import AsyncRolloutEngine
+from test_async_rollout import snapshot_versions
 
 FLAGS = TINY_PPO + ["--termination", "fixed", "--ngram", "3", "--eval_steps", "0", "--max_answer_seq_len", "16",
                     "--async_rollout", "1", "--rollout_is", "macro"]
@@ -141,9 +142,8 @@ def record_rollouts(monkeypatch) -> list:
     and the actor's weights of every version pushed (``versions``, by version)."""
     import dschat.rlhf.rollout.producer as producer
 
-    taken, versions = [], []
-    real_next, real_start, real_mark_stale = (AsyncRolloutEngine.next_rollout, AsyncRolloutEngine._start,
-                                              AsyncRolloutEngine.mark_stale)
+    taken, versions = [], snapshot_versions(monkeypatch)
+    real_next = AsyncRolloutEngine.next_rollout
 
     def next_rollout(self, prompts, prompt_mask, sampling, record_entropy):
         index = self.trained
@@ -151,17 +151,7 @@ def record_rollouts(monkeypatch) -> list:
         taken.append((index, self.version, rollout, prompt_mask.clone()))
         return rollout
 
-    def start(self):
-        versions.append(copy.deepcopy(self.actor.module.state_dict()))
-        real_start(self)
-
-    def mark_stale(self):
-        versions.append(copy.deepcopy(self.actor.module.state_dict()))
-        real_mark_stale(self)
-
     monkeypatch.setattr(AsyncRolloutEngine, "next_rollout", next_rollout)
-    monkeypatch.setattr(AsyncRolloutEngine, "_start", start)
-    monkeypatch.setattr(AsyncRolloutEngine, "mark_stale", mark_stale)
     monkeypatch.setattr(producer, "producer_main", functools.partial(slow_chunks, 0.25))
     return taken, versions
 
