@@ -15,7 +15,7 @@ from conftest import ROOT
 
 DOCS = Path(ROOT) / "docs"
 PAGE = DOCS / "async-rollouts.md"
-SHAPES = ("long", "tiny", "smollm2")
+SHAPES = ("long", "tiny", "smollm2", "long_idle")
 
 
 def page() -> str:
@@ -103,9 +103,9 @@ def test_the_learning_section_names_its_commit_what_changed_since_and_its_models
 
 
 def test_the_partial_rollout_table_is_the_committed_output():
-    """The page's partial-rollout rows and ratio are what ``bench_async.py`` printed (committed output), with the
-    load it ran under."""
-    text = (DOCS / "async" / "bench_async_partial_long_cpu.txt").read_text()
+    """The page's partial-rollout rows and ratio are what ``bench_async.py`` printed on idle cores (committed output),
+    with the load it ran under; the earlier run on loaded cores is quoted with its ratio and load."""
+    text = (DOCS / "async" / "bench_async_long_idle_cpu.txt").read_text()
     quoted = page()
     for variant in ("async-1", "async-1p"):
         line = next(line for line in text.splitlines() if line.startswith(f"{variant} ") and "s/iteration" in line)
@@ -115,7 +115,12 @@ def test_the_partial_rollout_table_is_the_committed_output():
     ratio = re.search(r"async-1p steps/hour over async-1: (\S+) \[(\S+), (\S+)\]", text).groups()
     assert f"**{ratio[0]} [{ratio[1]}, {ratio[2]}]×**" in quoted
     load = re.search(r"1-minute load over the runs: \S+ \[(\S+), (\S+)\]", text).groups()
-    assert f"load {float(load[0]):.1f}-{float(load[1]):.1f}" in quoted
+    assert f"2 idle cores** (1-minute load {load[0]}-{load[1]})" in quoted and float(load[1]) < 2
+    loaded = (DOCS / "async" / "bench_async_partial_long_cpu.txt").read_text()
+    ratio = re.search(r"async-1p steps/hour over async-1: (\S+) \[(\S+), (\S+)\]", loaded).groups()
+    load = re.search(r"1-minute load over the runs: \S+ \[(\S+), (\S+)\]", loaded).groups()
+    assert f"{ratio[0]} [{ratio[1]}, {ratio[2]}]× on cores shared with other jobs at load " \
+           f"{float(load[0]):.1f}-{float(load[1]):.1f}" in quoted
 
 
 def test_the_partial_rollout_learning_rows_are_the_committed_records():
