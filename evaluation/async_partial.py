@@ -17,7 +17,7 @@ from typing import Dict, List, Sequence
 from dschat.core.entrypoint import ArgumentParser, run_cli
 from evaluation.study.design import CONFIRMATION_FLAGS, EQUIVALENCE_MARGINS
 from evaluation.study.runner import Run, code_version, ensure_models, is_finished, train_run
-from evaluation.study.stats import ALPHA, paired_t_p, t_interval, tost
+from evaluation.study.stats import ALPHA, COLLAPSE_FRACTION, paired_t_p, t_interval, tost
 
 TASK, ALGORITHM = "long", "mappo-lam1"
 ARMS = {"k1": ("--async_rollout", "1", "--rollout_is", "macro"),
@@ -63,22 +63,34 @@ def train(out: Path, seeds: Sequence[int], jobs: int, model: str = "tiny-gemma")
         list(pool.map(one, [(seed, arm) for seed in seeds for arm in ARMS]))
 
 
+def paired_reading(diffs: Sequence[float]) -> Dict[str, object]:
+    """The plan's reading of paired differences: mean, 95% t interval, t test and TOST within the gold margin."""
+    margin = EQUIVALENCE_MARGINS["gold"]
+    p, tost_p = paired_t_p(diffs), tost(diffs, margin).p
+    return dict(mean=sum(diffs) / len(diffs), ci=t_interval(diffs), p=p, tost_p=tost_p,
+                reading=(f"equivalent within ±{margin}" if tost_p < ALPHA else "a difference" if p < ALPHA
+                         else "not decided"))
+
+
 def analysis(records: Sequence[dict]) -> Dict[str, object]:
-    """The plan's analysis: d = final gold (k1-partial) − (k1) over the seeds with both arms finished."""
-    final: Dict[str, Dict[int, float]] = {arm: {} for arm in ARMS}
+    """The plan's analysis: d = final gold (k1-partial) − (k1) over the seeds with both arms finished; and its
+    sensitivity, the same without the seeds on which either run collapsed (final length below
+    :data:`~evaluation.study.stats.COLLAPSE_FRACTION` of its step-0 length)."""
+    final: Dict[str, Dict[int, dict]] = {arm: {} for arm in ARMS}
     for r in records:
         if not r["failed"]:
-            final[r["arm"]][r["seed"]] = r["final_gold"]
+            final[r["arm"]][r["seed"]] = r
     seeds = sorted(set(final["k1"]) & set(final["k1-partial"]))
-    diffs = [final["k1-partial"][s] - final["k1"][s] for s in seeds]
+    diffs = [final["k1-partial"][s]["final_gold"] - final["k1"][s]["final_gold"] for s in seeds]
+    collapsed = [s for s in seeds if any(final[arm][s]["length"][-1] < COLLAPSE_FRACTION * final[arm][s]["length"][0]
+                                         for arm in ARMS)]
     result: Dict[str, object] = {"seeds": seeds, "diffs": diffs, "runs": len(records),
-                                 "failed": sum(r["failed"] for r in records)}
+                                 "failed": sum(r["failed"] for r in records), "collapsed_seeds": collapsed}
     if len(diffs) >= 2:
-        margin = EQUIVALENCE_MARGINS["gold"]
-        p, tost_p = paired_t_p(diffs), tost(diffs, margin).p
-        result.update(mean=sum(diffs) / len(diffs), ci=t_interval(diffs), p=p, tost_p=tost_p,
-                      reading=(f"equivalent within ±{margin}" if tost_p < ALPHA else "a difference" if p < ALPHA
-                               else "not decided"))
+        result.update(paired_reading(diffs))
+    kept = [d for s, d in zip(seeds, diffs) if s not in collapsed]
+    if collapsed and len(kept) >= 2:
+        result["without_collapsed"] = paired_reading(kept)
     return result
 
 

@@ -137,3 +137,25 @@ def test_the_partial_rollout_learning_rows_are_the_committed_records():
         assert row in text, row
     failed = sum(r["failed"] for r in records)
     assert f"{len(records)} runs recorded ({failed} failed or unfinished)" in text
+
+
+def test_the_partial_rollout_verdict_is_the_plans_analysis_of_the_records():
+    """The page's summary line is the analysis of the committed records, recomputed here from the seeds' final gold
+    with scipy (mean, 95% t interval, t test, TOST within the plan's ±0.010)."""
+    from scipy import stats
+
+    from evaluation.async_partial import RECORDS, read_records
+
+    final = {(r["arm"], r["seed"]): r["final_gold"] for r in read_records(RECORDS) if not r["failed"]}
+    diffs = [final[("k1-partial", s)] - final[("k1", s)] for arm, s in final if arm == "k1" and ("k1-partial", s) in final]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    se = (sum((d - mean) ** 2 for d in diffs) / (n - 1) / n) ** 0.5
+    q = stats.t.ppf(0.975, n - 1)
+    p = 2 * stats.t.sf(abs(mean) / se, n - 1)
+    tost_p = max(stats.t.sf((mean + 0.01) / se, n - 1), stats.t.cdf((mean - 0.01) / se, n - 1))
+    reading = "equivalence" if tost_p < 0.05 else "difference" if p < 0.05 else "not decided"
+    assert (f"Over the {n} paired seeds (`.venv/bin/python -m evaluation.async_partial report`), partial - K = 1 = "
+            f"{mean:+.4f} [{mean - q * se:+.4f}, {mean + q * se:+.4f}] (95% t), t p = {p:.3f}, TOST p = {tost_p:.3f}"
+            ) in page()
+    assert f"**{reading}**" in page()
