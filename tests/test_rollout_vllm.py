@@ -527,7 +527,7 @@ def long_prompts(tokenizer, rows: int = 4, length: int = 140):
     return prompts, mask
 
 
-PARTIAL_VLLM_ATOL = 1e-4
+VLLM_FORWARD_ATOL = 1e-4
 """vLLM's log-probs against a transformers forward in fp32 (the engine's kernels; the other vLLM tests' bound)."""
 
 
@@ -548,7 +548,7 @@ def test_partial_rollouts_on_vllm_take_each_tokens_log_prob_from_its_own_version
     """Responses of 12 tokens decoded by vLLM in chunks of 4, version 1 (other weights) loaded after the first
     chunk: the first 4 tokens of each response carry version 0, the rest version 1, and each token's behaviour
     log-prob (vLLM's own) equals a forward, done here, of its own version's weights over the prefix (within
-    PARTIAL_VLLM_ATOL), not of the other's. The prompts are longer than a KV-cache block, which vLLM's prefix
+    VLLM_FORWARD_ATOL), not of the other's. The prompts are longer than a KV-cache block, which vLLM's prefix
     cache keeps from the first chunk: continuing with it after the load would mix the old version's keys in."""
     from dschat.rlhf.rollout.partial import sample_in_chunks
     from test_async_partial import TEMPERATURE, by_hand_logprobs
@@ -590,10 +590,32 @@ def test_partial_rollouts_on_vllm_take_each_tokens_log_prob_from_its_own_version
     assert torch.equal(rollout.token_versions[response], (position[response] >= 4).long())
     expected = torch.where(token_version == 0, per_version[0][0], per_version[1][0])
     gap = float((rollout.engine_logprobs[on] - expected[on]).abs().max())
-    assert gap < PARTIAL_VLLM_ATOL, gap
+    assert gap < VLLM_FORWARD_ATOL, gap
     other = torch.where(token_version == 0, per_version[1][0], per_version[0][0])
     assert (rollout.engine_logprobs[on] - other[on]).abs().max() > 1e-2
     assert torch.all(rollout.engine_logprobs[~on] == 0)
+
+
+def test_a_prompt_longer_than_a_kv_block_seen_before_a_sync_is_prefilled_by_the_new_weights(gemma):
+    """Whole rollouts too: the same long prompts sampled before and after an update (an evaluation's prompts are):
+    after the sync, the log-probs are a forward, done here, of the new weights, not mixed with the keys and values
+    vLLM's prefix cache kept from the old ones."""
+    from test_async_partial import TEMPERATURE, by_hand_logprobs
+
+    model, tokenizer, engine = gemma
+    actor = copy.deepcopy(model)
+    prompts, mask = long_prompts(tokenizer)
+    sampling = SamplingConfig(max_new_tokens=4, temperature=TEMPERATURE)
+    with serving(engine, actor):
+        engine.generate(prompts, mask, sampling)
+        generator = torch.Generator().manual_seed(8)
+        with torch.no_grad():
+            for param in actor.parameters():
+                param.add_(0.05 * torch.randn(param.shape, generator=generator))
+        engine.mark_stale()
+        rollout = engine.generate(prompts, mask, sampling)
+    expected, on = by_hand_logprobs(actor, rollout.seq, mask, tokenizer.eos_token_id)
+    assert float((rollout.engine_logprobs[on] - expected[on]).abs().max()) < VLLM_FORWARD_ATOL
 
 
 def test_a_resumed_vllm_request_draws_new_noise(gemma):
@@ -633,4 +655,4 @@ def test_partial_rollouts_on_an_async_vllm_producer_mix_versions(tmp_path, monke
     rows = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
     assert len(rows) == len(taken) == 4
     assert max(r["rollout/multi_version_responses"] for r in rows) > 0
-    assert check_each_token_against_its_version(taken, versions, rows, atol=PARTIAL_VLLM_ATOL) > 0
+    assert check_each_token_against_its_version(taken, versions, rows, atol=VLLM_FORWARD_ATOL) > 0
