@@ -54,6 +54,8 @@ def test_a_version_loaded_between_chunks_samples_the_rest_and_each_token_is_scor
     6-11 version 1, and each token's behaviour log-prob equals a forward of its own version's weights (done here),
     not of the other's; ``score`` ran before the weights were replaced."""
     from dschat.rlhf.experience import SamplingConfig
+    from dschat.rlhf.rollout import PlainModel
+    from dschat.rlhf.rollout.hf import HFRolloutEngine
     from dschat.rlhf.rollout.partial import sample_in_chunks
 
     model, tokenizer = tiny_model()
@@ -77,7 +79,8 @@ def test_a_version_loaded_between_chunks_samples_the_rest_and_each_token_is_scor
         return 1 if len(chunks) > 2 else 0
 
     sampling = SamplingConfig(max_new_tokens=12, temperature=TEMPERATURE)
-    rollout = sample_in_chunks(model, prompts, prompt_mask, sampling, 3, 0, between_chunks,
+    engine = HFRolloutEngine(PlainModel(model), tokenizer.pad_token_id, tokenizer.eos_token_id)
+    rollout = sample_in_chunks(engine, model, prompts, prompt_mask, sampling, 3, 0, between_chunks,
                                tokenizer.pad_token_id, tokenizer.eos_token_id, TEMPERATURE)
     assert len(chunks) == 3 and scored_before_load
     assert rollout.token_versions.tolist() == [[0] * 6 + [1] * 6] * 3
@@ -122,22 +125,23 @@ def test_version_statistics_count_responses_and_tokens_sampled_by_several_versio
 
 # -- whole runs with a producer ---------------------------------------------------------------------------------
 def slow_chunks(delay: float, *args) -> None:
-    """A producer whose every decode chunk takes ``delay`` seconds longer (a long generation), so that the trainer's
-    next version arrives while a rollout is in flight; then the usual producer."""
-    import dschat.rlhf.rollout.partial as partial
+    """A producer whose every engine call (with --partial_rollout, every decode chunk) takes ``delay`` seconds
+    longer (a long generation), so that the trainer's next version arrives while a rollout is in flight; then the
+    usual producer, on either engine."""
+    from dschat.rlhf.rollout.base import RolloutEngine
     from dschat.rlhf.rollout.producer import producer_main
 
-    real = partial.generate
+    real = RolloutEngine.generate
 
-    def generate(*a, **k):
+    def generate(self, *a, **k):
         time.sleep(delay)
-        return real(*a, **k)
+        return real(self, *a, **k)
 
-    partial.generate = generate
+    RolloutEngine.generate = generate
     producer_main(*args)
 
 
-def record_rollouts(monkeypatch) -> list:
+def record_rollouts(monkeypatch, delay: float = 0.25) -> list:
     """``(index, the actor's version when trained on, Rollout, prompt mask)`` of every rollout the trainer takes,
     and the actor's weights of every version pushed (``versions``, by version)."""
     import dschat.rlhf.rollout.producer as producer
@@ -152,19 +156,15 @@ def record_rollouts(monkeypatch) -> list:
         return rollout
 
     monkeypatch.setattr(AsyncRolloutEngine, "next_rollout", next_rollout)
-    monkeypatch.setattr(producer, "producer_main", functools.partial(slow_chunks, 0.25))
+    monkeypatch.setattr(producer, "producer_main", functools.partial(slow_chunks, delay))
     return taken, versions
 
 
-def test_partial_rollouts_mix_versions_within_a_response_each_token_with_its_own_log_prob(tmp_path, monkeypatch):
-    """K = 1, chunks of 2 tokens, responses of 16, a producer slower than the trainer: some responses are sampled
-    by two versions; every response token's behaviour log-prob equals a forward, done here, of the weights of the
-    version it records; no response token is more than K versions older than the actor that trains on it, and the
-    logged staleness and multi-version fractions are those of the recorded versions."""
-    taken, versions = record_rollouts(monkeypatch)
-    steps = 4
-    ppo_main(FLAGS + PARTIAL + ["--output_dir", str(tmp_path), "--max_steps", str(steps)])
-    rows = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
+def check_each_token_against_its_version(taken: list, versions: dict, rows: list, atol: float) -> int:
+    """Every response token's behaviour log-prob of the rollouts ``taken`` equals a forward, done here, of the
+    weights of the version it records (``versions``) to ``atol``; no response token is more than K = 1 versions
+    older than the actor that trains on it; the logged staleness and multi-version fraction (``rows``, one per
+    iteration) are those of the recorded versions. Returns how many responses two or more versions sampled."""
     model, tokenizer = tiny_model()
     mixed = 0
     for (index, trained_version, rollout, prompt_mask), row in zip(taken, rows):
@@ -179,7 +179,7 @@ def test_partial_rollouts_mix_versions_within_a_response_each_token_with_its_own
             model.load_state_dict(versions[version])
             logprobs, mask = by_hand_logprobs(model, rollout.seq, prompt_mask, tokenizer.eos_token_id)
             expected = torch.where(token_version == version, logprobs, expected)
-        torch.testing.assert_close(rollout.engine_logprobs[mask], expected[mask], atol=2e-5, rtol=0)
+        torch.testing.assert_close(rollout.engine_logprobs[mask], expected[mask], atol=atol, rtol=0)
         response_versions = [set(token_version[r][mask[r]].tolist()) for r in range(mask.shape[0])]
         mixed += sum(len(v) > 1 for v in response_versions)
         staleness = trained_version - token_version[mask]
@@ -189,7 +189,20 @@ def test_partial_rollouts_mix_versions_within_a_response_each_token_with_its_own
         assert row["rollout/multi_version_responses"] == pytest.approx(
             sum(len(v) > 1 for v in response_versions) / len(response_versions))
         assert max(index - v for v in token_version[mask].tolist()) <= 1
-    assert len(taken) == steps and mixed > 0
+    return mixed
+
+
+def test_partial_rollouts_mix_versions_within_a_response_each_token_with_its_own_log_prob(tmp_path, monkeypatch):
+    """K = 1, chunks of 2 tokens, responses of 16, a producer slower than the trainer: some responses are sampled
+    by two versions; every response token's behaviour log-prob equals a forward, done here, of the weights of the
+    version it records; no response token is more than K versions older than the actor that trains on it, and the
+    logged staleness and multi-version fractions are those of the recorded versions."""
+    taken, versions = record_rollouts(monkeypatch)
+    steps = 4
+    ppo_main(FLAGS + PARTIAL + ["--output_dir", str(tmp_path), "--max_steps", str(steps)])
+    rows = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
+    assert len(taken) == steps
+    assert check_each_token_against_its_version(taken, versions, rows, atol=2e-5) > 0
 
 
 @pytest.mark.slow  # two runs with a slowed producer (~90 s)

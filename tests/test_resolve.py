@@ -51,8 +51,6 @@ CASES = [
          "--rollout_gpus: the asynchronous producer's setting; it needs --async_rollout >= 1"),
     Case("resolve_engine", "ppo", REWARD + ("--partial_rollout",),
          "--partial_rollout: the asynchronous producer's setting; it needs --async_rollout >= 1"),
-    Case("resolve_engine", "ppo", REWARD + ("--async_rollout", "1", "--partial_rollout", "--rollout_engine", "vllm"),
-         "--partial_rollout: built for the hf engine only (not --rollout_engine vllm yet)"),
     Case("resolve_engine", "ppo", REWARD + ("--async_rollout", "1", "--partial_rollout_chunk", "8"),
          "--partial_rollout_chunk 8: needs --partial_rollout"),
     Case("resolve_engine", "ppo", REWARD + ("--async_rollout", "1", "--rollout_gpus", "2", "2"),
@@ -173,6 +171,18 @@ def test_resolving_twice_changes_nothing():
                          ("sft", ["--global_batch_size", "12", "--per_device_train_batch_size", "5"])):
         once = resolver.resolve(stage, stage_parser(stage).parse_config(["--output_dir", "o", *flags]), 2)
         assert resolver.resolve(stage, once, 2) == once
+
+
+def test_partial_rollouts_are_accepted_on_either_engine():
+    """--partial_rollout with a producer runs on the hf engine (chunks of generate) and on vLLM (requests resumed
+    with the tokens so far as prompt): neither is refused."""
+    from dschat.cli import stage_parser
+
+    for engine in ("hf", "vllm"):
+        flags = [*REWARD, "--async_rollout", "1", "--partial_rollout", "--partial_rollout_chunk", "4",
+                 "--rollout_engine", engine]
+        resolved = resolver.resolve("ppo", stage_parser("ppo").parse_config(["--output_dir", "o", *flags]), 1)
+        assert resolved.partial_rollout and resolved.partial_rollout_chunk == 4 and resolved.rollout_engine == engine
 
 
 def test_a_memory_plan_error_is_missing_never_ok(monkeypatch):

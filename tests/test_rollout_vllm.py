@@ -4,6 +4,7 @@ exact ``--resume``. Skipped where vLLM is not installed (``scripts/setup_env.sh`
 costs ~10-50 s, paid once per test process."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import gc
@@ -32,10 +33,10 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB per engine (an integ
 
 
 
-def vllm_engine(model, tokenizer, **options):
+def vllm_engine(model, tokenizer, max_model_len: int = 96, **options):
     from dschat.rlhf.rollout.vllm_engine import VLLMRolloutEngine
 
-    return VLLMRolloutEngine(PlainModel(model), tokenizer, max_model_len=96, **options)
+    return VLLMRolloutEngine(PlainModel(model), tokenizer, max_model_len=max_model_len, **options)
 
 
 def prompt_batch(tokenizer, count: int = 6):
@@ -50,6 +51,11 @@ def global_draws() -> tuple:
     return random.random(), float(np.random.rand()), torch.rand(4)
 
 
+LONG_CONTEXT = 192
+"""The tiny Gemma engine's context: room for a prompt longer than one of vLLM's KV-cache blocks on CPU (128 tokens),
+so that a block its prefix cache holds can be reused (the partial-rollout tests)."""
+
+
 @pytest.fixture(scope="module")
 def gemma_built():
     """A random tiny Gemma (the embedded default's architecture), its vLLM engine, and what the global generators
@@ -57,7 +63,7 @@ def gemma_built():
     tokenizer = load_tokenizer("tiny-gemma", padding_side="left")
     model = load_causal_lm("tiny-gemma", tokenizer, "fp32", 3).eval()
     set_random_seed(5)
-    engine = vllm_engine(model, tokenizer)
+    engine = vllm_engine(model, tokenizer, max_model_len=LONG_CONTEXT)
     draws = global_draws()
     yield model, tokenizer, engine, draws
     del engine.llm
@@ -510,3 +516,143 @@ def test_episodes_on_the_vllm_engine_are_token_in_token_out(gemma):
         trainer = sequence_logprobs(model, rollout.seq, rollout.attention_mask, sampling.temperature)
     assert (rollout.engine_logprobs[on] - trainer[on]).abs().max() < 1e-4
     assert torch.all(rollout.engine_logprobs[~on] == 0)
+
+
+# -- --partial_rollout on the vLLM engine (dschat/rlhf/rollout/partial.py) ------------------------------------------
+def long_prompts(tokenizer, rows: int = 4, length: int = 140):
+    """Random prompts longer than a KV-cache block (the first row left-padded by 3), fixed by their own generator."""
+    prompts = torch.randint(3, 200, (rows, length), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(prompts)
+    prompts[0, :3], mask[0, :3] = tokenizer.pad_token_id, 0
+    return prompts, mask
+
+
+VLLM_FORWARD_ATOL = 1e-4
+"""vLLM's log-probs against a transformers forward in fp32 (the engine's kernels; the other vLLM tests' bound)."""
+
+
+@contextlib.contextmanager
+def serving(engine, actor):
+    """The engine serving ``actor`` for the block, the fixture's model again after."""
+    model = engine.actor
+    engine.actor = PlainModel(actor)
+    engine.mark_stale()
+    try:
+        yield
+    finally:
+        engine.actor = model
+        engine.mark_stale()
+
+
+def test_partial_rollouts_on_vllm_take_each_tokens_log_prob_from_its_own_version(gemma):
+    """Responses of 12 tokens decoded by vLLM in chunks of 4, version 1 (other weights) loaded after the first
+    chunk: the first 4 tokens of each response carry version 0, the rest version 1, and each token's behaviour
+    log-prob (vLLM's own) equals a forward, done here, of its own version's weights over the prefix (within
+    VLLM_FORWARD_ATOL), not of the other's. The prompts are longer than a KV-cache block, which vLLM's prefix
+    cache keeps from the first chunk: continuing with it after the load would mix the old version's keys in."""
+    from dschat.rlhf.rollout.partial import sample_in_chunks
+    from test_async_partial import TEMPERATURE, by_hand_logprobs
+
+    model, tokenizer, engine = gemma
+    actor = copy.deepcopy(model)
+    generator = torch.Generator().manual_seed(7)
+    weights = [copy.deepcopy(actor.state_dict())]
+    weights.append({k: v + 0.05 * torch.randn(v.shape, generator=generator) if v.is_floating_point() else v
+                    for k, v in weights[0].items()})
+    prompts, mask = long_prompts(tokenizer)
+    calls = []
+
+    def between_chunks(score):
+        calls.append(len(calls))
+        if len(calls) == 1:
+            score()
+            actor.load_state_dict(weights[1])
+            engine.mark_stale()
+        return 1
+
+    sampling = SamplingConfig(max_new_tokens=12, temperature=TEMPERATURE)
+    with serving(engine, actor):
+        torch.manual_seed(0)
+        rollout = sample_in_chunks(engine, actor, prompts, mask, sampling, 4, 0, between_chunks,
+                                   tokenizer.pad_token_id, tokenizer.eos_token_id, TEMPERATURE)
+    assert calls == [0, 1]
+    reference = copy.deepcopy(model)
+    per_version = []
+    for state in weights:
+        reference.load_state_dict(state)
+        per_version.append(by_hand_logprobs(reference, rollout.seq, mask, tokenizer.eos_token_id))
+    on = per_version[0][1]
+    token_version = torch.full_like(rollout.engine_logprobs, -1, dtype=torch.long)
+    token_version[:, prompts.shape[1] - 1:] = rollout.token_versions
+    response = on[:, prompts.shape[1] - 1:]
+    position = torch.arange(12).expand_as(response)
+    assert response.sum() > 40
+    assert torch.equal(rollout.token_versions[response], (position[response] >= 4).long())
+    expected = torch.where(token_version == 0, per_version[0][0], per_version[1][0])
+    gap = float((rollout.engine_logprobs[on] - expected[on]).abs().max())
+    assert gap < VLLM_FORWARD_ATOL, gap
+    other = torch.where(token_version == 0, per_version[1][0], per_version[0][0])
+    assert (rollout.engine_logprobs[on] - other[on]).abs().max() > 1e-2
+    assert torch.all(rollout.engine_logprobs[~on] == 0)
+
+
+def test_a_prompt_longer_than_a_kv_block_seen_before_a_sync_is_prefilled_by_the_new_weights(gemma):
+    """Whole rollouts too: the same long prompts sampled before and after an update (an evaluation's prompts are):
+    after the sync, the log-probs are a forward, done here, of the new weights, not mixed with the keys and values
+    vLLM's prefix cache kept from the old ones."""
+    from test_async_partial import TEMPERATURE, by_hand_logprobs
+
+    model, tokenizer, engine = gemma
+    actor = copy.deepcopy(model)
+    prompts, mask = long_prompts(tokenizer)
+    sampling = SamplingConfig(max_new_tokens=4, temperature=TEMPERATURE)
+    with serving(engine, actor):
+        engine.generate(prompts, mask, sampling)
+        generator = torch.Generator().manual_seed(8)
+        with torch.no_grad():
+            for param in actor.parameters():
+                param.add_(0.05 * torch.randn(param.shape, generator=generator))
+        engine.mark_stale()
+        rollout = engine.generate(prompts, mask, sampling)
+    expected, on = by_hand_logprobs(actor, rollout.seq, mask, tokenizer.eos_token_id)
+    assert float((rollout.engine_logprobs[on] - expected[on]).abs().max()) < VLLM_FORWARD_ATOL
+
+
+def test_a_resumed_vllm_request_draws_new_noise(gemma):
+    """On a model whose every next-token distribution is uniform (all weights 0), a response decoded in chunks of 4
+    repeats no chunk in any row: each chunk's requests get new seeds (a resumed request under its first seed would
+    replay the first chunk's tokens exactly), drawn from torch's generator, so the same seed gives the same rollout."""
+    from dschat.rlhf.rollout.partial import sample_in_chunks
+
+    model, tokenizer, engine = gemma
+    flat = copy.deepcopy(model)
+    with torch.no_grad():
+        for param in flat.parameters():
+            param.zero_()
+    prompts, mask = prompt_batch(tokenizer)
+    sampling = SamplingConfig(max_new_tokens=12, temperature=1.0, top_k=0, top_p=1.0)
+    seqs = []
+    with serving(engine, flat):
+        for seed in (0, 0):
+            torch.manual_seed(seed)
+            seqs.append(sample_in_chunks(engine, flat, prompts, mask, sampling, 4, 0, lambda score: 0,
+                                         tokenizer.pad_token_id, tokenizer.eos_token_id, 1.0).seq)
+    chunks = seqs[0][:, prompts.shape[1]:].reshape(len(prompts), 3, 4)
+    assert not (chunks[:, 1:] == chunks[:, :1]).all(dim=2).any(), chunks
+    assert torch.equal(seqs[0], seqs[1])
+
+
+@pytest.mark.slow  # vLLM imported in the producer and in the trainer (~2 min)
+def test_partial_rollouts_on_an_async_vllm_producer_mix_versions(tmp_path, monkeypatch):
+    """Step 3 with --rollout_engine vllm --async_rollout 1 --partial_rollout --partial_rollout_chunk 4, responses of
+    16 tokens and a producer slower than the trainer: the run finishes with multi-version responses in its
+    metrics, and every response token's behaviour log-prob is a forward, done here, of its own version's weights."""
+    from test_async_partial import FLAGS, check_each_token_against_its_version, record_rollouts
+
+    taken, versions = record_rollouts(monkeypatch, delay=0.5)
+    ppo_main(FLAGS + ["--rollout_engine", "vllm", "--partial_rollout", "--partial_rollout_chunk", "4",
+                      "--output_dir", str(tmp_path), "--max_steps", "4"])
+    rows = [r for r in read_metrics(str(tmp_path)) if "loss/policy" in r]
+    assert len(rows) == len(taken) == 4
+    assert max(r["rollout/multi_version_responses"] for r in rows) > 0
+    assert check_each_token_against_its_version(taken, versions, rows, atol=VLLM_FORWARD_ATOL) > 0

@@ -388,10 +388,11 @@ class RolloutEngineArgs:
     loads any newer policy version and continues the responses in flight with it, so one response may be sampled by
     several versions (AReaL's partial rollouts, veRL's fully async mode, NeMo RL's in-flight weight updates). Each
     token keeps the version that sampled it and that version's behaviour log-prob; none is trained on more than K
-    versions after it was sampled (dschat/rlhf/rollout/partial.py). hf engine only."""
+    versions after it was sampled (dschat/rlhf/rollout/partial.py). Both engines: hf generates in chunks; vLLM
+    ends its requests after each chunk and resumes them with the tokens so far as prompt."""
     partial_rollout_chunk: PositiveInt = 16
     """--partial_rollout: decode steps between two checks for a newer version (each new version re-reads the
-    tokens so far once)."""
+    tokens so far once; hf re-reads them every chunk, vLLM's prefix cache spares that within a version)."""
     rollout_gpus: Tuple[NonNegativeInt, ...] = ()
     """--async_rollout on GPUs: the node's physical GPU ids the producers sample on, their count dividing the
     node's trainer processes (each GPU holds the producers of as many consecutive ranks); none: on CPU."""

@@ -172,12 +172,9 @@ def resolve_engine(args: RLHFConfig, world_size: int) -> RLHFConfig:
     """``args`` unchanged once the engine's devices fit the launch: a colocated vLLM engine's
     ``--vllm_tensor_parallel_size`` processes divide it; an asynchronous producer's ``--rollout_gpus`` divide the
     node's processes (each GPU holding the producers of as many processes), reached by a transport that can carry
-    GPU tensors; ``--partial_rollout`` (and its chunk) with a producer on the hf engine."""
+    GPU tensors; ``--partial_rollout_chunk`` with ``--partial_rollout``, which needs a producer."""
     if args.partial_rollout_chunk != type(args).partial_rollout_chunk and not args.partial_rollout:
         raise ConfigError(f"--partial_rollout_chunk {args.partial_rollout_chunk}: needs --partial_rollout")
-    if args.partial_rollout and args.rollout_engine != "hf":
-        raise ConfigError(f"--partial_rollout: built for the hf engine only (not --rollout_engine "
-                          f"{args.rollout_engine} yet)")
     if not args.async_rollout:
         for flag, value in (("rollout_gpus", args.rollout_gpus), ("rollout_transport", args.rollout_transport != "auto"),
                             ("partial_rollout", args.partial_rollout)):

@@ -4,15 +4,24 @@ Without it, a producer samples a whole rollout with the version it holds when th
 producer decodes in chunks of ``--partial_rollout_chunk`` tokens and, between two chunks, loads any newer version
 the trainer has pushed, then continues the responses in flight with it — a weight update need not wait for the
 longest response (AReaL's partial rollouts, Fu et al. 2025 §4; veRL's fully asynchronous mode; NeMo RL's in-flight
-weight updates; ``../shared/reference/async-rollouts.md``). The hf engine continues a chunk by prefilling the prompt
-and the tokens so far under the new weights (NeMo RL's KV-cache recomputation): every token after the switch is
-drawn from the new version given the whole prefix, exactly.
+weight updates; ``../shared/reference/async-rollouts.md``). Both engines share the loop (:func:`sample_in_chunks`):
+each chunk is one call of the engine on the prompt and the tokens so far as its prompt, so every token after a
+switch is drawn from the new version given the whole prefix, exactly. The hf engine prefills that prefix under the
+new weights (NeMo RL's KV-cache recomputation). The vLLM engine is "aborted and resumed" at chunk granularity: a
+request of at most ``chunk`` tokens, then a new one whose prompt token ids are the prompt and the tokens so far
+(what vLLM 0.32's ``pause_generation(mode="abort")`` and a resubmission do to a server's requests, done in process
+between two ``generate`` calls). Loading a version resets vLLM's prefix cache, so no key or value computed by the
+old weights is reused; within a version the prefix cache spares the re-prefill. Each chunk draws its rows'
+sampling seeds afresh from torch's generator (seeded per rollout by the producer): a resumed request under its
+first chunk's seed would replay that chunk's noise, position for position.
 
 **Per-token versions.** Each response token carries the version v_t that sampled it (``Rollout.token_versions``)
-and its behaviour log-prob log π_{v_t}(a_t | s_t): a forward of version v_t over the sequence so far, taken just
-before the next version is loaded (one forward per version a rollout sees). Rollout i is started no earlier than
-version i − K (the wait schedule, :mod:`.producer`), so every token is at most K versions old when trained on;
-the trainer checks it per token (:func:`stale_token`), not per response.
+and its behaviour log-prob log π_{v_t}(a_t | s_t): vLLM's own log-prob of the token, computed by the version that
+sampled it (in the trainer's convention, :func:`.vllm_engine._untruncated_logprobs`); with the hf engine a forward
+of version v_t over the sequence so far, taken just before the next version is loaded (one forward per version a
+rollout sees). Rollout i is started no earlier than version i − K (the wait schedule, :mod:`.producer`), so every
+token is at most K versions old when trained on; the trainer checks it per token (:func:`stale_token`), not per
+response.
 
 **The correction** (:mod:`dschat.rlhf.macro_action.correction`) then weighs each token by its own behaviour
 policy: w_t = π_prox(a_t|s_t) / π_{v_t}(a_t|s_t), and a macro action ω_τ spanning two versions takes the product
@@ -28,8 +37,7 @@ import torch
 
 from dschat.rlhf.experience import gather_logprobs, position_ids, rollout_masks, token_entropy
 
-from .base import PlainModel, Rollout
-from .hf import generate
+from .base import Rollout, RolloutEngine
 
 
 def score_positions(model: torch.nn.Module, seq: torch.Tensor, prompt_mask: torch.Tensor, eos_token_id: int,
@@ -44,31 +52,37 @@ def score_positions(model: torch.nn.Module, seq: torch.Tensor, prompt_mask: torc
 
 
 @torch.no_grad()
-def sample_in_chunks(model: torch.nn.Module, prompts: torch.Tensor, prompt_mask: torch.Tensor, sampling,
-                     chunk: int, version: int, between_chunks: Callable[[Callable[[], None]], int],
+def sample_in_chunks(engine: RolloutEngine, model: torch.nn.Module, prompts: torch.Tensor, prompt_mask: torch.Tensor,
+                     sampling, chunk: int, version: int, between_chunks: Callable[[Callable[[], None]], int],
                      pad_token_id: int, eos_token_id: int, logprob_temperature: float) -> Rollout:
-    """A rollout decoded ``chunk`` tokens at a time (module docstring), with ``model`` at ``version``. After every
+    """A rollout decoded ``chunk`` tokens at a time by ``engine`` (module docstring), ``model`` (the weights the
+    engine samples with, or loads them from) at ``version``. Each chunk is one ``engine.generate`` call on the
+    prompt and the tokens so far, so an engine marked stale loads the version just taken in first. After every
     chunk but the last, ``between_chunks(score)`` loads any newer version into ``model`` and returns the version
-    it then holds, calling ``score()`` first if it loads one (the tokens of the version being replaced are scored
-    while its weights are still there). Rows that have stopped (eos) are not decoded further. Returns the
-    :class:`.Rollout` with ``engine_logprobs`` and ``entropy`` of each token under its own version (0 off the
-    response) and ``token_versions`` ``[B, max_new_tokens]``."""
+    it then holds, calling ``score()`` first if it loads one (the tokens of the version being replaced that the
+    engine gave no log-probs for are scored while its weights are still there). Rows that have stopped (eos) are
+    not decoded further. Returns the :class:`.Rollout` with ``engine_logprobs`` of each token under its own
+    version (0 off the response), ``entropy`` where a forward scored them (else None) and ``token_versions``
+    ``[B, max_new_tokens]``."""
     rows, prompt_len = prompts.shape
     total = sampling.max_new_tokens
     seq = torch.full((rows, prompt_len + total), pad_token_id, dtype=prompts.dtype, device=prompts.device)
     seq[:, :prompt_len] = prompts
     versions = torch.full((rows, total), version, dtype=torch.long, device=prompts.device)
     logprobs = torch.zeros(rows, prompt_len + total - 1, device=prompts.device)
-    entropy = torch.zeros_like(logprobs)
+    entropy = None
     stopped = torch.zeros(rows, dtype=torch.bool, device=prompts.device)
     done, scored = 0, 0
 
     def score() -> None:
-        nonlocal scored
+        nonlocal scored, entropy
+        if scored == done:
+            return
         end = prompt_len + done
         segment = slice(prompt_len - 1 + scored, end - 1)
         lp, ent = score_positions(model, seq[:, :end], prompt_mask, eos_token_id, logprob_temperature,
                                   sampling.temperature)
+        entropy = torch.zeros_like(logprobs) if entropy is None else entropy
         logprobs[:, segment], entropy[:, segment] = lp[:, segment], ent[:, segment]
         scored = done
 
@@ -77,19 +91,23 @@ def sample_in_chunks(model: torch.nn.Module, prompts: torch.Tensor, prompt_mask:
         step = min(chunk, total - done)
         context = seq[active, :prompt_len + done]
         mask = torch.cat([prompt_mask[active], torch.ones_like(context[:, prompt_len:])], dim=1)
-        out = generate(PlainModel(model), context, mask, dataclasses.replace(sampling, max_new_tokens=step),
-                       pad_token_id, eos_token_id)
-        new = out[:, prompt_len + done:]
+        out = engine.generate(context, mask, dataclasses.replace(sampling, max_new_tokens=step))
+        new = out.seq[:, prompt_len + done:].to(seq.device)
         seq[active, prompt_len + done:prompt_len + done + step] = new
         versions[active, done:done + step] = version
+        if out.engine_logprobs is not None:  # the engine's own, from the version that sampled them
+            positions = slice(prompt_len - 1 + done, prompt_len - 1 + done + step)
+            logprobs[active, positions] = out.engine_logprobs[:, positions].to(logprobs.device)
         stopped[active] = (new == eos_token_id).any(dim=1)
         done += step
+        if out.engine_logprobs is not None:
+            scored = done
         if done < total and not bool(stopped.all()):
             version = between_chunks(score)
     score()
     _, action_mask = rollout_masks(seq, prompt_mask, eos_token_id)
-    return Rollout(seq, entropy=entropy * action_mask, engine_logprobs=logprobs * action_mask,
-                   token_versions=versions)
+    return Rollout(seq, entropy=None if entropy is None else entropy * action_mask,
+                   engine_logprobs=logprobs * action_mask, token_versions=versions)
 
 
 def response_tokens(seq: torch.Tensor, prompt_len: int, eos_token_id: int) -> torch.Tensor:

@@ -121,7 +121,8 @@ def _build_engine(spec: ProducerSpec, model: torch.nn.Module) -> RolloutEngine:
         return VLLMRolloutEngine(PlainModel(model), spec.tokenizer, dtype=spec.dtype,
                                  max_model_len=spec.max_model_len, tensor_parallel_size=1,
                                  gpu_memory_utilization=spec.gpu_memory_utilization, world_size=1,
-                                 logprobs_at_unit_temperature=spec.logprob_temperature == 1.0)
+                                 logprobs_at_unit_temperature=spec.logprob_temperature == 1.0,
+                                 sleep_between_rollouts=not spec.partial_chunk)
     from .hf import HFRolloutEngine
 
     return HFRolloutEngine(PlainModel(model), spec.pad_token_id, spec.eos_token_id)
@@ -302,8 +303,8 @@ def producer_main(requests, results, spec: ProducerSpec, link: dict) -> None:
             if runner is not None:
                 rollout = runner.run(prompts, prompt_mask, meta, sampling, record_entropy)
             elif spec.partial_chunk:
-                rollout = sample_in_chunks(model, prompts, prompt_mask, sampling, spec.partial_chunk, version,
-                                           between_chunks, spec.pad_token_id, spec.eos_token_id,
+                rollout = sample_in_chunks(engine, model, prompts, prompt_mask, sampling, spec.partial_chunk,
+                                           version, between_chunks, spec.pad_token_id, spec.eos_token_id,
                                            spec.logprob_temperature)
             else:
                 rollout = engine.generate(prompts, prompt_mask, sampling, record_entropy)

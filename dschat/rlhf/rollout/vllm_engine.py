@@ -30,7 +30,9 @@ machine: it depends on the machine). Here the plain weights are kept beside the 
 the last group (:func:`_repack`): Hugging Face's log-probs to fp32 rounding after every sync, whole or per
 module, at about a reload's time, for the kept weights' memory (the README quotes the figures).
 Sleep mode (weights and KV cache released between phases) runs on GPUs only; on CPU vLLM does not support it,
-which the log says once.
+which the log says once. A producer decoding in chunks (``--partial_rollout``, :mod:`.partial`: each chunk is one
+``generate`` call) keeps its engine awake (``sleep_between_rollouts``). Loading weights resets vLLM's prefix cache:
+a prompt seen before (an evaluation prompt, a partial rollout's prefix) is then prefilled by the new weights.
 """
 from __future__ import annotations
 
@@ -176,8 +178,9 @@ class VLLMRolloutEngine(RolloutEngine):
 
     def __init__(self, actor, tokenizer, dtype: str = "fp32", max_model_len: int = 1024,
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.3, world_size: int = 1,
-                 logprobs_at_unit_temperature: bool = False):
+                 logprobs_at_unit_temperature: bool = False, sleep_between_rollouts: bool = True):
         super().__init__(actor)
+        self.sleep_between_rollouts = sleep_between_rollouts
         self.on_gpu = torch.cuda.is_available()
         in_process_environment(self.on_gpu)
         filter_startup_noise()
@@ -220,6 +223,7 @@ class VLLMRolloutEngine(RolloutEngine):
             self.llm.collective_rpc(_load, args=(group,))
         if not self.on_gpu:
             self.llm.collective_rpc(_repack)
+        self.llm.reset_prefix_cache()  # its cached keys / values were computed by the weights just replaced
 
     def checksums(self) -> dict:
         """The engine's parameter sums (tests compare them with the actor's)."""
@@ -243,7 +247,7 @@ class VLLMRolloutEngine(RolloutEngine):
         outputs = self.llm.generate([{"prompt_token_ids": row} for row in rows],
                                     self.sampling_params(sampling, seeds, want_logprobs=sampling.do_sample),
                                     use_tqdm=False)
-        if self.on_gpu:  # level 1: weights to host memory, KV cache freed, until the next rollout
+        if self.on_gpu and self.sleep_between_rollouts:  # level 1: weights to host memory, KV cache freed
             self.llm.sleep(level=1)
             self.sleeping = {"weights", "kv_cache"}
         prompt_len, new = prompts.shape[1], sampling.max_new_tokens
