@@ -38,6 +38,7 @@ from dschat.core.config import (
     PositiveFloat,
     PositiveInt,
     Range,
+    user_set,
 )
 
 Dtype = Literal["fp32", "bf16", "fp16"]
@@ -104,10 +105,11 @@ class DataArgs:
     """TL;DR validation's CNN/DailyMail rows: keep (the authors) or drop (Reddit posts only)."""
 
     def __post_init__(self):
-        """A --data_path with no dataset named (the default, not given on the command line) is the user's own rows:
-        jsonl, never the embedded synthetic task (whose gold score would be computed for them)."""
+        """A --data_path with no dataset named (the default, set neither on the command line nor in a --config
+        file) is the user's own rows: jsonl, never the embedded synthetic task (whose gold score would be computed
+        for them)."""
         if (self.data_path is not None and self.data_name == DataArgs.data_name
-                and "data_name" not in getattr(self, "explicit_flags", frozenset())):
+                and not user_set(self, "data_name")):
             self.data_name = "jsonl"
         getattr(super(), "__post_init__", lambda: None)()
 
@@ -226,6 +228,8 @@ class LoopArgs(SeedArgs):
     """Passed by the deepspeed launcher."""
     explicit_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})
     """The flags given on the command line (filled by the parser; not a flag)."""
+    config_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})
+    """The flags set by the --config files (filled by the parser; not a flag)."""
 
     def __post_init__(self):
         if self.output_dir is not None and os.path.isfile(self.output_dir):
