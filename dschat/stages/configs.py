@@ -507,8 +507,9 @@ class PPOConfig:
     term, the paper's E_τ). Default: the mean over --ratio's units (token_mean for token, macro_mean for macro and
     macro_geo, seq_mean_token_mean for sequence_geo)."""
     scale_rewards: Literal["auto", "group", "batch", "none"] = "auto"
-    """Critic-free --algo: divide the advantages by the std of the returns of their group | of the batch | not at
-    all (Dr. GRPO, Liu et al. 2025; TRL scale_rewards). auto: group for grpo, none for rloo and reinforce."""
+    """Critic-free --algo: divide the advantages by the std of the returns of their group | of the batch (every
+    process's rows, as TRL gathers them) | not at all (Dr. GRPO, Liu et al. 2025; TRL scale_rewards). auto: group
+    for grpo, none for rloo and reinforce."""
     filter_groups: bool = False
     """Critic-free --algo with K >= 2: drop the groups whose K scores are all equal (no signal) and sample their
     prompts again, up to --filter_groups_max_tries times (DAPO's dynamic sampling, Yu et al. 2025; OpenRLHF
@@ -528,7 +529,8 @@ class PPOConfig:
     """K: each prompt of a generation batch is sampled K times, in contiguous rows (default: 4 for rloo and grpo,
     1 otherwise; App. C.3)."""
     reinforce_baseline: Annotated[str, OneOf(_reinforce_baselines)] = "none"
-    """--algo reinforce only: none (raw sequence return) | batch_mean (subtract the batch's mean return)."""
+    """--algo reinforce only: none (raw sequence return) | batch_mean (subtract the batch's mean return, over every
+    process's rows)."""
     nonfinite_rewards: Literal["drop", "stop"] = "drop"
     """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
     its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""
