@@ -27,7 +27,8 @@ TESTS=("$@")
   tests/test_model_utils.py::test_train_ds_config_names_the_flag_it_refuses
   tests/test_rlhf_engine.py::test_role_config_carries_every_engine_flag_at_a_non_default_value
   tests/test_rlhf_engine.py::test_each_trained_model_gets_its_own_engine_flags
-  tests/test_objective.py::test_scale_rewards_reaches_the_estimator_each_algo_builds)
+  tests/test_objective.py::test_scale_rewards_reaches_the_estimator_each_algo_builds
+  tests/test_batch_statistics.py)
 # The default functions, every one a flag passes through on its way to the maths of step 3 and DPO:
 # round 1 (issue 17): the per-token rewards, the termination flags -> rule options, the --ngram parser, the parsing
 # rule's fallback; round 2 (issue 32): the estimator construction of each --algo, micro_batch_losses, the engine

@@ -106,3 +106,20 @@ def test_a_data_path_without_a_dataset_is_read_as_jsonl(stage, tmp_path):
     assert parse(flags + ["--data_name", "synthetic"]).data_name == "synthetic"  # named: as given
     assert parse(flags + ["--data_name", "tldr"]).data_name == "tldr"
     assert parse(["--output_dir", str(tmp_path)]).data_name == "synthetic"  # no file: the embedded default
+
+
+@pytest.mark.parametrize("stage", ["sft", "rm", "dpo", "ppo"])
+def test_a_dataset_named_in_a_config_file_is_kept_with_a_data_path(stage, tmp_path):
+    """``data_name: synthetic`` (the default's value) in a --config file is named by the user as much as the flag:
+    a --data_path does not turn it into jsonl, through the parser and every rule of the stage."""
+    from dschat.cli import stage_parser
+    from dschat.stages.resolve import resolve
+
+    config = tmp_path / "data.yaml"
+    config.write_text("data_name: synthetic\n")
+    flags = ["--output_dir", str(tmp_path), "--data_path", "rows.jsonl"]
+    flags += ["--reward_model_name_or_path", "tiny-gemma"] if stage == "ppo" else []
+    args = stage_parser(stage).parse_config(["--config", str(config), *flags])
+    assert args.data_name == "synthetic" and resolve(stage, args, 1).data_name == "synthetic"
+    config.write_text("data_split: 1,1,1\n")  # a config that names no dataset: the rows are jsonl
+    assert resolve(stage, stage_parser(stage).parse_config(["--config", str(config), *flags]), 1).data_name == "jsonl"

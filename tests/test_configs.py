@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, one_line_error
 from dschat.cli import stage_parser
 from dschat.stages.configs import STAGE_CONFIGS
-from dschat.core.config import EXPLICIT_FLAGS, ConfigError, check_layer, config_layers, flag_specs
+from dschat.core.config import CONFIG_FLAGS, EXPLICIT_FLAGS, ConfigError, check_layer, config_layers, flag_specs
 
 CONFIGS = sorted(os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(ROOT, "configs", "**", "*.yaml"),
                                                                      recursive=True))
@@ -57,8 +57,9 @@ def test_help_shows_every_default(stage):
     parser = stage_parser(stage)
     text = parser.format_help()
     flags = [action for action in parser._actions if action.dest != "help"]
-    fields = [field for field in dataclasses.fields(STAGE_CONFIGS[stage]) if field.name != EXPLICIT_FLAGS]
-    assert len(flags) == len(fields) + 1  # + --config; explicit_flags is filled by the parser, not a flag
+    fields = [field for field in dataclasses.fields(STAGE_CONFIGS[stage])
+              if field.name not in (EXPLICIT_FLAGS, CONFIG_FLAGS)]
+    assert len(flags) == len(fields) + 1  # + --config; explicit_flags, config_flags are filled by the parser
     for action in flags:
         assert "(default: " in action.help or "(required)" in action.help, action.option_strings
         assert action.option_strings[0] in text

@@ -485,6 +485,18 @@ def resolved(*flags):
                                                        "unused", *flags]), 1)
 
 
+def test_ngram_1_set_in_a_config_file_stays_1_with_a_critic_free_algo(tmp_path):
+    """``ngram: 1`` in a --config file (or a file it inherits) is set by the user as much as ``--ngram 1`` on the
+    command line: GRPO keeps n = 1; a config that leaves --ngram out still resolves to one macro per response."""
+    base, child = tmp_path / "base.yaml", tmp_path / "child.yaml"
+    base.write_text("ngram: 1\n")
+    child.write_text("inherit: base.yaml\nactor_learning_rate: 0.001\n")
+    assert resolved("--config", str(base), "--algo", "grpo").ngram == 1
+    assert resolved("--config", str(child), "--algo", "grpo").ngram == 1
+    base.write_text("clip_eps: 0.1\n")
+    assert resolved("--config", str(child), "--algo", "grpo").ngram is None  # n → ∞
+
+
 def test_resolver_defaults_and_every_rule_with_a_critic_free_algo():
     """A critic-free --algo keeps one macro per response unless a rule or --ngram is given (then it cuts the units);
     the objective's defaults are filled in (ε_high = ε, the ratio's own aggregation, the algorithm's scaling), and

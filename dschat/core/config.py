@@ -86,6 +86,10 @@ EXPLICIT_FLAGS = "explicit_flags"
 """A config field declared with ``metadata={"flag": False}`` under this name receives the names of the flags
 given on the command line, so a stage can say when a config or derived value replaces one of them."""
 
+CONFIG_FLAGS = "config_flags"
+"""A config field declared with ``metadata={"flag": False}`` under this name receives the names of the flags
+a ``--config`` file (or a file it inherits) sets; with :data:`EXPLICIT_FLAGS`, what :func:`user_set` asks."""
+
 REQUIRED = object()
 """Marker in ``Annotated[..., REQUIRED]``: the flag must be given on the command line."""
 
@@ -333,6 +337,8 @@ class ConfigParser(ArgumentParser):
         namespace.pop("config")
         if EXPLICIT_FLAGS in {field.name for field in dataclasses.fields(self.config_class)}:
             namespace[EXPLICIT_FLAGS] = self.explicit_flags(argv)
+        if CONFIG_FLAGS in {field.name for field in dataclasses.fields(self.config_class)}:
+            namespace[CONFIG_FLAGS] = frozenset(values)
         return self.config_class(**namespace)
 
     def explicit_flags(self, argv: Sequence[str]) -> frozenset:
@@ -407,6 +413,12 @@ def select(config: Any, target: type, **overrides):
     """An instance of dataclass ``target`` from the same-named fields of ``config`` (plus ``overrides``)."""
     names = {field.name for field in dataclasses.fields(target)}
     return target(**{name: getattr(config, name) for name in names if name not in overrides}, **overrides)
+
+
+def user_set(config: Any, name: str) -> bool:
+    """Whether the user set flag ``name``, on the command line or in a ``--config`` file: what a rule that
+    derives a default from "was this flag given?" asks (a YAML value is the user's as much as a flag is)."""
+    return name in getattr(config, EXPLICIT_FLAGS, ()) or name in getattr(config, CONFIG_FLAGS, ())
 
 
 def announce_replaced(given: Any, resolved: Any, reason: str) -> None:

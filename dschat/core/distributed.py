@@ -66,6 +66,14 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
     return value
 
 
+def all_reduce_sum(value: torch.Tensor) -> torch.Tensor:
+    """Sum of a tensor over all processes (identity with one process)."""
+    if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+        value = value.clone()
+        torch.distributed.all_reduce(value)
+    return value
+
+
 def all_reduce_max(value: torch.Tensor) -> torch.Tensor:
     """Maximum of a tensor over all processes (identity with one process)."""
     if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:

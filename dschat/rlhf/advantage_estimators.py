@@ -14,7 +14,10 @@ R = clip(r(x, y)) − β·Σ_t KL_t. With the k1 estimator Σ_t KL_t = log π(y|
 RLOO paper's sequence reward r(x, y) − β·log(π/π_ref): the KL is in the reward, for every algorithm alike.
 
 Groups: each prompt of a generation batch is repeated K = ``--num_samples_per_prompt`` times in contiguous
-rows, so a batch of B = G·K returns is G groups ``returns.view(G, K)``.
+rows, so a batch of B = G·K returns is G groups ``returns.view(G, K)``. A group lies in one process; the batch of
+the batch-wide statistics (``--scale_rewards batch``'s std, ``--reinforce_baseline batch_mean``'s mean) is the
+union of every data-parallel process's rows (:func:`batch_mean_std`), as TRL's ``GRPOTrainer`` gathers every
+process's rewards before its batch std.
 
 The trainer calls ``build_advantage_estimator(config)`` once and never branches on algorithm names: an
 estimator maps ``(values, rewards, segment_ids, action_mask)`` to token advantages, token returns and
@@ -28,12 +31,16 @@ from typing import Callable, Dict, Optional, Tuple
 
 import torch
 
+from dschat.core.distributed import all_reduce_sum
 from dschat.rlhf.algorithms import ALGORITHMS, REINFORCE_BASELINES, SCALE_REWARDS, get_algorithm
 from dschat.rlhf.macro_action import compute_macro_advantages, macro_statistics, masked_mean
 from dschat.rlhf.macro_action.segments import as_action_mask, check_same_shape
 
 SequenceAdvantageFn = Callable[[torch.Tensor, int], torch.Tensor]
 EstimatorOutput = Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor]]
+ReduceSum = Callable[[torch.Tensor], torch.Tensor]
+"""Sums a tensor over the processes whose rows make up the batch (:func:`dschat.core.distributed.all_reduce_sum`);
+``None`` where one is asked for: this process holds the whole batch."""
 
 
 def sequence_returns(rewards: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
@@ -83,26 +90,40 @@ def grpo_advantages(returns: torch.Tensor, group_size: int, scale: str = "group"
     return scale_advantages(centered, returns, group_size, scale)
 
 
-def scale_advantages(advantages: torch.Tensor, returns: torch.Tensor, group_size: int, scale: str) -> torch.Tensor:
+def batch_mean_std(returns: torch.Tensor, reduce_sum: Optional[ReduceSum] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Mean and unbiased std of the batch's returns, the batch being the union of every process's ``returns``
+    (``reduce_sum``: :data:`ReduceSum`), as TRL's ``GRPOTrainer._generate_and_score_completions`` gathers every
+    process's rewards before its batch std. Sums only, in two passes (N and Σ R, then Σ (R − mean)²), so the
+    processes may hold different numbers of rows."""
+    total = reduce_sum or (lambda value: value)
+    count, summed = total(torch.stack([returns.new_tensor(float(returns.numel())), returns.sum()]))
+    mean = summed / count
+    return mean, (total((returns - mean).square().sum()) / (count - 1)).sqrt()
+
+
+def scale_advantages(advantages: torch.Tensor, returns: torch.Tensor, group_size: int, scale: str,
+                     reduce_sum: Optional[ReduceSum] = None) -> torch.Tensor:
     """``--scale_rewards``: A_i / (std + :data:`GRPO_STD_EPS`) with the unbiased std of the returns of A_i's group
-    (``group``: GRPO, Shao et al. 2024, as their reference implementation and TRL) or of the whole batch
-    (``batch``: TRL's, Liu et al. 2025's suggestion for a less biased GRPO), or A_i unchanged (``none``: Dr. GRPO,
-    Liu et al. 2025 §3.1). ``[B]``."""
+    (``group``: GRPO, Shao et al. 2024, as their reference implementation and TRL) or of the whole batch over all
+    processes (``batch``: TRL's, Liu et al. 2025's suggestion for a less biased GRPO; :func:`batch_mean_std`), or
+    A_i unchanged (``none``: Dr. GRPO, Liu et al. 2025 §3.1). ``[B]``."""
     if scale not in SCALE_REWARDS:
         raise ValueError(f"--scale_rewards {scale!r}: expected one of {SCALE_REWARDS}")
     if scale == "none":
         return advantages
     if scale == "batch":
-        return advantages / (returns.std() + GRPO_STD_EPS)
+        return advantages / (batch_mean_std(returns, reduce_sum)[1] + GRPO_STD_EPS)
     groups = grouped(advantages, group_size)
     return (groups / (grouped(returns, group_size).std(dim=1, keepdim=True) + GRPO_STD_EPS)).reshape(-1)
 
 
-def reinforce_advantages(returns: torch.Tensor, group_size: int, batch_mean_baseline: bool = False) -> torch.Tensor:
+def reinforce_advantages(returns: torch.Tensor, group_size: int, batch_mean_baseline: bool = False,
+                         reduce_sum: Optional[ReduceSum] = None) -> torch.Tensor:
     """REINFORCE (Williams, 1992): A_i = R_i, RLOO without its baseline; with ``batch_mean_baseline`` the mean
-    return of the whole batch is subtracted instead. ``group_size`` only checks the layout. ``[B]``."""
+    return of the whole batch over all processes (:func:`batch_mean_std`) is subtracted instead. ``group_size``
+    only checks the layout. ``[B]``."""
     grouped(returns, group_size)
-    return returns - returns.mean() if batch_mean_baseline else returns.clone()
+    return returns - batch_mean_std(returns, reduce_sum)[0] if batch_mean_baseline else returns.clone()
 
 
 def broadcast_to_tokens(sequence_values: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
@@ -157,6 +178,8 @@ class SequenceBaselineEstimator:
     """The baseline reads the whole batch (REINFORCE's batch mean), not just the group."""
     scale: str = "none"
     """``--scale_rewards`` (:func:`scale_advantages`)."""
+    reduce_sum: Optional[ReduceSum] = all_reduce_sum
+    """The batch-wide scale's sum over the processes (:func:`batch_mean_std`)."""
 
     def rows_independent(self, rows: int) -> bool:
         """Whether the advantages of any ``rows`` contiguous rows (starting at a multiple of ``rows``) depend on
@@ -168,7 +191,7 @@ class SequenceBaselineEstimator:
                  action_mask: torch.Tensor) -> EstimatorOutput:
         returns = sequence_returns(rewards, action_mask).float()
         sequence_advantages = scale_advantages(self.advantage_fn(returns, self.group_size), returns, self.group_size,
-                                               self.scale)
+                                               self.scale, self.reduce_sum)
         advantages = broadcast_to_tokens(sequence_advantages, action_mask)
         token_returns = broadcast_to_tokens(returns, action_mask)
         stats = {f"macro/{key}": value
@@ -197,7 +220,8 @@ def _reinforce(config) -> SequenceBaselineEstimator:
     if config.reinforce_baseline not in REINFORCE_BASELINES:
         raise ValueError(f"--reinforce_baseline {config.reinforce_baseline!r}: expected one of {REINFORCE_BASELINES}")
     with_baseline = config.reinforce_baseline == "batch_mean"
-    advantage_fn = functools.partial(reinforce_advantages, batch_mean_baseline=with_baseline)
+    advantage_fn = functools.partial(reinforce_advantages, batch_mean_baseline=with_baseline,
+                                     reduce_sum=all_reduce_sum)
     return SequenceBaselineEstimator(advantage_fn, config.num_samples_per_prompt, batch_wide=with_baseline,
                                      scale=reward_scale(config))
 

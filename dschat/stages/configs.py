@@ -38,6 +38,7 @@ from dschat.core.config import (
     PositiveFloat,
     PositiveInt,
     Range,
+    user_set,
 )
 
 Dtype = Literal["fp32", "bf16", "fp16"]
@@ -104,10 +105,11 @@ class DataArgs:
     """TL;DR validation's CNN/DailyMail rows: keep (the authors) or drop (Reddit posts only)."""
 
     def __post_init__(self):
-        """A --data_path with no dataset named (the default, not given on the command line) is the user's own rows:
-        jsonl, never the embedded synthetic task (whose gold score would be computed for them)."""
+        """A --data_path with no dataset named (the default, set neither on the command line nor in a --config
+        file) is the user's own rows: jsonl, never the embedded synthetic task (whose gold score would be computed
+        for them)."""
         if (self.data_path is not None and self.data_name == DataArgs.data_name
-                and "data_name" not in getattr(self, "explicit_flags", frozenset())):
+                and not user_set(self, "data_name")):
             self.data_name = "jsonl"
         getattr(super(), "__post_init__", lambda: None)()
 
@@ -226,6 +228,8 @@ class LoopArgs(SeedArgs):
     """Passed by the deepspeed launcher."""
     explicit_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})
     """The flags given on the command line (filled by the parser; not a flag)."""
+    config_flags: FrozenSet[str] = field(default=frozenset(), metadata={"flag": False})
+    """The flags set by the --config files (filled by the parser; not a flag)."""
 
     def __post_init__(self):
         if self.output_dir is not None and os.path.isfile(self.output_dir):
@@ -504,8 +508,9 @@ class PPOConfig:
     term, the paper's E_τ). Default: the mean over --ratio's units (token_mean for token, macro_mean for macro and
     macro_geo, seq_mean_token_mean for sequence_geo)."""
     scale_rewards: Literal["auto", "group", "batch", "none"] = "auto"
-    """Critic-free --algo: divide the advantages by the std of the returns of their group | of the batch | not at
-    all (Dr. GRPO, Liu et al. 2025; TRL scale_rewards). auto: group for grpo, none for rloo and reinforce."""
+    """Critic-free --algo: divide the advantages by the std of the returns of their group | of the batch (every
+    process's rows, as TRL gathers them) | not at all (Dr. GRPO, Liu et al. 2025; TRL scale_rewards). auto: group
+    for grpo, none for rloo and reinforce."""
     filter_groups: bool = False
     """Critic-free --algo with K >= 2: drop the groups whose K scores are all equal (no signal) and sample their
     prompts again, up to --filter_groups_max_tries times (DAPO's dynamic sampling, Yu et al. 2025; OpenRLHF
@@ -525,7 +530,8 @@ class PPOConfig:
     """K: each prompt of a generation batch is sampled K times, in contiguous rows (default: 4 for rloo and grpo,
     1 otherwise; App. C.3)."""
     reinforce_baseline: Annotated[str, OneOf(_reinforce_baselines)] = "none"
-    """--algo reinforce only: none (raw sequence return) | batch_mean (subtract the batch's mean return)."""
+    """--algo reinforce only: none (raw sequence return) | batch_mean (subtract the batch's mean return, over every
+    process's rows)."""
     nonfinite_rewards: Literal["drop", "stop"] = "drop"
     """A NaN or ±inf score (a broken reward model or reward function): drop (the sample gets no loss weight —
     its response mask is cleared — and is counted in ``reward/nonfinite``) | stop (end the run, one line)."""

@@ -17,7 +17,7 @@ from dschat.data.registry import answer_task_of, verified_datasets
 from dschat.rlhf.algorithms import get_algorithm
 from dschat.rlhf.macro_action.choices import DEFAULT_LOSS_AGG
 from dschat.stages.configs import RLHFConfig, SupervisedArgs
-from dschat.core.config import EXPLICIT_FLAGS, ConfigError, announce_replaced, split_global_batch
+from dschat.core.config import ConfigError, announce_replaced, split_global_batch, user_set
 from dschat.core.launch import local_world_size
 
 Rule = Callable[[Any, int], Any]
@@ -79,9 +79,9 @@ def resolve_algorithm(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
     """A copy of ``args`` with ``--algo``'s K filled in and its flags checked. A critic-free algorithm's advantage
     is the sequence's (n → ∞, §3.2.3) whatever the termination rule, which then only cuts the units of the ratio,
     the clip, the correction and the loss (docs/objective.md); so its default rule is one macro per response:
-    ``--termination fixed --ngram 1`` unless ``--ngram`` is given on the command line becomes ``--ngram inf``
-    (with the default token ratio and token correction, ``--ngram 1`` and ``inf`` train alike). (``world_size``:
-    unused; every rule takes it.)"""
+    ``--termination fixed --ngram 1`` unless ``--ngram`` is set (on the command line or in a ``--config`` file:
+    :func:`user_set`) becomes ``--ngram inf`` (with the default token ratio and token correction, ``--ngram 1``
+    and ``inf`` train alike). (``world_size``: unused; every rule takes it.)"""
     algorithm = get_algorithm(args.algo)
     samples = args.num_samples_per_prompt or algorithm.default_samples_per_prompt
     if samples < algorithm.min_samples_per_prompt:
@@ -91,7 +91,7 @@ def resolve_algorithm(args: RLHFConfig, world_size: int = 1) -> RLHFConfig:
         raise ConfigError(f"--reinforce_baseline {args.reinforce_baseline} applies to --algo reinforce only")
     ngram = args.ngram
     if not algorithm.needs_critic and args.termination in ("fixed", "ngram") and ngram == 1 \
-            and "ngram" not in getattr(args, EXPLICIT_FLAGS, ()):
+            and not user_set(args, "ngram"):
         ngram = None  # the advantage is the sequence's (n → ∞, §3.2.3); the rule only cuts the loss's units
     return dataclasses.replace(args, num_samples_per_prompt=samples, ngram=ngram)
 
