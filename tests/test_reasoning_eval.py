@@ -17,13 +17,14 @@ def test_summary_of_greedy_and_sampled_responses():
     pairs = load_pairs("arithmetic", "validation")[:3]
     prompts, refs = [p.prompt for p in pairs], [p.chosen for p in pairs]
     answer = [int(r.rsplit(" ", 1)[1]) for r in refs]
-    lucky = f" 1 + 1 = 2\nAnswer: {answer[1]}"  # right answer, wrong chain
+    lucky = f" 1 + 1 = 3\nAnswer: {answer[1]}"  # right answer, wrong chain (no step of it follows)
     greedy = [[(refs[0], 80)], [(lucky, 10)], [("Answer: 0" if answer[2] else "Answer: 1", 6)]]
     sampled = [[(refs[0], 1), ("x", 1), ("y", 1), ("z", 1)], [("x", 2)] * 4,
                [(refs[2], 3), (refs[2], 3), ("x", 3), ("y", 3)]]
     result = summarize(prompts, refs, greedy, sampled, "arithmetic", ks=[1, 2, 8])
     assert result["accuracy"] == pytest.approx(2 / 3) and result["response_length"] == pytest.approx(32)
     assert result["right_answers_with_a_wrong_step"] == 1
+    assert result["steps_right"] == pytest.approx(8 / 24) and result["chains_right"] == pytest.approx(1 / 3)
     # pass@k = 1 - C(n - c, k) / C(n, k) per problem, n = 4, c = 1, 0, 2
     for k in (1, 2):
         expected = sum(1 - math.comb(4 - c, k) / math.comb(4, k) for c in (1, 0, 2)) / 3

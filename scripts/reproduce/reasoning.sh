@@ -16,6 +16,7 @@ export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 OUT="${OUT:-outputs/reasoning}"
 RUNS="${RUNS:-docs/study/reasoning-amendment-2.jsonl}"
 SEEDS="${SEEDS:-1 2 3 4 5 6 7 8}"
+JOBS="${JOBS:-1}"
 mkdir -p "$OUT"
 if ! have "$OUT/sft"; then
   nice -n 10 "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma \
@@ -38,27 +39,33 @@ declare -A ARMS=(
 )
 ORDER=(grpo ma-grpo-step ma-grpo-fixed5 ppo ma-ppo-step)
 recorded() { [ -f "$RUNS" ] && grep -q "\"arm\": \"$1\", \"seed\": $2," "$RUNS"; }
+one_run() {  # ARM SEED: the run, its wall and CPU time (bash's `times` in this subshell: its children's), its record
+  local arm=$1 seed=$2 dir="$OUT/$1/seed$2" started start wall cpu
+  rm -rf "$dir"
+  started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  start=$(date +%s.%N)
+  times > "$OUT/.cpu_before-$arm-$seed"
+  # shellcheck disable=SC2086  # the arm's flags are words
+  nice -n 10 "$PY" training/step3_rlhf_finetuning/main.py "${COMMON[@]}" ${ARMS[$arm]} --seed "$seed" \
+    --output_dir "$dir" > "$OUT/$arm-seed$seed.log" 2>&1 || echo "run $arm seed $seed failed (see $OUT/$arm-seed$seed.log)"
+  times > "$OUT/.cpu_after-$arm-$seed"
+  wall=$(echo "$(date +%s.%N) - $start" | bc)
+  cpu=$("$PY" -c "import re, sys
+def cpu(p): return sum(int(m) * 60 + float(s) for m, s in re.findall(r'(\d+)m([\d.]+)s', open(p).read().splitlines()[1]))
+print(round(cpu(sys.argv[2]) - cpu(sys.argv[1]), 1))" "$OUT/.cpu_before-$arm-$seed" "$OUT/.cpu_after-$arm-$seed")
+  "$PY" -m evaluation.reasoning_comparison "$RUNS" --record "$arm" "$seed" "$dir" "$started" "$wall" "$cpu"
+  grep "\"arm\": \"$arm\", \"seed\": $seed," "$RUNS" | cut -c1-200
+}
 for SEED in $SEEDS; do
   for ARM in "${ORDER[@]}"; do
     recorded "$ARM" "$SEED" && continue
     if [ -n "${STOP_AFTER:-}" ] && [ "$(date +%s)" -ge "$STOP_AFTER" ]; then
+      wait
       echo "STOP_AFTER reached: no further run started; run the script again to continue"; exit 0
     fi
-    DIR="$OUT/$ARM/seed$SEED"
-    rm -rf "$DIR"
-    STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-    START=$(date +%s.%N)
-    times > "$OUT/.cpu_before"
-    # shellcheck disable=SC2086  # the arm's flags are words
-    nice -n 10 "$PY" training/step3_rlhf_finetuning/main.py "${COMMON[@]}" ${ARMS[$ARM]} --seed "$SEED" \
-      --output_dir "$DIR" > "$OUT/$ARM-seed$SEED.log" 2>&1 || echo "run $ARM seed $SEED failed (see $OUT/$ARM-seed$SEED.log)"
-    times > "$OUT/.cpu_after"
-    WALL=$(echo "$(date +%s.%N) - $START" | bc)
-    CPU=$("$PY" -c "import re, sys
-def cpu(p): return sum(int(m) * 60 + float(s) for m, s in re.findall(r'(\d+)m([\d.]+)s', open(p).read().splitlines()[1]))
-print(round(cpu(sys.argv[2]) - cpu(sys.argv[1]), 1))" "$OUT/.cpu_before" "$OUT/.cpu_after")
-    "$PY" -m evaluation.reasoning_comparison "$RUNS" --record "$ARM" "$SEED" "$DIR" "$STARTED" "$WALL" "$CPU"
-    tail -1 "$RUNS" | cut -c1-200
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+    one_run "$ARM" "$SEED" &
   done
 done
+wait
 "$PY" -m evaluation.reasoning_comparison "$RUNS" --figure docs/study/reasoning.png
