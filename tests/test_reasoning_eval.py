@@ -70,3 +70,21 @@ def test_verdicts_are_holm_adjusted_paired_tests_over_the_family():
 def test_curves_average_finished_seeds_per_step():
     runs = [run("grpo", 1, 0.4), run("grpo", 2, 0.6), run("grpo", 3, 1.0, failed=True)]
     assert curves(runs) == {"grpo": [[0, pytest.approx(0.2)], [10, pytest.approx(0.5)]]}
+
+
+def test_verdict_table_and_readme_line_say_a_partial_set_is_partial():
+    from evaluation.reasoning_comparison import readme_line, verdict_lines
+
+    runs = [run(arm, seed, 0.3 + 0.01 * seed) for seed in (1, 2, 3) for arm in ("grpo", "ma-grpo-step")]
+    runs += [run("ppo", 1, 0.2), run("ma-ppo-step", 1, 0.9, failed=True)]
+    lines = verdict_lines(runs)
+    assert lines[0].startswith("8 of 40 planned runs recorded, 1 failed; **partial**, not made: ma-grpo-fixed5 1, ")
+    assert "ma-ppo-step 1" not in lines[0] and "ma-ppo-step 8." in lines[0]
+    rows = {line.split(" | ")[0][2:]: line for line in lines if line.startswith("| ma-")}
+    assert rows["ma-grpo-step − grpo"].startswith("| ma-grpo-step − grpo | 3 | +0.000 |")  # equal per seed
+    assert rows["ma-ppo-step − ppo"].endswith("| fewer than 2 | – | – | – | **not decided** |")
+    line = readme_line(runs)
+    assert "(partial: 8 of 40 runs)" in line and "ma-ppo-step − ppo not decided" in line
+    full = [run(arm, seed, 0.3) for seed in range(1, 9) for arm in ("grpo", "ma-grpo-step", "ma-grpo-fixed5", "ppo",
+                                                                     "ma-ppo-step")]
+    assert verdict_lines(full)[0] == "40 of 40 planned runs recorded, 0 failed." and "partial" not in readme_line(full)

@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# The pre-registered reasoning comparison (docs/study/plans/reasoning.md and its amendment 2): would macro actions
+# The pre-registered reasoning comparison (docs/study/plans/reasoning.md and its amendment 3): would macro actions
 # hurt math reasoning?
 # On the embedded arithmetic task with the answer verifier as reward: GRPO vs MA-GRPO (--ratio macro_geo with
 # --termination step, and with fixed 5-grams) and PPO vs MA-PPO (critic, --termination step), 8 PPO seeds per arm,
-# one SFT model, the same budget. Runs one at a time at nice 10; each run's record (arm, seed, started_at, commit,
-# machine, load, wall and CPU time, accuracy at every evaluation, failed) is appended to RUNS, a finished run is not
-# run again, a failed one is recorded and the next goes on.
+# one SFT model, the same budget. Runs JOBS at a time (default 1) at nice 10, seed by seed; each run's record (arm,
+# seed, started_at, commit, machine, load, wall and CPU time, accuracy at every evaluation, failed) is appended to
+# RUNS, a finished run is not run again, a failed one is recorded and the next goes on.
 #   bash scripts/reproduce/reasoning.sh            # SFT if missing, then the 40 runs, the verdicts and the figure
-#   STOP_AFTER=$(date -d 13:05 +%s) bash ...       # start no run after that time (the rest: run the script again)
-# Outputs: $OUT (default outputs/reasoning): sft/, ARM/seedS/; RUNS (default docs/study/reasoning-amendment-2.jsonl)
-# and docs/study/reasoning.png. Time: about 30 min of CPU for the runs and 9 for the SFT model (the plan's "Size and
-# time"); on the 2-core development machine shared with seven other jobs it took the wall time the records hold.
+#   JOBS=2 STOP_AFTER=$(date -d 16:50 +%s) bash ...  # two at a time; start no run after that time (then run again)
+# Outputs: $OUT (default outputs/reasoning): sft/, ARM/seedS/; RUNS (default docs/study/reasoning-amendment-3.jsonl)
+# and docs/study/reasoning.png. Time: each run's wall and CPU time are in its record; the SFT model's on
+# docs/reasoning.md (2-core development machine shared with other jobs).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 OUT="${OUT:-outputs/reasoning}"
-RUNS="${RUNS:-docs/study/reasoning-amendment-2.jsonl}"
+RUNS="${RUNS:-docs/study/reasoning-amendment-3.jsonl}"
 SEEDS="${SEEDS:-1 2 3 4 5 6 7 8}"
 JOBS="${JOBS:-1}"
 mkdir -p "$OUT"
 if ! have "$OUT/sft"; then
   nice -n 10 "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma \
-    --data_name arithmetic --data_split 5,0,5 --num_train_epochs 4 --per_device_train_batch_size 16 \
-    --learning_rate 2e-3 --warmup_ratio 0.05 --max_seq_len 192 --max_eval_samples 200 --log_steps 50 \
+    --data_name arithmetic --data_split 5,0,5 --num_train_epochs 2 --per_device_train_batch_size 16 \
+    --learning_rate 2e-3 --warmup_ratio 0.05 --max_seq_len 160 --max_eval_samples 200 --log_steps 50 \
     --no_progress_bar --seed 1234 --output_dir "$OUT/sft"
 fi
 COMMON=(--reward verifier --verifier_format_weight 0 --data_name arithmetic --data_split 5,0,5
