@@ -89,12 +89,13 @@ def verdict_lines(runs: Sequence[dict]) -> List[str]:
 
 
 def readme_line(runs: Sequence[dict]) -> str:
-    """The README's one line answering reviewer QYzk, from the same verdicts."""
+    """The README's one line answering reviewer QYzk, from the same verdicts (italic, not bold: the study section's
+    bold bullets are the study generator's)."""
     result = verdicts(runs)
     parts = [f"{method} − {baseline} {result[method]['mean_difference']:+.3f} ({result[method]['verdict']})"
              if method in result else f"{method} − {baseline} not decided" for method, baseline in CONTRASTS.items()]
     scope = f" (partial: {len(runs)} of {len(ARMS) * len(SEEDS)} runs)" if not_made(runs) else ""
-    return ("- **Would macro actions hurt math reasoning? (reviewer QYzk)** On the embedded arithmetic task with the "
+    return ("- *Would macro actions hurt math reasoning?* (reviewer QYzk) On the embedded arithmetic task with the "
             f"answer verifier as reward, 8 PPO seeds per arm{scope}, held-out accuracy at the last step: "
             + "; ".join(parts) + f" (margin ±{MARGIN}; exploratory by the pre-registration check; "
             f"[reasoning](docs/reasoning.md), `{COMMAND}`).")

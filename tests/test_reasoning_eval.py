@@ -85,6 +85,7 @@ def test_verdict_table_and_readme_line_say_a_partial_set_is_partial():
     assert rows["ma-ppo-step − ppo"].endswith("| fewer than 2 | – | – | – | **not decided** |")
     line = readme_line(runs)
     assert "(partial: 8 of 40 runs)" in line and "ma-ppo-step − ppo not decided" in line
+    assert line.startswith("- *Would macro actions hurt math reasoning?* (reviewer QYzk)")  # not a study bold lead
     full = [run(arm, seed, 0.3) for seed in range(1, 9) for arm in ("grpo", "ma-grpo-step", "ma-grpo-fixed5", "ppo",
                                                                      "ma-ppo-step")]
     assert verdict_lines(full)[0] == "40 of 40 planned runs recorded, 0 failed." and "partial" not in readme_line(full)
