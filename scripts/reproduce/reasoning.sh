@@ -8,6 +8,7 @@
 # RUNS, a finished run is not run again, a failed one is recorded and the next goes on.
 #   bash scripts/reproduce/reasoning.sh            # SFT if missing, then the 40 runs, the verdicts and the figure
 #   JOBS=2 STOP_AFTER=$(date -d 16:50 +%s) bash ...  # two at a time; start no run after that time (then run again)
+#   SFT_STEPS=720 bash ...                           # the SFT model's optimizer steps (amendment 3's candidates)
 # Outputs: $OUT (default outputs/reasoning): sft/, ARM/seedS/; RUNS (default docs/study/reasoning-amendment-3.jsonl)
 # and docs/study/reasoning.png. Time: each run's wall and CPU time are in its record; the SFT model's on
 # docs/reasoning.md (2-core development machine shared with other jobs).
@@ -17,10 +18,11 @@ OUT="${OUT:-outputs/reasoning}"
 RUNS="${RUNS:-docs/study/reasoning-amendment-3.jsonl}"
 SEEDS="${SEEDS:-1 2 3 4 5 6 7 8}"
 JOBS="${JOBS:-1}"
+SFT_STEPS="${SFT_STEPS:-750}"  # amendment 3: the SFT model's steps, chosen by its rule among 720, 750, 780
 mkdir -p "$OUT"
 if ! have "$OUT/sft"; then
   nice -n 10 "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma \
-    --data_name arithmetic --data_split 5,0,5 --num_train_epochs 2 --per_device_train_batch_size 16 \
+    --data_name arithmetic --data_split 5,0,5 --num_train_epochs 2 --max_steps "$SFT_STEPS" --per_device_train_batch_size 16 \
     --learning_rate 2e-3 --warmup_ratio 0.05 --max_seq_len 160 --max_eval_samples 200 --log_steps 50 \
     --no_progress_bar --seed 1234 --output_dir "$OUT/sft"
 fi
