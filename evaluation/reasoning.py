@@ -1,7 +1,9 @@
 """Held-out evaluation of a policy on a reasoning task with a verifiable answer (``arithmetic``, ``gsm8k``,
 ``math``): accuracy of greedy answers, pass@k of sampled ones (Chen et al.'s estimator,
 :func:`evaluation.pass_at_k.pass_at_k`), the response length, and for the embedded task how many right answers
-were reached through a wrong step (:func:`dschat.data.arithmetic_task.chain_errors`: right for the wrong reasons).
+were reached through a wrong step (:func:`dschat.data.arithmetic_task.chain_errors`: right for the wrong reasons),
+the fraction of the greedy chains' steps that follow from the prompt (``steps_right``) and of the chains with no
+wrong step (``chains_right``).
 
     python -m evaluation.reasoning --policy outputs/reasoning/sft --data_name arithmetic --max_problems 200 \\
         --num_samples 8
@@ -59,9 +61,11 @@ def summarize(prompts: Sequence[str], references: Sequence[str], greedy: Sequenc
     result = {"problems": len(prompts), "accuracy": fmean(right),
               "response_length": fmean(g[0][1] for g in greedy)}
     if task == "arithmetic":
-        wrong_reasons = [bool(chain_errors(g[0][0], problem_of_prompt(p))) for g, p, r in
-                         zip(greedy, prompts, right) if r]
-        result["right_answers_with_a_wrong_step"] = sum(wrong_reasons)
+        problems = [problem_of_prompt(p) for p in prompts]
+        errors = [chain_errors(g[0][0], problem) for g, problem in zip(greedy, problems)]
+        result["right_answers_with_a_wrong_step"] = sum(bool(e) for e, r in zip(errors, right) if r)
+        result["steps_right"] = 1 - sum(map(len, errors)) / sum(len(p.operations) for p in problems)
+        result["chains_right"] = fmean(not e for e in errors)
     if sampled and sampled[0]:
         counts = [sum(verify_answer(text, ref, task) for text, _ in samples)
                   for samples, ref in zip(sampled, references)]

@@ -1,8 +1,8 @@
-"""The pre-registered reasoning comparison (``docs/study/plans/reasoning.md``, amendment 2): its analysis and its
-figure, from the runs file ``docs/study/reasoning-amendment-2.jsonl`` (the first task version's runs:
+"""The pre-registered reasoning comparison (``docs/study/plans/reasoning.md``, amendment 3): its analysis and its
+figure, from the runs file ``docs/study/reasoning-amendment-3.jsonl`` (the first task version's runs:
 ``docs/study/reasoning.jsonl``), one record per run, failed runs included.
 
-    python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-2.jsonl --figure docs/study/reasoning.png
+    python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-3.jsonl --figure docs/study/reasoning.png
 
 The analysis is the plan's, with the study's statistics (:mod:`evaluation.study.stats`): per contrast (method arm
 against its baseline, paired by PPO seed on the same SFT model) the paired differences of the primary metric, held-out
@@ -24,6 +24,10 @@ MARGIN = 0.05
 CONTRASTS = {"ma-grpo-step": "grpo", "ma-grpo-fixed5": "grpo", "ma-ppo-step": "ppo"}
 """Method arm -> its baseline arm: the plan's family of three contrasts."""
 FAMILY = "reasoning"
+ARMS = ("grpo", "ma-grpo-step", "ma-grpo-fixed5", "ppo", "ma-ppo-step")
+SEEDS = tuple(range(1, 9))
+"""The plan's arms (in its run order) and PPO seeds: 40 runs."""
+COMMAND = "python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-3.jsonl --figure docs/study/reasoning.png"
 
 
 def read_runs(path: str) -> List[dict]:
@@ -61,6 +65,42 @@ def verdicts(runs: Sequence[dict], margin: float = MARGIN) -> Dict[str, dict]:
     return out
 
 
+def not_made(runs: Sequence[dict]) -> List[str]:
+    """``arm seed`` of every planned run without a record."""
+    recorded = {(run["arm"], run["seed"]) for run in runs}
+    return [f"{arm} {seed}" for seed in SEEDS for arm in ARMS if (arm, seed) not in recorded]
+
+
+def verdict_lines(runs: Sequence[dict]) -> List[str]:
+    """The page's account of the comparison: how many runs (failed, not made: a partial set says so) and per
+    contrast its pairs, mean paired difference, Holm-adjusted p values and verdict (:func:`verdicts`)."""
+    result, missing = verdicts(runs), not_made(runs)
+    failed = sum(bool(run.get("failed")) for run in runs)
+    head = f"{len(runs)} of {len(ARMS) * len(SEEDS)} planned runs recorded, {failed} failed"
+    head += f"; **partial**, not made: {', '.join(missing)}." if missing else "."
+    lines = [head, "", "| contrast | complete pairs | mean difference (accuracy) | Holm p, t test | "
+             f"Holm p, TOST ±{MARGIN} | verdict |", "|---|---|---|---|---|---|"]
+    for method, baseline in CONTRASTS.items():
+        r = result.get(method)
+        lines.append(f"| {method} − {baseline} | " + (
+            f"{r['seeds']} | {r['mean_difference']:+.3f} | {r['p_holm']:.3f} | {r['tost_p_holm']:.3f} | "
+            f"**{r['verdict']}** |" if r else "fewer than 2 | – | – | – | **not decided** |"))
+    return lines
+
+
+def readme_line(runs: Sequence[dict]) -> str:
+    """The README's one line answering reviewer QYzk, from the same verdicts (italic, not bold: the study section's
+    bold bullets are the study generator's)."""
+    result = verdicts(runs)
+    parts = [f"{method} − {baseline} {result[method]['mean_difference']:+.3f} ({result[method]['verdict']})"
+             if method in result else f"{method} − {baseline} not decided" for method, baseline in CONTRASTS.items()]
+    scope = f" (partial: {len(runs)} of {len(ARMS) * len(SEEDS)} runs)" if not_made(runs) else ""
+    return ("- *Would macro actions hurt math reasoning?* (reviewer QYzk) On the embedded arithmetic task with the "
+            f"answer verifier as reward, 8 PPO seeds per arm{scope}, held-out accuracy at the last step: "
+            + "; ".join(parts) + f" (margin ±{MARGIN}; exploratory by the pre-registration check; "
+            f"[reasoning](docs/reasoning.md), `{COMMAND}`).")
+
+
 def curves(runs: Sequence[dict]) -> Mapping[str, List[List[float]]]:
     """``{arm: [[step, mean accuracy over its finished seeds], ...]}`` for the figure."""
     by_arm: Dict[str, Dict[int, List[float]]] = {}
@@ -71,7 +111,7 @@ def curves(runs: Sequence[dict]) -> Mapping[str, List[List[float]]]:
     return {arm: [[step, sum(v) / len(v)] for step, v in sorted(points.items())] for arm, points in by_arm.items()}
 
 
-def plot(runs: Sequence[dict], path: str, machine: str) -> None:
+def plot(runs: Sequence[dict], path: str, machine: str, commit: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,9 +122,9 @@ def plot(runs: Sequence[dict], path: str, machine: str) -> None:
         axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=arm)
     axis.set_xlabel("PPO iteration")
     axis.set_ylabel("held-out accuracy (greedy)")
-    axis.set_title("arithmetic: accuracy against step, mean over seeds", fontsize=9)
+    axis.set_title("arithmetic: accuracy against step, mean over finished seeds", fontsize=9)
     axis.legend(fontsize=8)
-    figure.text(0.01, 0.01, machine, fontsize=6)
+    figure.text(0.01, 0.01, f"{COMMAND} (runs at {commit})\n{machine}", fontsize=5)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
 
@@ -114,6 +154,7 @@ def main(argv=None) -> None:
     parser = ArgumentParser(description=__doc__)
     parser.add_argument("runs", help="the comparison's JSONL runs file")
     parser.add_argument("--figure", default=None, help="write the accuracy-against-step figure here (PNG)")
+    parser.add_argument("--markdown", action="store_true", help="print the page's verdict table and README line")
     parser.add_argument("--record", nargs=6, default=None, metavar=("ARM", "SEED", "RUN_DIR", "STARTED_AT", "WALL_S",
                                                                      "CPU_S"),
                         help="append the record of one run to the runs file instead of analysing it")
@@ -125,10 +166,14 @@ def main(argv=None) -> None:
                          + "\n")
         return
     runs = read_runs(args.runs)
-    print(json.dumps({"runs": len(runs), "failed": sum(bool(r.get("failed")) for r in runs),
-                      "verdicts": verdicts(runs)}, indent=1))
+    if args.markdown:
+        print("\n".join(verdict_lines(runs) + ["", readme_line(runs)]))
+    else:
+        print(json.dumps({"runs": len(runs), "failed": sum(bool(r.get("failed")) for r in runs),
+                          "not_made": not_made(runs), "verdicts": verdicts(runs)}, indent=1))
     if args.figure:
-        plot(runs, args.figure, runs[0].get("machine", "") if runs else "")
+        plot(runs, args.figure, runs[0].get("machine", "") if runs else "",
+             ",".join(sorted({str(r.get("commit"))[:7] for r in runs})))
 
 
 if __name__ == "__main__":

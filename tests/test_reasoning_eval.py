@@ -17,13 +17,14 @@ def test_summary_of_greedy_and_sampled_responses():
     pairs = load_pairs("arithmetic", "validation")[:3]
     prompts, refs = [p.prompt for p in pairs], [p.chosen for p in pairs]
     answer = [int(r.rsplit(" ", 1)[1]) for r in refs]
-    lucky = f" 1 + 1 = 2\nAnswer: {answer[1]}"  # right answer, wrong chain
+    lucky = f" 1 + 1 = 3\nAnswer: {answer[1]}"  # right answer, wrong chain (no step of it follows)
     greedy = [[(refs[0], 80)], [(lucky, 10)], [("Answer: 0" if answer[2] else "Answer: 1", 6)]]
     sampled = [[(refs[0], 1), ("x", 1), ("y", 1), ("z", 1)], [("x", 2)] * 4,
                [(refs[2], 3), (refs[2], 3), ("x", 3), ("y", 3)]]
     result = summarize(prompts, refs, greedy, sampled, "arithmetic", ks=[1, 2, 8])
     assert result["accuracy"] == pytest.approx(2 / 3) and result["response_length"] == pytest.approx(32)
     assert result["right_answers_with_a_wrong_step"] == 1
+    assert result["steps_right"] == pytest.approx(8 / 24) and result["chains_right"] == pytest.approx(1 / 3)
     # pass@k = 1 - C(n - c, k) / C(n, k) per problem, n = 4, c = 1, 0, 2
     for k in (1, 2):
         expected = sum(1 - math.comb(4 - c, k) / math.comb(4, k) for c in (1, 0, 2)) / 3
@@ -69,3 +70,22 @@ def test_verdicts_are_holm_adjusted_paired_tests_over_the_family():
 def test_curves_average_finished_seeds_per_step():
     runs = [run("grpo", 1, 0.4), run("grpo", 2, 0.6), run("grpo", 3, 1.0, failed=True)]
     assert curves(runs) == {"grpo": [[0, pytest.approx(0.2)], [10, pytest.approx(0.5)]]}
+
+
+def test_verdict_table_and_readme_line_say_a_partial_set_is_partial():
+    from evaluation.reasoning_comparison import readme_line, verdict_lines
+
+    runs = [run(arm, seed, 0.3 + 0.01 * seed) for seed in (1, 2, 3) for arm in ("grpo", "ma-grpo-step")]
+    runs += [run("ppo", 1, 0.2), run("ma-ppo-step", 1, 0.9, failed=True)]
+    lines = verdict_lines(runs)
+    assert lines[0].startswith("8 of 40 planned runs recorded, 1 failed; **partial**, not made: ma-grpo-fixed5 1, ")
+    assert "ma-ppo-step 1" not in lines[0] and "ma-ppo-step 8." in lines[0]
+    rows = {line.split(" | ")[0][2:]: line for line in lines if line.startswith("| ma-")}
+    assert rows["ma-grpo-step − grpo"].startswith("| ma-grpo-step − grpo | 3 | +0.000 |")  # equal per seed
+    assert rows["ma-ppo-step − ppo"].endswith("| fewer than 2 | – | – | – | **not decided** |")
+    line = readme_line(runs)
+    assert "(partial: 8 of 40 runs)" in line and "ma-ppo-step − ppo not decided" in line
+    assert line.startswith("- *Would macro actions hurt math reasoning?* (reviewer QYzk)")  # not a study bold lead
+    full = [run(arm, seed, 0.3) for seed in range(1, 9) for arm in ("grpo", "ma-grpo-step", "ma-grpo-fixed5", "ppo",
+                                                                     "ma-ppo-step")]
+    assert verdict_lines(full)[0] == "40 of 40 planned runs recorded, 0 failed." and "partial" not in readme_line(full)

@@ -13,11 +13,13 @@ from dschat.rlhf.reward_sources import VerifierReward
 
 
 def left_to_right(prompt: str) -> int:
-    """The answer of an arithmetic prompt ("Start with N." then one "x: op b" line an operation), evaluated here."""
+    """The answer of an arithmetic prompt ("Start N, mod 10, R rounds:" then one "x:?<op><b>=?" line an operation
+    of the program, run R times), evaluated here."""
     lines = prompt.split("\n")[:-1]
-    value = int(lines[0][len("Start with "):-1])
-    for op, operand in (line.split(": ")[1].split() for line in lines[1:]):
-        value = eval(f"{value} {op} {operand}")  # noqa: S307 -- digits and one operator
+    head = lines[0].split(", ")
+    value = int(head[0][len("Start "):])
+    for op, operand in [(line[3], line[4]) for line in lines[1:]] * int(head[2].split()[0]):
+        value = eval(f"({value} {op} {operand}) % 10")  # noqa: S307 -- digits and one operator
     return value
 
 
@@ -30,7 +32,7 @@ def test_verifier_flags_reach_both_reward_sources_each_with_its_own_references(t
     args = build_parser().parse_config(["--reward", "verifier", "--data_name", "arithmetic", "--data_split", "5,0,5",
                                         "--verifier_format_weight", "0.25", "--output_dir", str(tmp_path)])
     train_prompts, eval_prompts, train_refs, eval_refs = prompt_texts(args, tokenizer=None)
-    assert len(train_prompts) == 4000 and len(eval_prompts) == 400
+    assert len(train_prompts) == 8000 and len(eval_prompts) == 400
     train, evaluation = make_reward_sources(args, engines=None, train_tasks=train_refs, eval_tasks=eval_refs)
     for source, prompts in ((train, train_prompts), (evaluation, eval_prompts)):
         assert isinstance(source, VerifierReward) and source.task == "arithmetic"

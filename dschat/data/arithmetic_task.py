@@ -1,47 +1,61 @@
-"""The embedded reasoning task (``--data_name arithmetic``): multi-step arithmetic with an exact answer.
+"""The embedded reasoning task (``--data_name arithmetic``): multi-step arithmetic mod 10 with an exact answer.
 
 Why. Reinforcement learning on language models today is mostly reasoning with a *verifiable* reward (an exact
 answer check, no reward model), and the paper's reviewer QYzk asked whether macro actions would hurt it. A
 reasoning chain has a natural macro action, its step; this task gives the project one, offline and in CI.
 
-Task. A prompt gives a start value and :data:`MIN_OPS`-:data:`MAX_OPS` labelled operations to apply in order::
+Task (fourth version). A prompt gives a one-digit start value and a program of :data:`PROGRAM_OPS` labelled
+operations, to be run :data:`ROUNDS` times in order, mod :data:`MODULUS`; each operation is written as the step
+it asks for, with ``?`` for the values to fill in::
 
-    Start with 27.
-    a: + 8
-    b: + 2
-    c: * 2
-    d: + 4
-    e: - 1
-    Solution:
+    Start 2, mod 10, 3 rounds:
+    a:?+4=?
+    b:?+1=?
+    c:?*3=?
 
-The worked solution is a chain of short steps, one line each under its operation's label, then the answer line::
+The worked solution fills them in, one step a line (9 steps), then the answer line::
 
-     a: 27 + 8 = 35
-    b: 35 + 2 = 37
-    c: 37 * 2 = 74
-    d: 74 + 4 = 78
-    e: 78 - 1 = 77
-    Answer: 77
+     a:2+4=6
+    b:6+1=7
+    c:7*3=1
+    a:1+4=5
+    ...
+    c:3*3=9
+    Answer: 9
 
-(one leading space, as every response of the project; about 14 tokens a step and 76-99 tokens a response with
-the shipped tokenizer, which splits digits one by one). The label is the key a step finds its operation by: a
-tiny model learns to copy after a matching label sooner than to count its way along one expression line.
-Operations: ``+ b`` and ``- b`` with ``b`` in [:data:`MIN_ADD`, :data:`MAX_ADD`], and ``* k`` with ``k`` in
-:data:`FACTORS`; every value of the chain stays in [0, :data:`MAX_VALUE`] (an operation that would leave it is
-redrawn). Each step is a small sum, difference or
-doubling, meant for a tiny model to learn well but not perfectly. Measured (``docs/reasoning.md``): after 4 epochs
-of SFT on CPU the tiny model gets 6% of held-out problems right, every one through wrong steps: it has not yet
-learnt to read the operands, so at that budget the task does not meet this design. (Earlier
-versions wrote the operations on one line, ``Compute left to right: 27 + 8 + 2 * 2 ...``: with operands up to 49
-and values up to 199 the tiny SFT model answered 0 of 64 held-out problems; with the numbers of this version 3% of
-200, every one of them through wrong steps: it wrote chains of the right form but did not read the operands.)
+(one leading space, as every response of the project). The shipped tokenizer writes every character of a line as
+one token: 8 tokens a step, 80 a response, 44 a prompt. Operations: ``+ b`` with ``b`` in 1..9 and ``* b`` with
+``b`` in :data:`FACTORS`, drawn uniformly from those 12 (10 × 12³ = 17,280 distinct problems); every value is one
+digit. Why this form: a from-scratch 4-layer model (``tiny-gemma``) has to learn three things from the SFT data
+alone, and each is made as plain as it can be while the chain stays long: (a) *looking the operation up*: a
+step's operation is the one 3 lines up, in the prompt for the first round and in the solution for the others, and
+every line has 8 tokens, so the operation and operand are always 24 tokens back (one relative offset, for every
+step of every problem; the label repeats with them); (b) *the arithmetic*: 120 one-digit facts (90 sums, 30
+products mod 10); (c) *the value carried*: the previous line's result, 4 tokens back (the start value for the
+first step). Measured (``docs/reasoning.md``): see the page for where the SFT model lands.
 
-Credit assignment. The reward (:func:`dschat.rewards.verify_answer`) looks at the answer line only, 60-90 tokens
-after the first decision that can ruin it. Each operation is a bijection of the integers, so a single wrong step
-always makes the answer wrong (the error is carried to the end, shifted or multiplied, never cancelled); only two
-or more compensating errors can land on the right answer. :func:`chain_errors` finds the steps of a response that
-do not follow from the prompt, so a right answer reached through a wrong step (right for the wrong reasons) is
-counted, not assumed away (``evaluation/reasoning.py`` reports the rate).
+Earlier versions, each measured on the SFT model of the plan's flags (4 epochs of the 4,000 SFT problems, batch
+16, lr 2e-3) and each failing the design: (1) the operations on one line, ``Compute left to right: 27 + 8 + 2 * 2
+...``, operands up to 49, ``* 3``, values up to 199, 5-6 steps: 0 of 64 held-out problems; (2) the same line with
+operands 1-9, ``* 2``, values up to 99, 6-7 steps: 3% of 200, every right answer through wrong steps; (3) one
+labelled operation a line (``a: + 8``, solution ``a: 27 + 8 = 35``), 5-6 steps, values up to 99: 6% of 200, every
+right answer through wrong steps, the first step already wrong in 51 of 60 greedy chains. Versions 2 and 3 wrote
+chains of the right form without reading the operands: two-digit values whose digit count varies put a step's
+operand at a different distance in every problem, which 1,000 SFT steps did not teach the tiny model to find.
+A pilot of this version's first form (8 different operations, one a line, ``Start 2, mod 10.`` then ``a:?+4=?``
+... ``h:?*9=?``, each looked up 80 tokens back in the prompt; 300 SFT steps of batch 16 on fresh problems, lr
+2e-3) still got 0.75% of the steps of 50 greedy chains right (16% of the answers, all by chance; at lr 6e-3 it
+learnt less); the same pilot of this form (the program run in rounds) got the operations copied and 6% of the
+steps right, its loss still falling (``docs/reasoning.md``).
+
+Credit assignment. The reward (:func:`dschat.rewards.verify_answer`) looks at the answer line only, about 60
+tokens after the first decision that can ruin it. Each operation is a bijection of the values mod 10 (adding
+any ``b``; multiplying by 3, 7 or 9, which are prime to 10), so a single wrong step always makes the answer wrong
+(the error is carried to the end, never cancelled); only two or more compensating errors can land on the right
+answer. The price of one-digit values: an answer guessed at random is right one time in ten, so right answers
+are not evidence of right steps by themselves. :func:`chain_errors` finds the steps of a response that do not
+follow from the prompt, so a right answer reached through a wrong step (right for the wrong reasons) is counted,
+not assumed away (``evaluation/reasoning.py`` reports it).
 
 Splits (generated on load, deterministic: ``random.Random`` of a fixed seed, whose stream Python keeps stable):
 ``train`` :data:`SPLIT_SIZES` problems from seed 21, ``validation`` from seed 22; a training problem whose prompt
@@ -57,37 +71,44 @@ from typing import List, Optional, Sequence, Tuple
 
 from .schema import PreferencePair
 
-SPLIT_SIZES = {"train": 8000, "validation": 400}
+SPLIT_SIZES = {"train": 16000, "validation": 400}
 SPLIT_SEEDS = {"train": 21, "validation": 22}
-MIN_OPS, MAX_OPS = 5, 6
-MIN_START, MAX_START = 10, 99
-MIN_ADD, MAX_ADD = 1, 9
-FACTORS = (2,)
-MAX_VALUE = 99
-LABELS = "abcdef"
-"""Each operation's label, in the prompt and in its step of the solution (the key a step's operands are found by)."""
+PROGRAM_OPS, ROUNDS = 3, 3
+"""A program of 3 operations, run 3 times: 9 steps."""
+MODULUS = 10
+ADDENDS = tuple(range(1, MODULUS))
+FACTORS = (3, 7, 9)
+"""The factors prime to 10 (other than 1): multiplying by one is a bijection of the values mod 10."""
+LABELS = "abc"
+"""Each operation's label, in the prompt and in each step that applies it."""
 ANSWER_PREFIX = "Answer:"
-OPERATIONS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
-STEP = re.compile(r"^\s*(?:[a-z]: )?(-?\d+) ([-+*]) (\d+) = (-?\d+)\s*$")
+OPERATIONS = {"+": lambda a, b: (a + b) % MODULUS, "*": lambda a, b: (a * b) % MODULUS}
+STEP = re.compile(r"^\s*(?:[a-z]:)?\s*(-?\d+)\s*([-+*])\s*(\d+)\s*=\s*(-?\d+)\s*$")
 ANSWER_LINE = re.compile(rf"^\s*{ANSWER_PREFIX}\s*(-?\d+)\s*$")
-START = re.compile(r"Start with (\d+)\.")
-OPERATION = re.compile(r"^[a-z]: ([-+*]) (\d+)$", re.M)
+START = re.compile(r"Start (\d+), mod 10, (\d+) rounds:")
+OPERATION = re.compile(r"^[a-z]:\?([-+*])(\d+)=\?$", re.M)
 
 
 @dataclass(frozen=True)
 class Problem:
-    """A start value and the ``(operator, operand)`` operations applied to it from left to right."""
+    """A start value and a program of ``(operator, operand)`` operations, applied in order ``rounds`` times, mod 10."""
 
     start: int
-    operations: Tuple[Tuple[str, int], ...]
+    program: Tuple[Tuple[str, int], ...]
+    rounds: int = ROUNDS
+
+    @property
+    def operations(self) -> Tuple[Tuple[str, int], ...]:
+        """Every step's operation, in order: the program, ``rounds`` times."""
+        return self.program * self.rounds
 
     @property
     def prompt(self) -> str:
-        lines = [f"{label}: {op} {operand}" for label, (op, operand) in zip(LABELS, self.operations)]
-        return "\n".join([f"Start with {self.start}."] + lines + ["Solution:"])
+        lines = [f"{label}:?{op}{operand}=?" for label, (op, operand) in zip(LABELS, self.program)]
+        return "\n".join([f"Start {self.start}, mod 10, {self.rounds} rounds:"] + lines + [""])
 
     def values(self) -> List[int]:
-        """The chain's values: the start, then the value after each operation (the last is the answer)."""
+        """The chain's values: the start, then the value after each step (the last is the answer)."""
         values = [self.start]
         for op, operand in self.operations:
             values.append(OPERATIONS[op](values[-1], operand))
@@ -98,29 +119,20 @@ class Problem:
         return self.values()[-1]
 
     def solution(self) -> str:
-        """The worked solution: one ``label: a op b = c`` line a step, then ``Answer: c``; one leading space."""
-        values = self.values()
-        steps = [f"{label}: {a} {op} {b} = {c}"
-                 for label, a, (op, b), c in zip(LABELS, values, self.operations, values[1:])]
+        """The worked solution: one ``label:a op b=c`` line a step, then ``Answer: c``; one leading space."""
+        values, labels = self.values(), LABELS[:len(self.program)] * self.rounds
+        steps = [f"{label}:{a}{op}{b}={c}"
+                 for label, a, (op, b), c in zip(labels, values, self.operations, values[1:])]
         return " " + "\n".join(steps + [f"{ANSWER_PREFIX} {values[-1]}"])
 
 
-def _operation(rng: random.Random, value: int) -> Tuple[str, int]:
-    """One operation keeping the value in [0, MAX_VALUE] (redrawn until it does)."""
-    while True:
-        op = rng.choice("+-*")
-        operand = rng.choice(FACTORS) if op == "*" else rng.randint(MIN_ADD, MAX_ADD)
-        if 0 <= OPERATIONS[op](value, operand) <= MAX_VALUE:
-            return op, operand
+CHOICES = tuple(("+", b) for b in ADDENDS) + tuple(("*", k) for k in FACTORS)
+"""The 12 operations a program's step is drawn from, uniformly."""
 
 
 def generate_problem(rng: random.Random) -> Problem:
-    value = rng.randint(MIN_START, MAX_START)
-    start, operations = value, []
-    for _ in range(rng.randint(MIN_OPS, MAX_OPS)):
-        operations.append(_operation(rng, value))
-        value = OPERATIONS[operations[-1][0]](value, operations[-1][1])
-    return Problem(start, tuple(operations))
+    start = rng.randrange(MODULUS)
+    return Problem(start, tuple(rng.choice(CHOICES) for _ in range(PROGRAM_OPS)))
 
 
 def generate_problems(count: int, seed: int, exclude: Sequence[str] = ()) -> List[Problem]:
@@ -153,7 +165,8 @@ def problem_of_prompt(prompt: str) -> Optional[Problem]:
     start = START.search(prompt)
     if start is None:
         return None
-    return Problem(int(start.group(1)), tuple((op, int(b)) for op, b in OPERATION.findall(prompt)))
+    program = tuple((op, int(b)) for op, b in OPERATION.findall(prompt))
+    return Problem(int(start.group(1)), program, int(start.group(2)))
 
 
 def final_answer(response: str) -> Optional[int]:

@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# The pre-registered reasoning comparison (docs/study/plans/reasoning.md and its amendment 2): would macro actions
+# The pre-registered reasoning comparison (docs/study/plans/reasoning.md and its amendment 3): would macro actions
 # hurt math reasoning?
 # On the embedded arithmetic task with the answer verifier as reward: GRPO vs MA-GRPO (--ratio macro_geo with
 # --termination step, and with fixed 5-grams) and PPO vs MA-PPO (critic, --termination step), 8 PPO seeds per arm,
-# one SFT model, the same budget. Runs one at a time at nice 10; each run's record (arm, seed, started_at, commit,
-# machine, load, wall and CPU time, accuracy at every evaluation, failed) is appended to RUNS, a finished run is not
-# run again, a failed one is recorded and the next goes on.
+# one SFT model, the same budget. Runs JOBS at a time (default 1) at nice 10, seed by seed; each run's record (arm,
+# seed, started_at, commit, machine, load, wall and CPU time, accuracy at every evaluation, failed) is appended to
+# RUNS, a finished run is not run again, a failed one is recorded and the next goes on.
 #   bash scripts/reproduce/reasoning.sh            # SFT if missing, then the 40 runs, the verdicts and the figure
-#   STOP_AFTER=$(date -d 13:05 +%s) bash ...       # start no run after that time (the rest: run the script again)
-# Outputs: $OUT (default outputs/reasoning): sft/, ARM/seedS/; RUNS (default docs/study/reasoning-amendment-2.jsonl)
-# and docs/study/reasoning.png. Time: about 30 min of CPU for the runs and 9 for the SFT model (the plan's "Size and
-# time"); on the 2-core development machine shared with seven other jobs it took the wall time the records hold.
+#   JOBS=2 STOP_AFTER=$(date -d 16:50 +%s) bash ...  # two at a time; start no run after that time (then run again)
+#   SFT_STEPS=720 bash ...                           # the SFT model's optimizer steps (amendment 3's candidates)
+# Outputs: $OUT (default outputs/reasoning): sft/, ARM/seedS/; RUNS (default docs/study/reasoning-amendment-3.jsonl)
+# and docs/study/reasoning.png. Time: each run's wall and CPU time are in its record; the SFT model's on
+# docs/reasoning.md (2-core development machine shared with other jobs).
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export DS_ACCELERATOR="${DS_ACCELERATOR:-cpu}"
 OUT="${OUT:-outputs/reasoning}"
-RUNS="${RUNS:-docs/study/reasoning-amendment-2.jsonl}"
+RUNS="${RUNS:-docs/study/reasoning-amendment-3.jsonl}"
 SEEDS="${SEEDS:-1 2 3 4 5 6 7 8}"
+JOBS="${JOBS:-1}"
+SFT_STEPS="${SFT_STEPS:-750}"  # amendment 3: the SFT model's steps, chosen by its rule among 720, 750, 780
 mkdir -p "$OUT"
 if ! have "$OUT/sft"; then
   nice -n 10 "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma \
-    --data_name arithmetic --data_split 5,0,5 --num_train_epochs 4 --per_device_train_batch_size 16 \
-    --learning_rate 2e-3 --warmup_ratio 0.05 --max_seq_len 192 --max_eval_samples 200 --log_steps 50 \
+    --data_name arithmetic --data_split 5,0,5 --num_train_epochs 2 --max_steps "$SFT_STEPS" --per_device_train_batch_size 16 \
+    --learning_rate 2e-3 --warmup_ratio 0.05 --max_seq_len 160 --max_eval_samples 200 --log_steps 50 \
     --no_progress_bar --seed 1234 --output_dir "$OUT/sft"
 fi
 COMMON=(--reward verifier --verifier_format_weight 0 --data_name arithmetic --data_split 5,0,5
@@ -38,27 +41,33 @@ declare -A ARMS=(
 )
 ORDER=(grpo ma-grpo-step ma-grpo-fixed5 ppo ma-ppo-step)
 recorded() { [ -f "$RUNS" ] && grep -q "\"arm\": \"$1\", \"seed\": $2," "$RUNS"; }
+one_run() {  # ARM SEED: the run, its wall and CPU time (bash's `times` in this subshell: its children's), its record
+  local arm=$1 seed=$2 dir="$OUT/$1/seed$2" started start wall cpu
+  rm -rf "$dir"
+  started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  start=$(date +%s.%N)
+  times > "$OUT/.cpu_before-$arm-$seed"
+  # shellcheck disable=SC2086  # the arm's flags are words
+  nice -n 10 "$PY" training/step3_rlhf_finetuning/main.py "${COMMON[@]}" ${ARMS[$arm]} --seed "$seed" \
+    --output_dir "$dir" > "$OUT/$arm-seed$seed.log" 2>&1 || echo "run $arm seed $seed failed (see $OUT/$arm-seed$seed.log)"
+  times > "$OUT/.cpu_after-$arm-$seed"
+  wall=$(echo "$(date +%s.%N) - $start" | bc)
+  cpu=$("$PY" -c "import re, sys
+def cpu(p): return sum(int(m) * 60 + float(s) for m, s in re.findall(r'(\d+)m([\d.]+)s', open(p).read().splitlines()[1]))
+print(round(cpu(sys.argv[2]) - cpu(sys.argv[1]), 1))" "$OUT/.cpu_before-$arm-$seed" "$OUT/.cpu_after-$arm-$seed")
+  "$PY" -m evaluation.reasoning_comparison "$RUNS" --record "$arm" "$seed" "$dir" "$started" "$wall" "$cpu"
+  grep "\"arm\": \"$arm\", \"seed\": $seed," "$RUNS" | cut -c1-200
+}
 for SEED in $SEEDS; do
   for ARM in "${ORDER[@]}"; do
     recorded "$ARM" "$SEED" && continue
     if [ -n "${STOP_AFTER:-}" ] && [ "$(date +%s)" -ge "$STOP_AFTER" ]; then
+      wait
       echo "STOP_AFTER reached: no further run started; run the script again to continue"; exit 0
     fi
-    DIR="$OUT/$ARM/seed$SEED"
-    rm -rf "$DIR"
-    STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-    START=$(date +%s.%N)
-    times > "$OUT/.cpu_before"
-    # shellcheck disable=SC2086  # the arm's flags are words
-    nice -n 10 "$PY" training/step3_rlhf_finetuning/main.py "${COMMON[@]}" ${ARMS[$ARM]} --seed "$SEED" \
-      --output_dir "$DIR" > "$OUT/$ARM-seed$SEED.log" 2>&1 || echo "run $ARM seed $SEED failed (see $OUT/$ARM-seed$SEED.log)"
-    times > "$OUT/.cpu_after"
-    WALL=$(echo "$(date +%s.%N) - $START" | bc)
-    CPU=$("$PY" -c "import re, sys
-def cpu(p): return sum(int(m) * 60 + float(s) for m, s in re.findall(r'(\d+)m([\d.]+)s', open(p).read().splitlines()[1]))
-print(round(cpu(sys.argv[2]) - cpu(sys.argv[1]), 1))" "$OUT/.cpu_before" "$OUT/.cpu_after")
-    "$PY" -m evaluation.reasoning_comparison "$RUNS" --record "$ARM" "$SEED" "$DIR" "$STARTED" "$WALL" "$CPU"
-    tail -1 "$RUNS" | cut -c1-200
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || true; done
+    one_run "$ARM" "$SEED" &
   done
 done
+wait
 "$PY" -m evaluation.reasoning_comparison "$RUNS" --figure docs/study/reasoning.png
