@@ -15,6 +15,7 @@ last evaluation is missing) removes its seed from every contrast it belongs to, 
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Dict, List, Mapping, Sequence
 
 from evaluation.study.stats import ALPHA, adjust_families
@@ -95,10 +96,16 @@ def readme_line(runs: Sequence[dict]) -> str:
     parts = [f"{method} − {baseline} {result[method]['mean_difference']:+.3f} ({result[method]['verdict']})"
              if method in result else f"{method} − {baseline} not decided" for method, baseline in CONTRASTS.items()]
     scope = f" (partial: {len(runs)} of {len(ARMS) * len(SEEDS)} runs)" if not_made(runs) else ""
+    arm_curves = curves(runs)
+    start = statistics.mean(curve[0][1] for curve in arm_curves.values())
+    last = [curve[-1][1] for curve in arm_curves.values()]
+    fell = ": it fell in every arm, so these verdicts compare arms that all lost accuracy" if max(last) < start else ""
     return ("- *Would macro actions hurt math reasoning?* (reviewer QYzk) On the embedded arithmetic task with the "
             f"answer verifier as reward, 8 PPO seeds per arm{scope}, held-out accuracy at the last step: "
-            + "; ".join(parts) + f" (margin ±{MARGIN}; exploratory by the pre-registration check; "
-            f"[reasoning](docs/reasoning.md), `{COMMAND}`).")
+            + "; ".join(parts) + f" (margin ±{MARGIN}; exploratory by the pre-registration check). At this budget "
+            f"(8 iterations) accuracy went from {start:.3f} at step 0 to {min(last):.3f}-{max(last):.3f} at the last "
+            f"(arm means){fell} "
+            f"([reasoning](docs/reasoning.md), `{COMMAND}`).")
 
 
 def curves(runs: Sequence[dict]) -> Mapping[str, List[List[float]]]:

@@ -18,7 +18,7 @@ OUT="${OUT:-outputs/reasoning}"
 RUNS="${RUNS:-docs/study/reasoning-amendment-3.jsonl}"
 SEEDS="${SEEDS:-1 2 3 4 5 6 7 8}"
 JOBS="${JOBS:-1}"
-SFT_STEPS="${SFT_STEPS:-750}"  # amendment 3: the SFT model's steps, chosen by its rule among 720, 750, 780
+SFT_STEPS="${SFT_STEPS:-720}"  # amendment 4: the comparison's SFT model (amendment 3's candidates 720, 750, 780)
 mkdir -p "$OUT"
 if ! have "$OUT/sft"; then
   nice -n 10 "$PY" training/step1_supervised_finetuning/main.py --model_name_or_path tiny-gemma \
