@@ -28,7 +28,7 @@ FAMILY = "reasoning"
 ARMS = ("grpo", "ma-grpo-step", "ma-grpo-fixed5", "ppo", "ma-ppo-step")
 SEEDS = tuple(range(1, 9))
 """The plan's arms (in its run order) and PPO seeds: 40 runs."""
-COMMAND = "python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-3.jsonl --figure docs/study/reasoning.png"
+COMMAND = ".venv/bin/python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-3.jsonl --figure docs/study/reasoning.png"
 
 
 def read_runs(path: str) -> List[dict]:
