@@ -41,6 +41,16 @@ def by_hand_logprobs(model, seq: torch.Tensor, prompt_mask: torch.Tensor, eos: i
     return logprobs, mask
 
 
+def logprobs_of_each_version(model, weights: list, seq: torch.Tensor, prompt_mask: torch.Tensor, eos: int) -> list:
+    """:func:`by_hand_logprobs` of ``seq`` under each state dict of ``weights`` loaded into a copy of ``model``."""
+    reference = copy.deepcopy(model)
+    found = []
+    for state in weights:
+        reference.load_state_dict(state)
+        found.append(by_hand_logprobs(reference, seq, prompt_mask, eos))
+    return found
+
+
 def tiny_model():
     from dschat.model import load_causal_lm, load_tokenizer
 
@@ -84,11 +94,7 @@ def test_a_version_loaded_between_chunks_samples_the_rest_and_each_token_is_scor
                                tokenizer.pad_token_id, tokenizer.eos_token_id, TEMPERATURE)
     assert len(chunks) == 3 and scored_before_load
     assert rollout.token_versions.tolist() == [[0] * 6 + [1] * 6] * 3
-    reference = copy.deepcopy(model)
-    per_version = []
-    for state in weights:
-        reference.load_state_dict(state)
-        per_version.append(by_hand_logprobs(reference, rollout.seq, prompt_mask, tokenizer.eos_token_id))
+    per_version = logprobs_of_each_version(model, weights, rollout.seq, prompt_mask, tokenizer.eos_token_id)
     mask = per_version[0][1]
     token_version = torch.zeros_like(mask, dtype=torch.long)
     token_version[:, prompts.shape[1] - 1:] = rollout.token_versions

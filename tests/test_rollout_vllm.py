@@ -551,7 +551,7 @@ def test_partial_rollouts_on_vllm_take_each_tokens_log_prob_from_its_own_version
     VLLM_FORWARD_ATOL), not of the other's. The prompts are longer than a KV-cache block, which vLLM's prefix
     cache keeps from the first chunk: continuing with it after the load would mix the old version's keys in."""
     from dschat.rlhf.rollout.partial import sample_in_chunks
-    from test_async_partial import TEMPERATURE, by_hand_logprobs
+    from test_async_partial import TEMPERATURE, logprobs_of_each_version
 
     model, tokenizer, engine = gemma
     actor = copy.deepcopy(model)
@@ -576,11 +576,7 @@ def test_partial_rollouts_on_vllm_take_each_tokens_log_prob_from_its_own_version
         rollout = sample_in_chunks(engine, actor, prompts, mask, sampling, 4, 0, between_chunks,
                                    tokenizer.pad_token_id, tokenizer.eos_token_id, TEMPERATURE)
     assert calls == [0, 1]
-    reference = copy.deepcopy(model)
-    per_version = []
-    for state in weights:
-        reference.load_state_dict(state)
-        per_version.append(by_hand_logprobs(reference, rollout.seq, mask, tokenizer.eos_token_id))
+    per_version = logprobs_of_each_version(model, weights, rollout.seq, mask, tokenizer.eos_token_id)
     on = per_version[0][1]
     token_version = torch.full_like(rollout.engine_logprobs, -1, dtype=torch.long)
     token_version[:, prompts.shape[1] - 1:] = rollout.token_versions
