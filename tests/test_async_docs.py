@@ -15,7 +15,7 @@ from conftest import ROOT
 
 DOCS = Path(ROOT) / "docs"
 PAGE = DOCS / "async-rollouts.md"
-SHAPES = ("long", "tiny", "smollm2", "long_idle")
+SHAPES = ("long", "tiny", "smollm2", "long_idle", "tiny_idle")
 
 
 def page() -> str:
@@ -159,3 +159,15 @@ def test_the_partial_rollout_verdict_is_the_plans_analysis_of_the_records():
             f"{mean:+.4f} [{mean - q * se:+.4f}, {mean + q * se:+.4f}] (95% t), t p = {p:.3f}, TOST p = {tost_p:.3f}"
             ) in page()
     assert f"**{reading}**" in page()
+
+
+@pytest.mark.parametrize("shape", ["long_idle", "tiny_idle"])
+def test_the_idle_rows_k2_figures_are_the_committed_outputs(shape):
+    """The prose beside the idle-core rows quotes K = 2's speed-up over the 2-thread loop and the synchronous loops'
+    iteration times from the committed output."""
+    figures, text = bench(shape), page()
+    median, low, high = figures["ratios"]["async-2 speed-up over sync-2t"]
+    assert f"{median} [{low}, {high}]×" in text
+    if shape == "tiny_idle":
+        one, two = figures["sync-1t"]["s/iteration"], figures["sync-2t"]["s/iteration"]
+        assert f"{one / two:.2f}× ({one:.3f} against {two:.3f} s" in text
