@@ -28,7 +28,8 @@ FAMILY = "reasoning"
 ARMS = ("grpo", "ma-grpo-step", "ma-grpo-fixed5", "ppo", "ma-ppo-step")
 SEEDS = tuple(range(1, 9))
 """The plan's arms (in its run order) and PPO seeds: 40 runs."""
-COMMAND = ".venv/bin/python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-3.jsonl --figure docs/study/reasoning.png"
+COMMAND = (".venv/bin/python -m evaluation.reasoning_comparison docs/study/reasoning-amendment-3.jsonl "
+           "--figure docs/study/reasoning.png")
 
 
 def read_runs(path: str) -> List[dict]:
@@ -99,11 +100,12 @@ def readme_line(runs: Sequence[dict]) -> str:
     arm_curves = curves(runs)
     start = statistics.mean(curve[0][1] for curve in arm_curves.values())
     last = [curve[-1][1] for curve in arm_curves.values()]
+    iterations = max(curve[-1][0] for curve in arm_curves.values())
     fell = ": it fell in every arm, so these verdicts compare arms that all lost accuracy" if max(last) < start else ""
     return ("- *Would macro actions hurt math reasoning?* (reviewer QYzk) On the embedded arithmetic task with the "
-            f"answer verifier as reward, 8 PPO seeds per arm{scope}, held-out accuracy at the last step: "
+            f"answer verifier as reward, {len(SEEDS)} PPO seeds per arm{scope}, held-out accuracy at the last step: "
             + "; ".join(parts) + f" (margin ±{MARGIN}; exploratory by the pre-registration check). At this budget "
-            f"(8 iterations) accuracy went from {start:.3f} at step 0 to {min(last):.3f}-{max(last):.3f} at the last "
+            f"({iterations} iterations) accuracy went from {start:.3f} at step 0 to {min(last):.3f}-{max(last):.3f} at the last "
             f"(arm means){fell} "
             f"([reasoning](docs/reasoning.md), `{COMMAND}`).")
 
